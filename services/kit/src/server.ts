@@ -1,0 +1,111 @@
+import http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { requireInternalAuth } from "./internal-auth.ts";
+import type { Logger } from "./logger.ts";
+import { serverTracingInterceptor } from "./telemetry.ts";
+
+export interface ServerOptions {
+  port: number;
+  host?: string;
+  routes: (router: ConnectRouter) => void;
+  /** Secret every caller's internal credential must be signed with. */
+  internalSecret: string;
+  log: Logger;
+  /** Reported by GET /healthz (no credential needed: for load balancers and the stack runner). */
+  health?: () => Promise<Record<string, unknown>>;
+  interceptors?: Interceptor[];
+}
+
+export interface RunningServer {
+  port: number;
+  url: string;
+  /** Aborted when the server starts shutting down: long-lived streams should end. */
+  shutdownSignal: AbortSignal;
+  close(): Promise<void>;
+}
+
+/**
+ * Serves Connect routes over cleartext HTTP/2, so the same port speaks Connect,
+ * gRPC and gRPC-Web. `close()` refuses new calls, ends streams, lets in-flight
+ * unary calls finish (up to 5 s) and then drops what is left.
+ */
+export async function startServer(opts: ServerOptions): Promise<RunningServer> {
+  const shutdown = new AbortController();
+  const handler = connectNodeAdapter({
+    routes: opts.routes,
+    interceptors: [serverTracingInterceptor(), requireInternalAuth(opts.internalSecret), ...(opts.interceptors ?? [])],
+    shutdownSignal: shutdown.signal,
+    fallback(req, res) {
+      if (req.url === "/healthz" && req.method === "GET") {
+        const check = opts.health ? opts.health() : Promise.resolve({});
+        check.then(
+          (detail) => {
+            res.writeHead(200, { "content-type": "application/json" });
+            res.end(JSON.stringify({ status: "ok", ...detail }));
+          },
+          (err: unknown) => {
+            res.writeHead(503, { "content-type": "application/json" });
+            res.end(JSON.stringify({ status: "unavailable", error: (err as Error).message }));
+          },
+        );
+        return;
+      }
+      res.writeHead(404);
+      res.end();
+    },
+  });
+  const server = http2.createServer(handler);
+  const sessions = new Set<http2.ServerHttp2Session>();
+  server.on("session", (s) => {
+    sessions.add(s);
+    s.on("close", () => sessions.delete(s));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(opts.port, opts.host ?? "127.0.0.1", () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  opts.log.info("listening", { port });
+  let closing: Promise<void> | undefined;
+  return {
+    port,
+    url: `http://${opts.host ?? "127.0.0.1"}:${port}`,
+    shutdownSignal: shutdown.signal,
+    close() {
+      closing ??= new Promise<void>((resolve) => {
+        shutdown.abort();
+        server.close(() => resolve());
+        for (const s of sessions) s.close();
+        setTimeout(() => {
+          for (const s of sessions) s.destroy();
+        }, 5_000).unref();
+      });
+      return closing;
+    },
+  };
+}
+
+/**
+ * Runs `hooks` in reverse registration order on SIGTERM/SIGINT, then exits.
+ * A second signal exits at once.
+ */
+export function onShutdown(log: Logger, ...hooks: Array<() => Promise<unknown> | unknown>): void {
+  let stopping = false;
+  const run = async (signal: string) => {
+    if (stopping) process.exit(1);
+    stopping = true;
+    log.info("shutting down", { signal });
+    for (const hook of [...hooks].reverse()) {
+      try {
+        await hook();
+      } catch (err) {
+        log.error("shutdown hook failed", { error: err });
+      }
+    }
+    process.exit(0);
+  };
+  process.on("SIGTERM", () => void run("SIGTERM"));
+  process.on("SIGINT", () => void run("SIGINT"));
+}
