@@ -8,3 +8,4 @@ export * from "./internal-auth.ts";
 export * from "./telemetry.ts";
 export * from "./client.ts";
 export * from "./server.ts";
+export * from "./catalogue.ts";
