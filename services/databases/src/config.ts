@@ -1,0 +1,33 @@
+import { envInt, envString, requireEnv } from "@dbaas/kit";
+
+export interface Config {
+  port: number;
+  databaseUrl: string;
+  schema: string;
+  internalSecret: string;
+  billingUrl: string;
+  /** Hosts are `<id>.<databaseDomain>`. */
+  databaseDomain: string;
+  defaultVersion: string;
+  /** How long a deleted database's data is kept before the agent purges it. */
+  retentionSeconds: number;
+  /** An agent not heard from for this long gets no new databases. */
+  agentTimeoutSeconds: number;
+  /** How long reset-password waits for the agent to confirm the new password. */
+  passwordApplyTimeoutMs: number;
+}
+
+export function readConfig(env: Record<string, string | undefined> = process.env): Config {
+  return {
+    port: envInt(env, "PORT", 8082),
+    databaseUrl: requireEnv(env, "DATABASE_URL"),
+    schema: envString(env, "DATABASE_SCHEMA", "databases"),
+    internalSecret: requireEnv(env, "INTERNAL_AUTH_SECRET"),
+    billingUrl: requireEnv(env, "BILLING_URL"),
+    databaseDomain: envString(env, "DATABASE_DOMAIN", "db.localhost"),
+    defaultVersion: envString(env, "DEFAULT_POSTGRES_VERSION", "17"),
+    retentionSeconds: envInt(env, "DELETED_RETENTION_SECONDS", 7 * 24 * 3600),
+    agentTimeoutSeconds: envInt(env, "AGENT_TIMEOUT_SECONDS", 30),
+    passwordApplyTimeoutMs: envInt(env, "PASSWORD_APPLY_TIMEOUT_MS", 15_000),
+  };
+}

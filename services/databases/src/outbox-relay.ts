@@ -1,0 +1,104 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { StatusEventSchema } from "@dbaas/proto/billing";
+import { withTransaction } from "@dbaas/kit";
+import type { AppContext } from "./context.ts";
+
+interface StatusPayload {
+  event_id: string;
+  organization_id: string;
+  database_id: string;
+  tier: string;
+  status: string;
+  occurred_at: string;
+}
+
+/**
+ * Delivers outbox events to billing, oldest first, in batches. A batch is
+ * marked delivered only after billing acknowledged it, so a crash or a billing
+ * outage means redelivery (billing ignores duplicates by event id), never loss.
+ * SKIP LOCKED lets several replicas relay without sending a batch twice at once.
+ * Returns how many events were delivered.
+ */
+export async function relayOutboxOnce(ctx: AppContext, batchSize = 100): Promise<number> {
+  return await withTransaction(ctx.pool, async (db) => {
+    const { rows } = await db.query<{ id: string; payload: StatusPayload }>(
+      `SELECT id, payload FROM outbox WHERE delivered_at IS NULL AND topic = 'database.status'
+       ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
+      [batchSize],
+    );
+    if (rows.length === 0) return 0;
+    const ids = rows.map((r) => r.id);
+    try {
+      await ctx.billing.recordStatusEvents(
+        {
+          events: rows.map(({ payload: p }) =>
+            create(StatusEventSchema, {
+              eventId: p.event_id,
+              organizationId: p.organization_id,
+              databaseId: p.database_id,
+              tier: p.tier,
+              status: p.status,
+              occurredAt: timestampFromDate(new Date(p.occurred_at)),
+            }),
+          ),
+        },
+        { timeoutMs: 10_000 },
+      );
+    } catch (err) {
+      // Recorded on the rows (same transaction) so operators can see why events are waiting.
+      await db.query("UPDATE outbox SET attempts = attempts + 1, last_error = $2 WHERE id = ANY($1::bigint[])", [
+        ids,
+        (err as Error).message.slice(0, 500),
+      ]);
+      throw err;
+    }
+    await db.query("UPDATE outbox SET delivered_at = now() WHERE id = ANY($1::bigint[])", [ids]);
+    return rows.length;
+  });
+}
+
+/** Marks deleted databases past their retention window for purging by their agent. */
+export async function sweepExpiredDeletions(ctx: AppContext): Promise<number> {
+  return await withTransaction(ctx.pool, async (db) => {
+    const { rows } = await db.query<{ agent_id: string }>(
+      `UPDATE databases SET desired_state = 'purged', generation = generation + 1, updated_at = now()
+       WHERE desired_state = 'deleted' AND purge_after <= now() RETURNING agent_id`,
+    );
+    for (const agentId of new Set(rows.map((r) => r.agent_id))) {
+      await db.query("SELECT pg_notify('dbaas_agent_changed', $1)", [agentId]);
+    }
+    return rows.length;
+  });
+}
+
+/**
+ * Runs the relay continuously (every `intervalMs`, and right away while there
+ * is a backlog) plus the retention sweep, until `signal` aborts.
+ */
+export function startBackgroundWork(ctx: AppContext, signal: AbortSignal, intervalMs = 500): Promise<void> {
+  let lastSweep = 0;
+  let failures = 0;
+  return (async () => {
+    while (!signal.aborted) {
+      let delivered = 0;
+      try {
+        delivered = await relayOutboxOnce(ctx);
+        if (failures > 0) ctx.log.info("billing reachable again; outbox draining");
+        failures = 0;
+        if (Date.now() - lastSweep > 60_000) {
+          lastSweep = Date.now();
+          const n = await sweepExpiredDeletions(ctx);
+          if (n > 0) ctx.log.info("deleted databases past retention marked for purge", { count: n });
+        }
+      } catch (err) {
+        if (failures++ === 0) ctx.log.warn("outbox delivery failed; will retry", { error: err });
+      }
+      if (delivered === 0) {
+        const backoff = Math.min(intervalMs * 2 ** Math.min(failures, 5), 10_000);
+        await sleep(backoff, undefined, { signal }).catch(() => {});
+      }
+    }
+  })();
+}
