@@ -15,6 +15,10 @@ export const file_dbaas_billing_v1_billing_service: GenFile = /*@__PURE__*/
   fileDesc("CiZkYmFhcy9iaWxsaW5nL3YxL2JpbGxpbmdfc2VydmljZS5wcm90bxIQZGJhYXMuYmlsbGluZy52MSKcAQoLU3RhdHVzRXZlbnQSEAoIZXZlbnRfaWQYASABKAkSFwoPb3JnYW5pemF0aW9uX2lkGAIgASgJEhMKC2RhdGFiYXNlX2lkGAMgASgJEgwKBHRpZXIYBCABKAkSDgoGc3RhdHVzGAUgASgJEi8KC29jY3VycmVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJKChlSZWNvcmRTdGF0dXNFdmVudHNSZXF1ZXN0Ei0KBmV2ZW50cxgBIAMoCzIdLmRiYWFzLmJpbGxpbmcudjEuU3RhdHVzRXZlbnQiLgoaUmVjb3JkU3RhdHVzRXZlbnRzUmVzcG9uc2USEAoIcmVjb3JkZWQYASABKAUiKgoPR2V0VXNhZ2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSItCglVc2FnZUxpbmUSEAoIcXVhbnRpdHkYASABKAESDgoGYW1vdW50GAIgASgBIuUCChBHZXRVc2FnZVJlc3BvbnNlEjAKDHBlcmlvZF9zdGFydBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcGVyaW9kX2VuZBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoNY29tcHV0ZV9ob3VycxgDIAEoCzIbLmRiYWFzLmJpbGxpbmcudjEuVXNhZ2VMaW5lEi8KCnN0b3JhZ2VfZ2IYBCABKAsyGy5kYmFhcy5iaWxsaW5nLnYxLlVzYWdlTGluZRI1ChBkYXRhX3RyYW5zZmVyX2diGAUgASgLMhsuZGJhYXMuYmlsbGluZy52MS5Vc2FnZUxpbmUSMgoNcmVwbGljYV9ob3VycxgGIAEoCzIbLmRiYWFzLmJpbGxpbmcudjEuVXNhZ2VMaW5lEg0KBXRvdGFsGAcgASgBEhAKCGN1cnJlbmN5GAggASgJMtQBCg5CaWxsaW5nU2VydmljZRJvChJSZWNvcmRTdGF0dXNFdmVudHMSKy5kYmFhcy5iaWxsaW5nLnYxLlJlY29yZFN0YXR1c0V2ZW50c1JlcXVlc3QaLC5kYmFhcy5iaWxsaW5nLnYxLlJlY29yZFN0YXR1c0V2ZW50c1Jlc3BvbnNlElEKCEdldFVzYWdlEiEuZGJhYXMuYmlsbGluZy52MS5HZXRVc2FnZVJlcXVlc3QaIi5kYmFhcy5iaWxsaW5nLnYxLkdldFVzYWdlUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
+ * A database entering a status. Compute is metered from these: `running` starts
+ * the meter at `tier`'s hourly price, any other status stops it. Delivery may
+ * repeat or reorder events; occurred_at, not arrival, orders them.
+ *
  * @generated from message dbaas.billing.v1.StatusEvent
  */
 export type StatusEvent = Message<"dbaas.billing.v1.StatusEvent"> & {
@@ -36,11 +40,15 @@ export type StatusEvent = Message<"dbaas.billing.v1.StatusEvent"> & {
   databaseId: string;
 
   /**
+   * A catalogue tier name; the tier the database runs at from this event on.
+   *
    * @generated from field: string tier = 4;
    */
   tier: string;
 
   /**
+   * A database status (e.g. `running`, `stopped`, `deleted`); lowercase letters and `_`.
+   *
    * @generated from field: string status = 5;
    */
   status: string;
@@ -63,6 +71,8 @@ export const StatusEventSchema: GenMessage<StatusEvent> = /*@__PURE__*/
  */
 export type RecordStatusEventsRequest = Message<"dbaas.billing.v1.RecordStatusEventsRequest"> & {
   /**
+   * 1 to 1000 events; the batch is stored entirely or, if any event is invalid, not at all.
+   *
    * @generated from field: repeated dbaas.billing.v1.StatusEvent events = 1;
    */
   events: StatusEvent[];
@@ -112,6 +122,10 @@ export const GetUsageRequestSchema: GenMessage<GetUsageRequest> = /*@__PURE__*/
   messageDesc(file_dbaas_billing_v1_billing_service, 3);
 
 /**
+ * A metered quantity (hours or GB, per the field naming the line) and its
+ * price in `currency`, both rounded to 4 decimals: usage is a running meter,
+ * invoices round to cents.
+ *
  * @generated from message dbaas.billing.v1.UsageLine
  */
 export type UsageLine = Message<"dbaas.billing.v1.UsageLine"> & {
@@ -134,15 +148,21 @@ export const UsageLineSchema: GenMessage<UsageLine> = /*@__PURE__*/
   messageDesc(file_dbaas_billing_v1_billing_service, 4);
 
 /**
+ * Month-to-date usage: the current calendar month (UTC) up to now.
+ *
  * @generated from message dbaas.billing.v1.GetUsageResponse
  */
 export type GetUsageResponse = Message<"dbaas.billing.v1.GetUsageResponse"> & {
   /**
+   * First instant of the month.
+   *
    * @generated from field: google.protobuf.Timestamp period_start = 1;
    */
   periodStart?: Timestamp | undefined;
 
   /**
+   * First instant of the next month (the period is [start, end)).
+   *
    * @generated from field: google.protobuf.Timestamp period_end = 2;
    */
   periodEnd?: Timestamp | undefined;
@@ -168,6 +188,8 @@ export type GetUsageResponse = Message<"dbaas.billing.v1.GetUsageResponse"> & {
   replicaHours?: UsageLine | undefined;
 
   /**
+   * Sum of the lines' amounts, rounded to 4 decimals.
+   *
    * @generated from field: double total = 7;
    */
   total: number;

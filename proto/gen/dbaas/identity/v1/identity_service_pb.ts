@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dbaas/identity/v1/identity_service.proto.
  */
 export const file_dbaas_identity_v1_identity_service: GenFile = /*@__PURE__*/
-  fileDesc("CihkYmFhcy9pZGVudGl0eS92MS9pZGVudGl0eV9zZXJ2aWNlLnByb3RvEhFkYmFhcy5pZGVudGl0eS52MSIvCgRVc2VyEgoKAmlkGAEgASgJEg0KBWVtYWlsGAIgASgJEgwKBG5hbWUYAyABKAkiZgoMT3JnYW5pemF0aW9uEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEcGxhbhgDIAEoCRIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJhCgVUb2tlbhIUCgxhY2Nlc3NfdG9rZW4YASABKAkSEgoKdG9rZW5fdHlwZRgCIAEoCRIuCgpleHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJZCg1TaWdudXBSZXF1ZXN0Eg0KBWVtYWlsGAEgASgJEhAKCHBhc3N3b3JkGAIgASgJEgwKBG5hbWUYAyABKAkSGQoRb3JnYW5pemF0aW9uX25hbWUYBCABKAkilwEKDlNpZ251cFJlc3BvbnNlEiUKBHVzZXIYASABKAsyFy5kYmFhcy5pZGVudGl0eS52MS5Vc2VyEjUKDG9yZ2FuaXphdGlvbhgCIAEoCzIfLmRiYWFzLmlkZW50aXR5LnYxLk9yZ2FuaXphdGlvbhInCgV0b2tlbhgDIAEoCzIYLmRiYWFzLmlkZW50aXR5LnYxLlRva2VuIk4KEkNyZWF0ZVRva2VuUmVxdWVzdBINCgVlbWFpbBgBIAEoCRIQCghwYXNzd29yZBgCIAEoCRIXCg9vcmdhbml6YXRpb25faWQYAyABKAkiPgoTQ3JlYXRlVG9rZW5SZXNwb25zZRInCgV0b2tlbhgBIAEoCzIYLmRiYWFzLmlkZW50aXR5LnYxLlRva2VuIiUKE0F1dGhlbnRpY2F0ZVJlcXVlc3QSDgoGYmVhcmVyGAEgASgJIu8BCglQcmluY2lwYWwSDwoHdXNlcl9pZBgBIAEoCRIXCg9vcmdhbml6YXRpb25faWQYAiABKAkSJQoEcm9sZRgDIAEoDjIXLmRiYWFzLmlkZW50aXR5LnYxLlJvbGUSDgoGc2NvcGVzGAQgAygJEgwKBHBsYW4YBSABKAkSFwoPY3JlZGVudGlhbF9raW5kGAYgASgJEhUKDWNyZWRlbnRpYWxfaWQYByABKAkSLgoKZXhwaXJlc19hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLcGVybWlzc2lvbnMYCSADKAkiRwoUQXV0aGVudGljYXRlUmVzcG9uc2USLwoJcHJpbmNpcGFsGAEgASgLMhwuZGJhYXMuaWRlbnRpdHkudjEuUHJpbmNpcGFsKmEKBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg4KClJPTEVfT1dORVIQARIOCgpST0xFX0FETUlOEAISEgoOUk9MRV9ERVZFTE9QRVIQAxIPCgtST0xFX1ZJRVdFUhAEMp8CCg9JZGVudGl0eVNlcnZpY2USTQoGU2lnbnVwEiAuZGJhYXMuaWRlbnRpdHkudjEuU2lnbnVwUmVxdWVzdBohLmRiYWFzLmlkZW50aXR5LnYxLlNpZ251cFJlc3BvbnNlElwKC0NyZWF0ZVRva2VuEiUuZGJhYXMuaWRlbnRpdHkudjEuQ3JlYXRlVG9rZW5SZXF1ZXN0GiYuZGJhYXMuaWRlbnRpdHkudjEuQ3JlYXRlVG9rZW5SZXNwb25zZRJfCgxBdXRoZW50aWNhdGUSJi5kYmFhcy5pZGVudGl0eS52MS5BdXRoZW50aWNhdGVSZXF1ZXN0GicuZGJhYXMuaWRlbnRpdHkudjEuQXV0aGVudGljYXRlUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("CihkYmFhcy9pZGVudGl0eS92MS9pZGVudGl0eV9zZXJ2aWNlLnByb3RvEhFkYmFhcy5pZGVudGl0eS52MSIvCgRVc2VyEgoKAmlkGAEgASgJEg0KBWVtYWlsGAIgASgJEgwKBG5hbWUYAyABKAkiZgoMT3JnYW5pemF0aW9uEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEcGxhbhgDIAEoCRIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJhCgVUb2tlbhIUCgxhY2Nlc3NfdG9rZW4YASABKAkSEgoKdG9rZW5fdHlwZRgCIAEoCRIuCgpleHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJZCg1TaWdudXBSZXF1ZXN0Eg0KBWVtYWlsGAEgASgJEhAKCHBhc3N3b3JkGAIgASgJEgwKBG5hbWUYAyABKAkSGQoRb3JnYW5pemF0aW9uX25hbWUYBCABKAkilwEKDlNpZ251cFJlc3BvbnNlEiUKBHVzZXIYASABKAsyFy5kYmFhcy5pZGVudGl0eS52MS5Vc2VyEjUKDG9yZ2FuaXphdGlvbhgCIAEoCzIfLmRiYWFzLmlkZW50aXR5LnYxLk9yZ2FuaXphdGlvbhInCgV0b2tlbhgDIAEoCzIYLmRiYWFzLmlkZW50aXR5LnYxLlRva2VuIk4KEkNyZWF0ZVRva2VuUmVxdWVzdBINCgVlbWFpbBgBIAEoCRIQCghwYXNzd29yZBgCIAEoCRIXCg9vcmdhbml6YXRpb25faWQYAyABKAkiPgoTQ3JlYXRlVG9rZW5SZXNwb25zZRInCgV0b2tlbhgBIAEoCzIYLmRiYWFzLmlkZW50aXR5LnYxLlRva2VuIiUKE0F1dGhlbnRpY2F0ZVJlcXVlc3QSDgoGYmVhcmVyGAEgASgJIu8BCglQcmluY2lwYWwSDwoHdXNlcl9pZBgBIAEoCRIXCg9vcmdhbml6YXRpb25faWQYAiABKAkSJQoEcm9sZRgDIAEoDjIXLmRiYWFzLmlkZW50aXR5LnYxLlJvbGUSDgoGc2NvcGVzGAQgAygJEgwKBHBsYW4YBSABKAkSFwoPY3JlZGVudGlhbF9raW5kGAYgASgJEhUKDWNyZWRlbnRpYWxfaWQYByABKAkSLgoKZXhwaXJlc19hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLcGVybWlzc2lvbnMYCSADKAkiRwoUQXV0aGVudGljYXRlUmVzcG9uc2USLwoJcHJpbmNpcGFsGAEgASgLMhwuZGJhYXMuaWRlbnRpdHkudjEuUHJpbmNpcGFsIt0BCgZBcGlLZXkSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIOCgZzY29wZXMYAyADKAkSDgoGcHJlZml4GAQgASgJEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmNyZWF0ZWRfYnkYByABKAkSJQoEcm9sZRgIIAEoDjIXLmRiYWFzLmlkZW50aXR5LnYxLlJvbGUijQEKE0NyZWF0ZUFwaUtleVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEg8KB3VzZXJfaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIOCgZzY29wZXMYBCADKAkSLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiUgoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USKgoHYXBpX2tleRgBIAEoCzIZLmRiYWFzLmlkZW50aXR5LnYxLkFwaUtleRIOCgZzZWNyZXQYAiABKAkiLQoSTGlzdEFwaUtleXNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSJCChNMaXN0QXBpS2V5c1Jlc3BvbnNlEisKCGFwaV9rZXlzGAEgAygLMhkuZGJhYXMuaWRlbnRpdHkudjEuQXBpS2V5IjoKE1Jldm9rZUFwaUtleVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJIhYKFFJldm9rZUFwaUtleVJlc3BvbnNlIjEKFkdldE9yZ2FuaXphdGlvblJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIlAKF0dldE9yZ2FuaXphdGlvblJlc3BvbnNlEjUKDG9yZ2FuaXphdGlvbhgBIAEoCzIfLmRiYWFzLmlkZW50aXR5LnYxLk9yZ2FuaXphdGlvbiphCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABIOCgpST0xFX09XTkVSEAESDgoKUk9MRV9BRE1JThACEhIKDlJPTEVfREVWRUxPUEVSEAMSDwoLUk9MRV9WSUVXRVIQBDKpBQoPSWRlbnRpdHlTZXJ2aWNlEk0KBlNpZ251cBIgLmRiYWFzLmlkZW50aXR5LnYxLlNpZ251cFJlcXVlc3QaIS5kYmFhcy5pZGVudGl0eS52MS5TaWdudXBSZXNwb25zZRJcCgtDcmVhdGVUb2tlbhIlLmRiYWFzLmlkZW50aXR5LnYxLkNyZWF0ZVRva2VuUmVxdWVzdBomLmRiYWFzLmlkZW50aXR5LnYxLkNyZWF0ZVRva2VuUmVzcG9uc2USXwoMQXV0aGVudGljYXRlEiYuZGJhYXMuaWRlbnRpdHkudjEuQXV0aGVudGljYXRlUmVxdWVzdBonLmRiYWFzLmlkZW50aXR5LnYxLkF1dGhlbnRpY2F0ZVJlc3BvbnNlEl8KDENyZWF0ZUFwaUtleRImLmRiYWFzLmlkZW50aXR5LnYxLkNyZWF0ZUFwaUtleVJlcXVlc3QaJy5kYmFhcy5pZGVudGl0eS52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJcCgtMaXN0QXBpS2V5cxIlLmRiYWFzLmlkZW50aXR5LnYxLkxpc3RBcGlLZXlzUmVxdWVzdBomLmRiYWFzLmlkZW50aXR5LnYxLkxpc3RBcGlLZXlzUmVzcG9uc2USXwoMUmV2b2tlQXBpS2V5EiYuZGJhYXMuaWRlbnRpdHkudjEuUmV2b2tlQXBpS2V5UmVxdWVzdBonLmRiYWFzLmlkZW50aXR5LnYxLlJldm9rZUFwaUtleVJlc3BvbnNlEmgKD0dldE9yZ2FuaXphdGlvbhIpLmRiYWFzLmlkZW50aXR5LnYxLkdldE9yZ2FuaXphdGlvblJlcXVlc3QaKi5kYmFhcy5pZGVudGl0eS52MS5HZXRPcmdhbml6YXRpb25SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message dbaas.identity.v1.User
@@ -304,6 +304,236 @@ export const AuthenticateResponseSchema: GenMessage<AuthenticateResponse> = /*@_
   messageDesc(file_dbaas_identity_v1_identity_service, 9);
 
 /**
+ * @generated from message dbaas.identity.v1.ApiKey
+ */
+export type ApiKey = Message<"dbaas.identity.v1.ApiKey"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * @generated from field: repeated string scopes = 3;
+   */
+  scopes: string[];
+
+  /**
+   * The first 8 characters of the secret, so a user can tell keys apart.
+   *
+   * @generated from field: string prefix = 4;
+   */
+  prefix: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 5;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * Unset: the key does not expire.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 6;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * The user who created the key; the key outlives their membership.
+   *
+   * @generated from field: string created_by = 7;
+   */
+  createdBy: string;
+
+  /**
+   * The creator's role when the key was created; it bounds what the key may do.
+   *
+   * @generated from field: dbaas.identity.v1.Role role = 8;
+   */
+  role: Role;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.ApiKey.
+ * Use `create(ApiKeySchema)` to create a new message.
+ */
+export const ApiKeySchema: GenMessage<ApiKey> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 10);
+
+/**
+ * @generated from message dbaas.identity.v1.CreateApiKeyRequest
+ */
+export type CreateApiKeyRequest = Message<"dbaas.identity.v1.CreateApiKeyRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * The creating user; must be a member of the organization.
+   *
+   * @generated from field: string user_id = 2;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: string name = 3;
+   */
+  name: string;
+
+  /**
+   * Must be a subset of what the creator's role allows. Empty: everything the role allows.
+   *
+   * @generated from field: repeated string scopes = 4;
+   */
+  scopes: string[];
+
+  /**
+   * Unset: the key does not expire.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 5;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.CreateApiKeyRequest.
+ * Use `create(CreateApiKeyRequestSchema)` to create a new message.
+ */
+export const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 11);
+
+/**
+ * @generated from message dbaas.identity.v1.CreateApiKeyResponse
+ */
+export type CreateApiKeyResponse = Message<"dbaas.identity.v1.CreateApiKeyResponse"> & {
+  /**
+   * @generated from field: dbaas.identity.v1.ApiKey api_key = 1;
+   */
+  apiKey?: ApiKey | undefined;
+
+  /**
+   * The key itself, shown this once.
+   *
+   * @generated from field: string secret = 2;
+   */
+  secret: string;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.CreateApiKeyResponse.
+ * Use `create(CreateApiKeyResponseSchema)` to create a new message.
+ */
+export const CreateApiKeyResponseSchema: GenMessage<CreateApiKeyResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 12);
+
+/**
+ * @generated from message dbaas.identity.v1.ListApiKeysRequest
+ */
+export type ListApiKeysRequest = Message<"dbaas.identity.v1.ListApiKeysRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.ListApiKeysRequest.
+ * Use `create(ListApiKeysRequestSchema)` to create a new message.
+ */
+export const ListApiKeysRequestSchema: GenMessage<ListApiKeysRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 13);
+
+/**
+ * @generated from message dbaas.identity.v1.ListApiKeysResponse
+ */
+export type ListApiKeysResponse = Message<"dbaas.identity.v1.ListApiKeysResponse"> & {
+  /**
+   * @generated from field: repeated dbaas.identity.v1.ApiKey api_keys = 1;
+   */
+  apiKeys: ApiKey[];
+};
+
+/**
+ * Describes the message dbaas.identity.v1.ListApiKeysResponse.
+ * Use `create(ListApiKeysResponseSchema)` to create a new message.
+ */
+export const ListApiKeysResponseSchema: GenMessage<ListApiKeysResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 14);
+
+/**
+ * @generated from message dbaas.identity.v1.RevokeApiKeyRequest
+ */
+export type RevokeApiKeyRequest = Message<"dbaas.identity.v1.RevokeApiKeyRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: string id = 2;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.RevokeApiKeyRequest.
+ * Use `create(RevokeApiKeyRequestSchema)` to create a new message.
+ */
+export const RevokeApiKeyRequestSchema: GenMessage<RevokeApiKeyRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 15);
+
+/**
+ * @generated from message dbaas.identity.v1.RevokeApiKeyResponse
+ */
+export type RevokeApiKeyResponse = Message<"dbaas.identity.v1.RevokeApiKeyResponse"> & {
+};
+
+/**
+ * Describes the message dbaas.identity.v1.RevokeApiKeyResponse.
+ * Use `create(RevokeApiKeyResponseSchema)` to create a new message.
+ */
+export const RevokeApiKeyResponseSchema: GenMessage<RevokeApiKeyResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 16);
+
+/**
+ * @generated from message dbaas.identity.v1.GetOrganizationRequest
+ */
+export type GetOrganizationRequest = Message<"dbaas.identity.v1.GetOrganizationRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.GetOrganizationRequest.
+ * Use `create(GetOrganizationRequestSchema)` to create a new message.
+ */
+export const GetOrganizationRequestSchema: GenMessage<GetOrganizationRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 17);
+
+/**
+ * @generated from message dbaas.identity.v1.GetOrganizationResponse
+ */
+export type GetOrganizationResponse = Message<"dbaas.identity.v1.GetOrganizationResponse"> & {
+  /**
+   * @generated from field: dbaas.identity.v1.Organization organization = 1;
+   */
+  organization?: Organization | undefined;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.GetOrganizationResponse.
+ * Use `create(GetOrganizationResponseSchema)` to create a new message.
+ */
+export const GetOrganizationResponseSchema: GenMessage<GetOrganizationResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 18);
+
+/**
  * @generated from enum dbaas.identity.v1.Role
  */
 export enum Role {
@@ -374,6 +604,45 @@ export const IdentityService: GenService<{
     methodKind: "unary";
     input: typeof AuthenticateRequestSchema;
     output: typeof AuthenticateResponseSchema;
+  },
+  /**
+   * CreateApiKey issues an API key acting for an organization with the creator's role at creation.
+   * The secret is returned once; only its hash is stored.
+   *
+   * @generated from rpc dbaas.identity.v1.IdentityService.CreateApiKey
+   */
+  createApiKey: {
+    methodKind: "unary";
+    input: typeof CreateApiKeyRequestSchema;
+    output: typeof CreateApiKeyResponseSchema;
+  },
+  /**
+   * ListApiKeys lists an organization's keys that are not revoked (expired ones included).
+   *
+   * @generated from rpc dbaas.identity.v1.IdentityService.ListApiKeys
+   */
+  listApiKeys: {
+    methodKind: "unary";
+    input: typeof ListApiKeysRequestSchema;
+    output: typeof ListApiKeysResponseSchema;
+  },
+  /**
+   * RevokeApiKey stops a key from authenticating at once. Another organization's key is NOT_FOUND.
+   *
+   * @generated from rpc dbaas.identity.v1.IdentityService.RevokeApiKey
+   */
+  revokeApiKey: {
+    methodKind: "unary";
+    input: typeof RevokeApiKeyRequestSchema;
+    output: typeof RevokeApiKeyResponseSchema;
+  },
+  /**
+   * @generated from rpc dbaas.identity.v1.IdentityService.GetOrganization
+   */
+  getOrganization: {
+    methodKind: "unary";
+    input: typeof GetOrganizationRequestSchema;
+    output: typeof GetOrganizationResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_dbaas_identity_v1_identity_service, 0);

@@ -1,0 +1,78 @@
+import type pg from "pg";
+
+/** A database status change as stored: the event's tier is what the database ran at from then on. */
+export interface StatusChange {
+  eventId: string;
+  organizationId: string;
+  databaseId: string;
+  tier: string;
+  status: string;
+  occurredAt: Date;
+}
+
+/**
+ * Stores the changes not seen before and returns how many that was. One
+ * statement, so a batch lands entirely or not at all; a repeated event_id
+ * (redelivery, or twice in one batch) is skipped, the first copy wins.
+ */
+export async function insertStatusChanges(db: pg.Pool | pg.PoolClient, changes: StatusChange[]): Promise<number> {
+  const result = await db.query(
+    `INSERT INTO status_events (event_id, organization_id, database_id, tier, status, occurred_at)
+     SELECT e.event_id, e.organization_id, e.database_id, e.tier, e.status, e.occurred_at
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])
+            WITH ORDINALITY AS e(event_id, organization_id, database_id, tier, status, occurred_at, ord)
+      ORDER BY e.ord
+     ON CONFLICT (event_id) DO NOTHING`,
+    [
+      changes.map((c) => c.eventId),
+      changes.map((c) => c.organizationId),
+      changes.map((c) => c.databaseId),
+      changes.map((c) => c.tier),
+      changes.map((c) => c.status),
+      changes.map((c) => c.occurredAt.toISOString()),
+    ],
+  );
+  return result.rowCount ?? 0;
+}
+
+interface ChangeRow {
+  event_id: string;
+  database_id: string;
+  tier: string;
+  status: string;
+  occurred_at: Date;
+}
+
+/**
+ * The changes that decide an organization's running time within [from, to]:
+ * each database's last change before `from` (the state it entered the period
+ * in) followed by every change inside the period, ordered per database by
+ * time, ties by arrival.
+ */
+export async function listStatusChangesForPeriod(
+  db: pg.Pool | pg.PoolClient,
+  organizationId: string,
+  from: Date,
+  to: Date,
+): Promise<StatusChange[]> {
+  const { rows } = await db.query<ChangeRow>(
+    `(SELECT DISTINCT ON (database_id) event_id, database_id, tier, status, occurred_at, seq
+        FROM status_events
+       WHERE organization_id = $1 AND occurred_at < $2
+       ORDER BY database_id, occurred_at DESC, seq DESC)
+     UNION ALL
+     (SELECT event_id, database_id, tier, status, occurred_at, seq
+        FROM status_events
+       WHERE organization_id = $1 AND occurred_at >= $2 AND occurred_at <= $3)
+     ORDER BY database_id, occurred_at, seq`,
+    [organizationId, from.toISOString(), to.toISOString()],
+  );
+  return rows.map((r) => ({
+    eventId: r.event_id,
+    organizationId,
+    databaseId: r.database_id,
+    tier: r.tier,
+    status: r.status,
+    occurredAt: r.occurred_at,
+  }));
+}

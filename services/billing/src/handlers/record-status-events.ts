@@ -1,0 +1,87 @@
+import type { HandlerContext } from "@connectrpc/connect";
+import { create } from "@bufbuild/protobuf";
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { callerKey, TIERS, Validator } from "@dbaas/kit";
+import {
+  RecordStatusEventsResponseSchema,
+  type RecordStatusEventsRequest,
+  type RecordStatusEventsResponse,
+} from "@dbaas/proto/billing";
+import type { AppContext } from "../context.ts";
+import { insertStatusChanges, type StatusChange } from "../db/status-events.ts";
+
+/** Bounds one call's statement and transaction; the outbox relay sends smaller batches. */
+export const MAX_EVENTS_PER_CALL = 1000;
+
+const TIER_NAMES = TIERS.map((t) => t.name);
+// Identifiers minted by other services: printable ASCII, no spaces.
+const ID_PATTERN = /^[\x21-\x7e]{1,128}$/;
+// Statuses are an open set on purpose: a status billing has not heard of yet
+// must still stop the meter rather than wedge the sender's outbox on a rejection.
+const STATUS_PATTERN = /^[a-z][a-z_]{0,31}$/;
+// Protobuf allows years 0001-9999, but no database existed before 1970.
+const MAX_TIMESTAMP_SECONDS = 253_402_300_799n; // 9999-12-31T23:59:59Z
+
+function checkId(v: Validator, field: string, value: string): void {
+  if (value === "") v.add(field, "is required");
+  else if (!ID_PATTERN.test(value)) v.add(field, "must be 1-128 printable characters without spaces");
+}
+
+function checkTimestamp(v: Validator, field: string, ts: Timestamp | undefined): ts is Timestamp {
+  if (!ts) {
+    v.add(field, "is required");
+    return false;
+  }
+  if (ts.seconds < 0n || ts.seconds > MAX_TIMESTAMP_SECONDS || ts.nanos < 0 || ts.nanos >= 1_000_000_000) {
+    v.add(field, "must be a timestamp between 1970-01-01 and 9999-12-31");
+    return false;
+  }
+  return true;
+}
+
+function validate(req: RecordStatusEventsRequest): StatusChange[] {
+  const v = new Validator();
+  if (req.events.length === 0) v.add("events", "must contain at least one event");
+  if (req.events.length > MAX_EVENTS_PER_CALL) v.add("events", `must contain at most ${MAX_EVENTS_PER_CALL} events`);
+  v.throwIfAny();
+  const changes: StatusChange[] = [];
+  req.events.forEach((e, i) => {
+    const at = `events[${i}]`;
+    checkId(v, `${at}.event_id`, e.eventId);
+    checkId(v, `${at}.organization_id`, e.organizationId);
+    checkId(v, `${at}.database_id`, e.databaseId);
+    v.oneOf(`${at}.tier`, e.tier, TIER_NAMES);
+    if (e.status === "") v.add(`${at}.status`, "is required");
+    else if (!STATUS_PATTERN.test(e.status)) v.add(`${at}.status`, "must be a lowercase status name such as running");
+    if (checkTimestamp(v, `${at}.occurred_at`, e.occurredAt)) {
+      changes.push({
+        eventId: e.eventId,
+        organizationId: e.organizationId,
+        databaseId: e.databaseId,
+        tier: e.tier,
+        status: e.status,
+        occurredAt: timestampDate(e.occurredAt),
+      });
+    }
+  });
+  v.throwIfAny();
+  return changes;
+}
+
+/**
+ * Ingests status changes from the databases outbox. Delivery is at-least-once
+ * and unordered, so storing is idempotent per event_id and nothing here depends
+ * on arrival order: usage is computed from occurred_at when it is read.
+ */
+export function recordStatusEvents(ctx: AppContext) {
+  return async (req: RecordStatusEventsRequest, call: HandlerContext): Promise<RecordStatusEventsResponse> => {
+    const changes = validate(req);
+    const recorded = await insertStatusChanges(ctx.pool, changes);
+    ctx.log.info("status events recorded", {
+      caller: call.values.get(callerKey),
+      received: changes.length,
+      recorded,
+    });
+    return create(RecordStatusEventsResponseSchema, { recorded });
+  };
+}

@@ -1,0 +1,21 @@
+import { onShutdown, startServer, startTelemetry } from "@dbaas/kit";
+import { readConfig } from "./config.ts";
+import { createContext } from "./context.ts";
+import { migrateBilling } from "./db/migrate.ts";
+import { routes } from "./routes.ts";
+
+const stopTelemetry = await startTelemetry("billing");
+const config = readConfig();
+const ctx = createContext(config);
+await migrateBilling(ctx.pool, config.schema);
+const server = await startServer({
+  port: config.port,
+  routes: routes(ctx),
+  internalSecret: config.internalSecret,
+  log: ctx.log,
+  health: async () => {
+    await ctx.pool.query("SELECT 1");
+    return {};
+  },
+});
+onShutdown(ctx.log, stopTelemetry, () => ctx.pool.end(), () => server.close());

@@ -1,0 +1,70 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { ConnectError } from "@connectrpc/connect";
+import { createLogger, createPool, type Clock } from "@dbaas/kit";
+import { FieldViolationSchema } from "@dbaas/proto/common";
+import { StatusEventSchema, type StatusEvent } from "@dbaas/proto/billing";
+import { createTestDatabase } from "@dbaas/test/support/pg";
+import type { AppContext } from "../src/context.ts";
+import { migrateBilling } from "../src/db/migrate.ts";
+
+export const SCHEMA = "billing";
+
+/** A clock the test sets by hand. */
+export class ManualClock implements Clock {
+  constructor(private current: Date) {}
+  now(): Date {
+    return new Date(this.current);
+  }
+  set(iso: string): void {
+    this.current = new Date(iso);
+  }
+}
+
+/** A fresh database with the billing schema migrated, and a context on it. */
+export async function createTestContext(now: string): Promise<{
+  ctx: AppContext;
+  clock: ManualClock;
+  close(): Promise<void>;
+}> {
+  const db = await createTestDatabase("billing");
+  const pool = createPool(db.url, SCHEMA);
+  await migrateBilling(pool, SCHEMA);
+  const clock = new ManualClock(new Date(now));
+  return {
+    ctx: { pool, clock, log: createLogger("billing-test") },
+    clock,
+    async close() {
+      await pool.end();
+      await db.drop();
+    },
+  };
+}
+
+let seq = 0;
+
+/** A status event; the id is unique unless given. */
+export function statusEvent(
+  organizationId: string,
+  databaseId: string,
+  tier: string,
+  status: string,
+  occurredAt: string,
+  eventId = `evt-${++seq}-${Math.random().toString(36).slice(2, 10)}`,
+): StatusEvent {
+  return create(StatusEventSchema, {
+    eventId,
+    organizationId,
+    databaseId,
+    tier,
+    status,
+    occurredAt: timestampFromDate(new Date(occurredAt)),
+  });
+}
+
+/** The FieldViolations of an INVALID_ARGUMENT error, as plain objects. */
+export function violationsOf(err: unknown): { field: string; message: string }[] {
+  return ConnectError.from(err)
+    .findDetails(FieldViolationSchema)
+    .map((v) => ({ field: v.field, message: v.message }));
+}

@@ -1,0 +1,65 @@
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { createInternalClient, createLogger, startServer, type RunningServer } from "@dbaas/kit";
+import { BillingService } from "@dbaas/proto/billing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { routes } from "../src/routes.ts";
+import { createTestContext, statusEvent as ev } from "./helpers.ts";
+
+const SECRET = "billing-server-test-secret";
+
+let env: Awaited<ReturnType<typeof createTestContext>>;
+let server: RunningServer;
+
+beforeAll(async () => {
+  env = await createTestContext("2025-03-20T12:00:00Z");
+  server = await startServer({
+    port: 0,
+    routes: routes(env.ctx),
+    internalSecret: SECRET,
+    log: createLogger("billing-test"),
+  });
+});
+
+afterAll(async () => {
+  await server?.close();
+  await env?.close();
+});
+
+describe("billing over HTTP/2", () => {
+  it("records events and reports usage for an internal caller", async () => {
+    const client = createInternalClient(BillingService, server.url, { secret: SECRET, caller: "databases" });
+    const events = [
+      ev("org-wire", "db-a", "small", "running", "2025-03-20T00:00:00Z"),
+      ev("org-wire", "db-a", "small", "stopped", "2025-03-20T07:30:00Z"),
+    ];
+    expect((await client.recordStatusEvents({ events })).recorded).toBe(2);
+    expect((await client.recordStatusEvents({ events })).recorded).toBe(0);
+    const usage = await client.getUsage({ organizationId: "org-wire" });
+    expect(usage.computeHours).toMatchObject({ quantity: 7.5, amount: 0.45 });
+    expect(usage.total).toBe(0.45);
+    expect(usage.currency).toBe("USD");
+  });
+
+  it("refuses a call without the internal credential, or with one signed by another secret", async () => {
+    const bare = createClient(BillingService, createConnectTransport({ baseUrl: server.url, httpVersion: "2" }));
+    const forged = createInternalClient(BillingService, server.url, { secret: "not-the-secret", caller: "databases" });
+    for (const client of [bare, forged]) {
+      const err = await client.getUsage({ organizationId: "org-wire" }).then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+      expect(err?.code).toBe(Code.Unauthenticated);
+    }
+    const stored = await env.ctx.pool.query("SELECT count(*)::int AS n FROM status_events WHERE organization_id = 'org-x'");
+    const write = await bare
+      .recordStatusEvents({ events: [ev("org-x", "db-x", "micro", "running", "2025-03-01T00:00:00Z")] })
+      .then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+    expect(write?.code).toBe(Code.Unauthenticated);
+    const after = await env.ctx.pool.query("SELECT count(*)::int AS n FROM status_events WHERE organization_id = 'org-x'");
+    expect(after.rows[0].n).toBe(stored.rows[0].n);
+  });
+});

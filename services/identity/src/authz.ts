@@ -1,0 +1,65 @@
+import { Role } from "@dbaas/proto/identity";
+
+/**
+ * The one place that says what each role may do: the permission matrix of
+ * spec 2.7 expressed in the scope names of DESIGN.md. A principal's effective
+ * permissions are what its role allows AND what its credential's scopes allow.
+ */
+export const SCOPES = [
+  "databases:read",
+  "databases:write",
+  "backups:write",
+  "metrics:read",
+  "members:read",
+  "members:write",
+  "settings:write",
+  "billing:read",
+  "billing:write",
+  "organization:delete",
+] as const;
+
+export type Scope = (typeof SCOPES)[number];
+
+export const ROLE_NAMES = ["owner", "admin", "developer", "viewer"] as const;
+export type RoleName = (typeof ROLE_NAMES)[number];
+
+const ROLE_SCOPES: Record<RoleName, readonly Scope[]> = {
+  owner: SCOPES,
+  admin: SCOPES.filter((s) => s !== "billing:write" && s !== "organization:delete"),
+  developer: ["databases:read", "databases:write", "backups:write", "metrics:read", "members:read"],
+  viewer: ["databases:read", "metrics:read", "members:read"],
+};
+
+export function isScope(value: string): value is Scope {
+  return (SCOPES as readonly string[]).includes(value);
+}
+
+export function isRoleName(value: string): value is RoleName {
+  return (ROLE_NAMES as readonly string[]).includes(value);
+}
+
+/** The scopes a role allows, in canonical order. */
+export function roleScopes(role: RoleName): readonly Scope[] {
+  return ROLE_SCOPES[role];
+}
+
+/** What a credential with `scopes` held by `role` may do, in canonical order. */
+export function effectivePermissions(role: RoleName, scopes: readonly string[]): Scope[] {
+  return ROLE_SCOPES[role].filter((s) => scopes.includes(s));
+}
+
+/** Sorts scopes into canonical order and drops duplicates. */
+export function canonicalScopes(scopes: readonly Scope[]): Scope[] {
+  return SCOPES.filter((s) => scopes.includes(s));
+}
+
+const TO_PROTO: Record<RoleName, Role> = {
+  owner: Role.OWNER,
+  admin: Role.ADMIN,
+  developer: Role.DEVELOPER,
+  viewer: Role.VIEWER,
+};
+
+export function roleToProto(role: RoleName): Role {
+  return TO_PROTO[role];
+}

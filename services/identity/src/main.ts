@@ -1,0 +1,21 @@
+import { createLogger, migrate, onShutdown, startServer, startTelemetry } from "@dbaas/kit";
+import { readConfig } from "./config.ts";
+import { createContext, MIGRATIONS_DIR } from "./context.ts";
+import { routes } from "./routes.ts";
+
+const stopTelemetry = await startTelemetry("identity");
+const config = readConfig();
+const log = createLogger("identity");
+const ctx = createContext(config, log);
+await migrate(ctx.pool, config.databaseSchema, MIGRATIONS_DIR);
+const server = await startServer({
+  port: config.port,
+  routes: routes(ctx),
+  internalSecret: config.internalSecret,
+  log,
+  health: async () => {
+    await ctx.pool.query("SELECT 1");
+    return { database: "ok" };
+  },
+});
+onShutdown(log, stopTelemetry, () => ctx.pool.end(), () => server.close());

@@ -1,0 +1,196 @@
+import { create } from "@bufbuild/protobuf";
+import type { Logger } from "@dbaas/kit";
+import {
+  DesiredState,
+  InstanceObservationSchema,
+  ObservedState,
+  type InstanceObservation,
+  type InstanceSpec,
+} from "@dbaas/proto/agent";
+import type { AppliedStore } from "./applied-state.ts";
+import type { InstanceManager } from "./instances/index.ts";
+
+/** After this many failed attempts at one spec generation the database is reported failed (and retried on). */
+const ATTEMPTS_BEFORE_FAILED = 3;
+
+export interface ReconcilerOptions {
+  manager: InstanceManager;
+  applied: AppliedStore;
+  log: Logger;
+  concurrency: number;
+  /** Called with each new observation, as soon as it is made. */
+  report: (obs: InstanceObservation) => void;
+}
+
+/**
+ * Level-based reconciliation: desired state (the latest snapshot from the
+ * databases service) against observed state (data dir, postmaster, readiness),
+ * one idempotent step sequence per instance, never two at once for the same
+ * instance. Safe to kill at any point: the next run observes and carries on.
+ */
+export function createReconciler(opts: ReconcilerOptions) {
+  const { manager, applied, log } = opts;
+  let specs = new Map<string, InstanceSpec>();
+  let received = false;
+  const observations = new Map<string, InstanceObservation>();
+  const busy = new Set<string>();
+  const dirty = new Set<string>();
+  const failures = new Map<string, { generation: bigint; attempts: number }>();
+  const waiting: Array<() => void> = [];
+  let active = 0;
+  let stopped = false;
+  const idle = new Set<() => void>();
+
+  const acquire = async () => {
+    while (active >= opts.concurrency) await new Promise<void>((r) => waiting.push(r));
+    active++;
+  };
+  const release = () => {
+    active--;
+    waiting.shift()?.();
+  };
+
+  const observe = (spec: InstanceSpec, state: ObservedState, appliedCredentials: bigint, message = "") => {
+    const obs = create(InstanceObservationSchema, {
+      databaseId: spec.databaseId,
+      state,
+      observedGeneration: spec.generation,
+      appliedCredentialsGeneration: appliedCredentials,
+      message,
+    });
+    const prev = observations.get(spec.databaseId);
+    observations.set(spec.databaseId, obs);
+    // Only news is sent at once; the periodic heartbeat repeats the rest.
+    if (
+      !prev ||
+      prev.state !== obs.state ||
+      prev.observedGeneration !== obs.observedGeneration ||
+      prev.appliedCredentialsGeneration !== obs.appliedCredentialsGeneration ||
+      prev.message !== obs.message
+    ) {
+      opts.report(obs);
+    }
+  };
+
+  async function converge(spec: InstanceSpec): Promise<void> {
+    const id = spec.databaseId;
+    const major = spec.version;
+    const prior = await applied.read(id);
+    const upToDate = prior !== undefined && BigInt(prior.generation) >= spec.generation;
+    const startOpts = { port: spec.port, tier: spec.tier, hostname: spec.host, scramVerifier: spec.scramVerifier };
+    const credentialsCurrent = prior !== undefined && BigInt(prior.credentialsGeneration) >= spec.credentialsGeneration;
+    const record = async () => {
+      if (upToDate && credentialsCurrent) return;
+      await applied.write(id, {
+        generation: String(spec.generation),
+        credentialsGeneration: String(spec.credentialsGeneration),
+        tier: spec.tier,
+      });
+    };
+
+    switch (spec.desiredState) {
+      case DesiredState.RUNNING: {
+        let state = await manager.observe(id);
+        if (state.state === "absent") {
+          if (prior) throw new Error("the data directory of this database is missing on its host");
+          await manager.provision(id, { major });
+          state = await manager.observe(id);
+        }
+        if (state.state === "running" && !upToDate) {
+          // A new generation of a running instance is a restart or a resize: settings apply on start.
+          await manager.stop(id);
+          await manager.start(id, startOpts);
+        } else if (state.state !== "running") {
+          if (state.state === "crashed") log.warn("instance found dead; starting it again", { database_id: id });
+          await manager.start(id, startOpts);
+        } else if (!credentialsCurrent) {
+          await manager.applyPassword(id, spec.scramVerifier);
+        }
+        await record();
+        observe(spec, ObservedState.RUNNING, spec.credentialsGeneration);
+        return;
+      }
+      case DesiredState.STOPPED:
+      case DesiredState.DELETED: {
+        const state = await manager.observe(id);
+        if (state.state === "absent") {
+          throw new Error("the data directory of this database is missing on its host");
+        }
+        if (state.state === "running") await manager.stop(id);
+        // A stopped instance takes the current verifier (and tier) when it next starts.
+        await record();
+        observe(spec, ObservedState.STOPPED, spec.credentialsGeneration);
+        return;
+      }
+      case DesiredState.PURGED: {
+        await manager.purge(id);
+        await applied.remove(id);
+        observe(spec, ObservedState.PURGED, spec.credentialsGeneration);
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  async function run(id: string): Promise<void> {
+    if (busy.has(id)) {
+      dirty.add(id);
+      return;
+    }
+    busy.add(id);
+    try {
+      do {
+        dirty.delete(id);
+        const spec = specs.get(id);
+        if (!spec || stopped) break;
+        await acquire();
+        try {
+          await converge(spec);
+          failures.delete(id);
+        } catch (err) {
+          const f = failures.get(id);
+          const attempts = f && f.generation === spec.generation ? f.attempts + 1 : 1;
+          failures.set(id, { generation: spec.generation, attempts });
+          const message = (err as Error).message;
+          log.warn("reconcile step failed", { database_id: id, attempts, error: message });
+          if (attempts >= ATTEMPTS_BEFORE_FAILED) {
+            const prior = await applied.read(id);
+            observe(spec, ObservedState.FAILED, BigInt(prior?.credentialsGeneration ?? 0), message);
+          }
+        } finally {
+          release();
+        }
+      } while (dirty.has(id));
+    } finally {
+      busy.delete(id);
+      if (busy.size === 0) for (const fn of idle) fn();
+    }
+  }
+
+  return {
+    /** Replaces the desired state with a new snapshot and converges every instance in it. */
+    setDesired(next: InstanceSpec[]): void {
+      specs = new Map(next.map((s) => [s.databaseId, s]));
+      received = true;
+      for (const id of specs.keys()) void run(id);
+    },
+    /** Re-observes everything (a crashed postmaster is noticed and restarted here). */
+    resync(): void {
+      if (!received) return;
+      for (const id of specs.keys()) void run(id);
+    },
+    /** The latest observation of every instance in the desired state, for the heartbeat report. */
+    observations(): InstanceObservation[] {
+      return [...specs.keys()].map((id) => observations.get(id)).filter((o): o is InstanceObservation => !!o);
+    },
+    /** Stops taking new work and resolves when what is under way has finished. */
+    async drain(): Promise<void> {
+      stopped = true;
+      if (busy.size === 0) return;
+      await new Promise<void>((r) => idle.add(r));
+    },
+  };
+}
+
+export type Reconciler = ReturnType<typeof createReconciler>;

@@ -1,0 +1,112 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp } from "node:fs/promises";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+
+/** True when nothing listens on `port` (127.0.0.1). */
+function portFree(port: number): Promise<boolean> {
+  return new Promise((done) => {
+    const s = net.createServer();
+    s.once("error", () => done(false));
+    s.listen(port, "127.0.0.1", () => s.close(() => done(true)));
+  });
+}
+
+/** A block of `count` consecutive free ports, chosen at random in 20000–59999. */
+export async function freePortBlock(count: number): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const base = 20000 + Math.floor(Math.random() * (40000 - count));
+    const checks = await Promise.all(Array.from({ length: count }, (_, i) => portFree(base + i)));
+    if (checks.every(Boolean)) return base;
+  }
+  throw new Error("no block of free ports found");
+}
+
+export interface StackOptions {
+  /** Metadata database; unset means the embedded PostgreSQL, as `npm start` on a fresh machine. */
+  databaseUrl?: string;
+  /** LOCAL_AGENTS, e.g. "fsn1;nbg1,hel1" for two agents. */
+  agents?: string;
+  dataDir?: string;
+  env?: Record<string, string>;
+}
+
+export interface Stack {
+  baseUrl: string;
+  dataDir: string;
+  env: Record<string, string>;
+  output(): string;
+  /** Ctrl-C equivalent: resolves when the runner exited. */
+  stop(): Promise<number | null>;
+}
+
+/**
+ * Starts `deploy/local/stack.ts` (what `npm start` runs) on free ports and
+ * resolves when it printed that it is ready.
+ */
+export async function startStack(opts: StackOptions = {}): Promise<Stack> {
+  const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), "dbaas-e2e-")));
+  const services = await freePortBlock(16);
+  const instances = await freePortBlock(60);
+  const env: Record<string, string> = {
+    PORT: String(services),
+    INSTANCE_PORT_BASE: String(instances),
+    AGENT_CAPACITY: "30",
+    METADATA_PG_PORT: String(services + 15),
+    DBAAS_DATA_DIR: dataDir,
+    LOCAL_AGENTS: opts.agents ?? "fsn1,nbg1,hel1",
+    AGENT_REPORT_INTERVAL_MS: "1000",
+    LOG_LEVEL: process.env.E2E_LOG_LEVEL ?? "info",
+    ...(opts.databaseUrl ? { DATABASE_URL: opts.databaseUrl } : {}),
+    ...opts.env,
+  };
+  return await launchStack(env, dataDir);
+}
+
+/** Starts the runner again with the environment of an earlier stack (same ports, data, metadata). */
+export function restartStack(previous: Stack): Promise<Stack> {
+  return launchStack(previous.env, previous.dataDir);
+}
+
+async function launchStack(env: Record<string, string>, dataDir: string): Promise<Stack> {
+  const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
+  if (!env.DATABASE_URL) delete childEnv.DATABASE_URL;
+  const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "deploy/local/stack.ts"], {
+    cwd: root,
+    env: childEnv,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+  await new Promise<void>((ready, fail) => {
+    const timer = setTimeout(() => fail(new Error(`stack not ready after 120 s:\n${output.slice(-4000)}`)), 120_000);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes("dbaas stack ready:")) {
+        clearTimeout(timer);
+        ready();
+      }
+    };
+    child.stdout!.on("data", onData);
+    child.stderr!.on("data", onData);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      fail(new Error(`stack exited (${code}) before ready:\n${output.slice(-4000)}`));
+    });
+  });
+  return {
+    baseUrl: `http://127.0.0.1:${env.PORT}`,
+    dataDir,
+    env,
+    output: () => output,
+    async stop() {
+      if (child.exitCode !== null) return child.exitCode;
+      child.kill("SIGINT");
+      return await exited;
+    },
+  };
+}
