@@ -7,7 +7,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
 import http from "node:http";
 import http2 from "node:http2";
 import { dirname, join, resolve } from "node:path";
@@ -89,7 +89,8 @@ function h2Health(port: number): Promise<boolean> {
     const req = session.request({ ":path": "/healthz" });
     req.on("response", (h) => {
       resolveOk(h[":status"] === 200);
-      session.close();
+      req.resume();
+      session.destroy();
     });
     req.on("error", () => resolveOk(false));
     req.end();
@@ -131,6 +132,8 @@ async function internalSecret(): Promise<string> {
 
 async function main() {
   await mkdir(dataDir, { recursive: true });
+  // PostgreSQL runs as an unprivileged user below this directory: it must be able to traverse it.
+  await chmod(dataDir, 0o755);
   const secret = await internalSecret();
   const metadata = env.DATABASE_URL ? undefined : await startMetadataPostgres(dataDir, ports.metadata, env.AGENT_RUN_AS_USER ?? "nobody");
   const databaseUrl = env.DATABASE_URL ?? metadata!.url;

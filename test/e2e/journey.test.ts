@@ -115,7 +115,8 @@ describe("walking skeleton journey", () => {
       return res.status === 200 && res.body.data.usage.compute.hours > 0 ? res.body.data : undefined;
     }, 30_000, "compute hours");
     expect(usage.currency).toBe("USD");
-    expect(usage.usage.compute.amount).toBeGreaterThan(0);
+    // Amounts are a running meter rounded to 4 decimals: hours × the micro tier's 0.02 USD.
+    expect(Math.abs(usage.usage.compute.amount - usage.usage.compute.hours * 0.02)).toBeLessThanOrEqual(0.0001);
     expect(usage.total).toBeGreaterThanOrEqual(usage.usage.compute.amount);
     expect(usage.period.start < usage.period.end).toBe(true);
   });

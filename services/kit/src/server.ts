@@ -78,8 +78,10 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
         shutdown.abort();
         server.close(() => resolve());
         for (const s of sessions) s.close();
+        // A peer that never finishes its streams must not hold shutdown hostage.
         setTimeout(() => {
           for (const s of sessions) s.destroy();
+          resolve();
         }, 5_000).unref();
       });
       return closing;
@@ -97,9 +99,10 @@ export function onShutdown(log: Logger, ...hooks: Array<() => Promise<unknown> |
     if (stopping) process.exit(1);
     stopping = true;
     log.info("shutting down", { signal });
-    for (const hook of [...hooks].reverse()) {
+    for (const [i, hook] of [...hooks].reverse().entries()) {
       try {
         await hook();
+        if (process.env.DEBUG_SHUTDOWN) log.info("shutdown step done", { step: i });
       } catch (err) {
         log.error("shutdown hook failed", { error: err });
       }
