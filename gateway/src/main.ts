@@ -1,0 +1,30 @@
+import type { AddressInfo } from "node:net";
+import { onShutdown, startTelemetry } from "@dbaas/kit";
+import { createApp } from "./app.ts";
+import { readConfig } from "./config.ts";
+import { createContext } from "./context.ts";
+
+const stopTelemetry = await startTelemetry("gateway");
+const config = readConfig();
+const ctx = createContext(config);
+const app = createApp(ctx);
+
+const server = app.listen(config.port, config.host);
+await new Promise<void>((resolve, reject) => {
+  server.once("listening", resolve);
+  server.once("error", reject);
+});
+const { port } = server.address() as AddressInfo;
+console.log(`gateway listening on http://${config.host}:${port}`);
+
+onShutdown(
+  ctx.log,
+  stopTelemetry,
+  () => ctx.close(),
+  () =>
+    new Promise<void>((resolve) => {
+      // close() waits for in-flight requests; idle keep-alive sockets are closed at once (Node 19+).
+      server.close(() => resolve());
+      setTimeout(() => server.closeAllConnections(), 5_000).unref();
+    }),
+);

@@ -1,0 +1,71 @@
+import type { Logger } from "@dbaas/kit";
+import type { GatewayRedisClient, RedisLink } from "./redis.ts";
+
+/**
+ * The maintenance switch: one Redis key that every gateway process polls,
+ * set and cleared with `src/cli/maintenance.ts`. While it is on, every /v1
+ * request is answered 503 maintenance_mode with Retry-After.
+ */
+export interface MaintenanceState {
+  on: boolean;
+  /** Seconds clients are told to wait. */
+  retryAfter: number;
+}
+
+export interface MaintenanceSwitch {
+  state(): MaintenanceState;
+  close(): void;
+}
+
+const OFF: MaintenanceState = { on: false, retryAfter: 0 };
+
+export const maintenanceKey = (prefix: string) => `${prefix}maintenance`;
+
+function parse(value: string | null): MaintenanceState {
+  if (value === null) return OFF;
+  let retryAfter = Number.NaN;
+  try {
+    retryAfter = Number((JSON.parse(value) as { retry_after?: unknown }).retry_after);
+  } catch {
+    // Whatever an operator wrote by hand, the key's presence means on.
+  }
+  return { on: true, retryAfter: Number.isInteger(retryAfter) && retryAfter > 0 ? retryAfter : 60 };
+}
+
+export async function setMaintenance(client: GatewayRedisClient, prefix: string, on: boolean, retryAfter = 60) {
+  if (on) {
+    await client.set(maintenanceKey(prefix), JSON.stringify({ retry_after: retryAfter, since: new Date().toISOString() }));
+  } else {
+    await client.del(maintenanceKey(prefix));
+  }
+}
+
+export async function readMaintenance(client: GatewayRedisClient, prefix: string): Promise<MaintenanceState> {
+  return parse(await client.get(maintenanceKey(prefix)));
+}
+
+/** Without Redis there is no switch to read: never in maintenance. */
+export const noMaintenance: MaintenanceSwitch = { state: () => OFF, close: () => {} };
+
+/**
+ * Polls the switch so requests read it without a round trip. While Redis is
+ * unreachable the last known state holds: an operator who switched
+ * maintenance on does not want it lifted by an outage.
+ */
+export function watchMaintenance(link: RedisLink, prefix: string, log: Logger, intervalMs = 1_000): MaintenanceSwitch {
+  let current = OFF;
+  const poll = async () => {
+    if (!link.usable()) return;
+    try {
+      const next = await readMaintenance(link.client, prefix);
+      if (next.on !== current.on) log.warn(next.on ? "maintenance mode on" : "maintenance mode off");
+      current = next;
+    } catch (err) {
+      link.failed(err);
+    }
+  };
+  void poll();
+  const timer = setInterval(() => void poll(), intervalMs);
+  timer.unref();
+  return { state: () => current, close: () => clearInterval(timer) };
+}

@@ -1,0 +1,62 @@
+import type { Response } from "express";
+import type { ApiError } from "../errors.ts";
+import "../locals.ts";
+
+export interface PageMeta {
+  page: number;
+  perPage: number;
+  total: number;
+}
+
+/** What a route handler produces; the envelope is applied here, in one place. */
+export type Reply =
+  | { kind: "data"; status: number; data: unknown }
+  | { kind: "list"; name: string; items: unknown[]; page: PageMeta }
+  | { kind: "empty" }
+  | { kind: "file"; contentType: string; filename: string; body: string };
+
+export const ok = (data: unknown): Reply => ({ kind: "data", status: 200, data });
+export const created = (data: unknown): Reply => ({ kind: "data", status: 201, data });
+export const list = (name: string, items: unknown[], page: PageMeta): Reply => ({ kind: "list", name, items, page });
+export const noContent = (): Reply => ({ kind: "empty" });
+export const file = (contentType: string, filename: string, body: string): Reply => ({
+  kind: "file",
+  contentType,
+  filename,
+  body,
+});
+
+export function sendReply(res: Response, reply: Reply): void {
+  const meta = { request_id: res.locals.requestId };
+  switch (reply.kind) {
+    case "data":
+      res.status(reply.status).json({ data: reply.data, meta });
+      return;
+    case "list": {
+      const { page, perPage, total } = reply.page;
+      res.status(200).json({
+        data: { [reply.name]: reply.items },
+        meta: { ...meta, page, per_page: perPage, total, total_pages: Math.ceil(total / perPage) },
+      });
+      return;
+    }
+    case "empty":
+      res.status(204).end();
+      return;
+    case "file":
+      res
+        .status(200)
+        .type(reply.contentType)
+        .set("Content-Disposition", `attachment; filename="${reply.filename}"`)
+        .send(reply.body);
+      return;
+  }
+}
+
+export function sendError(res: Response, err: ApiError): void {
+  res.set(err.headers);
+  res.status(err.status).json({
+    error: { code: err.code, message: err.message, details: err.details },
+    meta: { request_id: res.locals.requestId },
+  });
+}

@@ -1,0 +1,123 @@
+import { createClient, defineScript } from "redis";
+import type { Logger } from "@dbaas/kit";
+
+/**
+ * Counts one request in every window of a subject, atomically and in one
+ * round trip, or in none of them when one is already exhausted (a refused
+ * request does not eat into the day's budget).
+ * KEYS: one counter per window. ARGV: the limits, then each counter's expiry (Unix s).
+ * Reply: {allowed (0|1), count_1, ..., count_n}.
+ */
+const RATE_LIMIT = defineScript({
+  SCRIPT: `
+local n = #KEYS
+local counts = {}
+local allowed = 1
+for i = 1, n do
+  counts[i] = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if counts[i] >= tonumber(ARGV[i]) then allowed = 0 end
+end
+if allowed == 1 then
+  for i = 1, n do
+    counts[i] = redis.call('INCR', KEYS[i])
+    if counts[i] == 1 then redis.call('EXPIREAT', KEYS[i], ARGV[n + i]) end
+  end
+end
+table.insert(counts, 1, allowed)
+return counts`,
+  parseCommand(parser, keys: string[], limits: number[], expireAt: number[]) {
+    parser.pushKeysLength(keys);
+    parser.pushKeys(keys);
+    parser.push(...limits.map(String), ...expireAt.map(String));
+  },
+  transformReply: (reply: unknown) => reply as number[],
+});
+
+/** Claims KEYS[1] with ARGV[1] for ARGV[2] ms unless it exists; replies with the existing value, or nil when claimed. */
+const CLAIM = defineScript({
+  NUMBER_OF_KEYS: 1,
+  SCRIPT: `
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
+return redis.call('GET', KEYS[1])`,
+  parseCommand(parser, key: string, value: string, ttlMs: number) {
+    parser.pushKey(key);
+    parser.push(value, String(ttlMs));
+  },
+  transformReply: (reply: unknown) => reply as string | null,
+});
+
+/**
+ * Replaces KEYS[1] only while it still starts with ARGV[1] (the claim of the
+ * caller): with ARGV[2] for ARGV[3] ms, or deletes it when ARGV[2] is empty.
+ * A claim that expired and was taken over by another request stays theirs.
+ */
+const SETTLE = defineScript({
+  NUMBER_OF_KEYS: 1,
+  SCRIPT: `
+local cur = redis.call('GET', KEYS[1])
+if not cur or string.sub(cur, 1, #ARGV[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) end
+return 1`,
+  parseCommand(parser, key: string, claim: string, value: string, ttlMs: number) {
+    parser.pushKey(key);
+    parser.push(claim, value, String(ttlMs));
+  },
+  transformReply: (reply: unknown) => reply as number,
+});
+
+function build(url: string) {
+  return createClient({
+    url,
+    // Fail fast while disconnected instead of queueing: callers fall back to local state.
+    disableOfflineQueue: true,
+    commandOptions: { timeout: 500 },
+    socket: { connectTimeout: 1_000, reconnectStrategy: (retries: number) => Math.min(100 * 2 ** retries, 3_000) },
+    scripts: { rateLimit: RATE_LIMIT, claim: CLAIM, settle: SETTLE },
+  });
+}
+
+export type GatewayRedisClient = ReturnType<typeof build>;
+
+/** A Redis connection that may be down at any time; `usable()` says whether to try it. */
+export interface RedisLink {
+  client: GatewayRedisClient;
+  usable(): boolean;
+  /** Records a failed command, so health reports degraded until the link proves itself again. */
+  failed(err: unknown): void;
+  close(): Promise<void>;
+}
+
+/**
+ * Connects in the background and keeps reconnecting: the gateway starts and
+ * serves without Redis. Outages are logged once when they begin and once when
+ * they end, not on every reconnection attempt.
+ */
+export function connectRedis(url: string, log: Logger): RedisLink {
+  const client = build(url);
+  let down = false;
+  let lastFailure = 0;
+  const markDown = (err: unknown) => {
+    lastFailure = Date.now();
+    if (down) return;
+    down = true;
+    log.warn("redis unavailable: rate limits and idempotency fall back to this process", { error: err });
+  };
+  client.on("error", markDown);
+  client.connect().catch(markDown);
+  return {
+    client,
+    usable() {
+      // A command that just failed on a "ready" socket (a timeout, say) sends the next ones local for a moment.
+      if (!client.isReady || Date.now() - lastFailure < 1_000) return false;
+      if (down) {
+        down = false;
+        log.info("redis available again");
+      }
+      return true;
+    },
+    failed: markDown,
+    close: async () => {
+      if (client.isOpen) client.destroy();
+    },
+  };
+}

@@ -1,0 +1,15 @@
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+
+/** ISO 8601 UTC, or null for an unset timestamp. */
+export function iso(ts: Timestamp | undefined): string | null {
+  return ts ? timestampDate(ts).toISOString() : null;
+}
+
+/** A message field the upstream contract promises; its absence is the upstream's bug, a 500. */
+export function present<T>(value: T | undefined, what: string): T {
+  if (value === undefined) throw new Error(`upstream response lacks ${what}`);
+  return value;
+}
+
+/** Empty strings are proto3's "unset"; the public API says null. */
+export const orNull = (s: string): string | null => (s === "" ? null : s);

@@ -1,0 +1,78 @@
+import type { Principal } from "@dbaas/proto/identity";
+import type { GatewayContext } from "../context.ts";
+import type { Reply } from "../middleware/envelope.ts";
+import type { BodySchema, Infer, QuerySchema, QueryValues } from "../schema.ts";
+
+/** Scope names of DESIGN.md; identity computes which of them a principal has. */
+export const PERMISSIONS = [
+  "databases:read",
+  "databases:write",
+  "backups:write",
+  "metrics:read",
+  "members:read",
+  "members:write",
+  "settings:write",
+  "billing:read",
+  "billing:write",
+  "organization:delete",
+] as const;
+
+export type Permission = (typeof PERMISSIONS)[number];
+
+export type Method = "GET" | "POST" | "PATCH" | "DELETE";
+
+export interface Call<B> {
+  ctx: GatewayContext;
+  params: Record<string, string>;
+  query: QueryValues;
+  body: B;
+}
+
+export interface AuthedCall<B> extends Call<B> {
+  principal: Principal;
+}
+
+interface RouteBase {
+  method: Method;
+  /** Express syntax (`/v1/databases/:id`). */
+  path: string;
+  /** One line for the OpenAPI document. */
+  summary: string;
+  /** Status of the success response (for the OpenAPI document; the handler's reply decides). */
+  success: 200 | 201 | 204;
+  query?: QuerySchema;
+  body?: BodySchema;
+}
+
+export interface PublicRoute extends RouteBase {
+  public: true;
+  handler: (call: Call<unknown>) => Promise<Reply>;
+}
+
+export interface ProtectedRoute extends RouteBase {
+  permission: Permission;
+  handler: (call: AuthedCall<unknown>) => Promise<Reply>;
+}
+
+/** Every route is one or the other: there is no way to declare a route without saying who may call it. */
+export type Route = PublicRoute | ProtectedRoute;
+
+type WithBody<S extends BodySchema | undefined> = S extends BodySchema ? Infer<S> : Record<never, never>;
+
+/** Declares a route open to anyone; the handler's body type follows its schema. */
+export function publicRoute<S extends BodySchema | undefined = undefined>(
+  def: Omit<RouteBase, "body"> & { body?: S; handler: (call: Call<WithBody<NoInfer<S>>>) => Promise<Reply> },
+): PublicRoute {
+  return { ...def, public: true } as PublicRoute;
+}
+
+/** Declares a route that needs a credential carrying `permission`. */
+export function protectedRoute<S extends BodySchema | undefined = undefined>(
+  def: Omit<RouteBase, "body"> & {
+    permission: Permission;
+    body?: S;
+    handler: (call: AuthedCall<WithBody<NoInfer<S>>>) => Promise<Reply>;
+  },
+): ProtectedRoute {
+  return def as ProtectedRoute;
+}

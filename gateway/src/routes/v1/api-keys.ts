@@ -1,0 +1,76 @@
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { Role, type ApiKey } from "@dbaas/proto/identity";
+import { ApiError } from "../../errors.ts";
+import { created, list, noContent, type Reply } from "../../middleware/envelope.ts";
+import { optional, pagination, PAGINATION_QUERY, required, type Infer, type QuerySchema } from "../../schema.ts";
+import { iso, present } from "../mappers.ts";
+import type { AuthedCall } from "../route.ts";
+
+export const createBody = {
+  name: required("string", "What the key is for."),
+  scopes: optional("string[]", "Scopes of the key; default: every permission of the calling credential."),
+  expires_at: optional("date-time", "When the key stops working; default: never."),
+};
+
+export const listQuery: QuerySchema = PAGINATION_QUERY;
+
+const ROLE_NAMES: Record<Role, string> = {
+  [Role.UNSPECIFIED]: "unspecified",
+  [Role.OWNER]: "owner",
+  [Role.ADMIN]: "admin",
+  [Role.DEVELOPER]: "developer",
+  [Role.VIEWER]: "viewer",
+};
+
+function apiKey(key: ApiKey) {
+  return {
+    id: key.id,
+    name: key.name,
+    scopes: key.scopes,
+    prefix: key.prefix,
+    role: ROLE_NAMES[key.role],
+    created_by: key.createdBy,
+    created_at: iso(key.createdAt),
+    expires_at: iso(key.expiresAt),
+  };
+}
+
+/**
+ * Identity bounds a new key by its creator's role, but only the gateway knows
+ * which credential is asking: a key restricted to `databases:read` must not
+ * mint itself a broader one. So the requested scopes must be among the
+ * caller's effective permissions, and no scopes means exactly those.
+ */
+export async function createApiKey(call: AuthedCall<Infer<typeof createBody>>): Promise<Reply> {
+  const { principal, body } = call;
+  const scopes = body.scopes ?? principal.permissions;
+  const beyond = scopes.filter((s) => !principal.permissions.includes(s));
+  if (beyond.length > 0) {
+    throw new ApiError(
+      403,
+      "insufficient_permissions",
+      `a key cannot have scopes its creator's credential lacks: ${beyond.join(", ")}`,
+    );
+  }
+  const res = await call.ctx.identity.createApiKey({
+    organizationId: principal.organizationId,
+    userId: principal.userId,
+    name: body.name,
+    scopes,
+    expiresAt: body.expires_at === undefined ? undefined : timestampFromDate(new Date(body.expires_at)),
+  });
+  return created({ ...apiKey(present(res.apiKey, "api_key")), secret: res.secret });
+}
+
+/** Identity returns an organization's keys at once (there are few); pages are cut here. */
+export async function listApiKeys(call: AuthedCall<unknown>): Promise<Reply> {
+  const { page, perPage } = pagination(call.query);
+  const res = await call.ctx.identity.listApiKeys({ organizationId: call.principal.organizationId });
+  const items = res.apiKeys.slice((page - 1) * perPage, page * perPage).map(apiKey);
+  return list("api_keys", items, { page, perPage, total: res.apiKeys.length });
+}
+
+export async function revokeApiKey(call: AuthedCall<unknown>): Promise<Reply> {
+  await call.ctx.identity.revokeApiKey({ organizationId: call.principal.organizationId, id: call.params.id });
+  return noContent();
+}

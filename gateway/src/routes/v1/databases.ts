@@ -1,0 +1,203 @@
+import type { Database, Operation } from "@dbaas/proto/databases";
+import { created, file, list, noContent, ok, type Reply } from "../../middleware/envelope.ts";
+import { optional, pagination, PAGINATION_QUERY, required, type Infer, type QuerySchema } from "../../schema.ts";
+import { iso, orNull, present } from "../mappers.ts";
+import type { AuthedCall } from "../route.ts";
+
+export const createBody = {
+  name: required("string", "3-63 characters, unique among the organization's databases."),
+  region: required("string", "Region code (GET /v1/regions)."),
+  tier: required("string", "Instance tier (GET /v1/tiers)."),
+  version: optional("string", "PostgreSQL major version (GET /v1/versions); default 17."),
+};
+
+export const updateBody = {
+  name: optional("string", "New name, 3-63 characters."),
+};
+
+export const resizeBody = {
+  tier: required("string", "The new instance tier."),
+};
+
+export const listQuery: QuerySchema = {
+  ...PAGINATION_QUERY,
+  status: { type: "string", description: "Only databases in this status." },
+  region: { type: "string", description: "Only databases in this region." },
+};
+
+export const operationsQuery: QuerySchema = PAGINATION_QUERY;
+
+// The product serves PostgreSQL only; the record says so because clients of
+// multi-engine services expect the field.
+const TYPE = "postgres";
+
+/** The full record of GET and PATCH: the connection string arrives masked, and no password exists here. */
+function record(db: Database) {
+  return {
+    id: db.id,
+    name: db.name,
+    type: TYPE,
+    region: db.region,
+    tier: db.tier,
+    version: db.version,
+    status: db.status,
+    ...(db.statusReason !== "" && { status_reason: db.statusReason }),
+    host: db.host,
+    port: db.port,
+    database: db.database,
+    username: db.username,
+    connection_string: db.connectionString,
+    created_at: iso(db.createdAt),
+    updated_at: iso(db.updatedAt),
+  };
+}
+
+function listItem(db: Database) {
+  return {
+    id: db.id,
+    name: db.name,
+    region: db.region,
+    tier: db.tier,
+    version: db.version,
+    status: db.status,
+    created_at: iso(db.createdAt),
+  };
+}
+
+function operation(op: Operation) {
+  return {
+    id: op.id,
+    type: op.type,
+    status: op.status,
+    started_at: iso(op.startedAt),
+    finished_at: iso(op.finishedAt),
+    error: orNull(op.error),
+  };
+}
+
+const target = (call: AuthedCall<unknown>) => ({ organizationId: call.principal.organizationId, id: call.params.id });
+
+export async function createDatabase(call: AuthedCall<Infer<typeof createBody>>): Promise<Reply> {
+  const { body } = call;
+  const res = await call.ctx.databases.createDatabase({
+    organizationId: call.principal.organizationId,
+    name: body.name,
+    region: body.region,
+    tier: body.tier,
+    version: body.version ?? "",
+  });
+  const db = present(res.database, "database");
+  // The only response besides reset-password that carries the password, in the clear.
+  return created({
+    id: db.id,
+    name: db.name,
+    type: TYPE,
+    region: db.region,
+    tier: db.tier,
+    version: db.version,
+    status: db.status,
+    host: db.host,
+    port: db.port,
+    database: db.database,
+    username: db.username,
+    password: res.password,
+    connection_string: res.connectionString,
+    created_at: iso(db.createdAt),
+  });
+}
+
+export async function getDatabase(call: AuthedCall<unknown>): Promise<Reply> {
+  const res = await call.ctx.databases.getDatabase(target(call));
+  return ok(record(present(res.database, "database")));
+}
+
+export async function listDatabases(call: AuthedCall<unknown>): Promise<Reply> {
+  const { page, perPage } = pagination(call.query);
+  const res = await call.ctx.databases.listDatabases({
+    organizationId: call.principal.organizationId,
+    page,
+    perPage,
+    status: (call.query.status as string | undefined) ?? "",
+    region: (call.query.region as string | undefined) ?? "",
+  });
+  return list("databases", res.databases.map(listItem), { page, perPage, total: res.total });
+}
+
+export async function updateDatabase(call: AuthedCall<Infer<typeof updateBody>>): Promise<Reply> {
+  const res = await call.ctx.databases.updateDatabase({ ...target(call), name: call.body.name });
+  return ok(record(present(res.database, "database")));
+}
+
+export async function deleteDatabase(call: AuthedCall<unknown>): Promise<Reply> {
+  await call.ctx.databases.deleteDatabase(target(call));
+  return noContent();
+}
+
+export async function startDatabase(call: AuthedCall<unknown>): Promise<Reply> {
+  const db = present((await call.ctx.databases.startDatabase(target(call))).database, "database");
+  return ok({ id: db.id, status: db.status });
+}
+
+export async function stopDatabase(call: AuthedCall<unknown>): Promise<Reply> {
+  const db = present((await call.ctx.databases.stopDatabase(target(call))).database, "database");
+  return ok({ id: db.id, status: db.status });
+}
+
+export async function restartDatabase(call: AuthedCall<unknown>): Promise<Reply> {
+  const db = present((await call.ctx.databases.restartDatabase(target(call))).database, "database");
+  return ok({ id: db.id, status: db.status });
+}
+
+export async function resizeDatabase(call: AuthedCall<Infer<typeof resizeBody>>): Promise<Reply> {
+  const res = await call.ctx.databases.resizeDatabase({ ...target(call), tier: call.body.tier });
+  const db = present(res.database, "database");
+  return ok({ id: db.id, tier: db.tier, status: db.status });
+}
+
+export async function resetPassword(call: AuthedCall<unknown>): Promise<Reply> {
+  const res = await call.ctx.databases.resetPassword(target(call));
+  return ok({ password: res.password, connection_string: res.connectionString });
+}
+
+export async function listOperations(call: AuthedCall<unknown>): Promise<Reply> {
+  const { page, perPage } = pagination(call.query);
+  const res = await call.ctx.databases.listOperations({
+    organizationId: call.principal.organizationId,
+    databaseId: call.params.id,
+    page,
+    perPage,
+  });
+  return list("operations", res.operations.map(operation), { page, perPage, total: res.total });
+}
+
+/**
+ * The CA certificate as a PEM file rather than JSON: it is what
+ * `sslrootcert=` and `curl -o ca.pem` want, with nothing to unwrap.
+ */
+export async function getCaCertificate(call: AuthedCall<unknown>): Promise<Reply> {
+  const res = await call.ctx.databases.getCaCertificate(target(call));
+  return file("application/x-pem-file", "ca.pem", res.pem);
+}
+
+export async function listRegions({ ctx }: AuthedCall<unknown>): Promise<Reply> {
+  const res = await ctx.databases.listRegions({});
+  return ok({ regions: res.regions.map((r) => ({ code: r.code, name: r.name })) });
+}
+
+export async function listTiers({ ctx }: AuthedCall<unknown>): Promise<Reply> {
+  const res = await ctx.databases.listTiers({});
+  return ok({
+    tiers: res.tiers.map((t) => ({
+      name: t.name,
+      vcpu: t.vcpu,
+      memory_gb: t.memoryGb,
+      storage_gb: t.storageGb,
+      hourly_price: t.hourlyPrice,
+    })),
+  });
+}
+
+export async function listVersions({ ctx }: AuthedCall<unknown>): Promise<Reply> {
+  const res = await ctx.databases.listVersions({});
+  return ok({ versions: res.versions.map((v) => ({ version: v.version, default: v.isDefault })) });
+}

@@ -1,0 +1,139 @@
+import type { Clock } from "@dbaas/kit";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { ROUTES } from "../src/routes/table.ts";
+import { api, startGateway, type TestGateway } from "./support/gateway.ts";
+import { ALL_PERMISSIONS, principal, startStubs, type Stubs } from "./support/stubs.ts";
+
+let stubs: Stubs;
+let gw: TestGateway;
+let now = Date.parse("2025-03-01T12:00:00Z");
+const clock: Clock = { now: () => new Date(now) };
+
+beforeAll(async () => {
+  stubs = await startStubs();
+  const far = new Date(now + 86_400_000);
+  stubs.state.tokens.set("tok-owner", principal({ org: "org-a", permissions: ALL_PERMISSIONS, expiresAt: far }));
+  stubs.state.tokens.set(
+    "tok-viewer",
+    principal({ org: "org-a", permissions: ["databases:read", "metrics:read", "members:read"], expiresAt: far }),
+  );
+  stubs.state.tokens.set("tok-nothing", principal({ org: "org-a", permissions: [], expiresAt: far }));
+  gw = await startGateway(stubs, {}, clock);
+});
+
+afterAll(async () => {
+  await gw?.close();
+  await stubs?.close();
+});
+
+beforeEach(() => {
+  stubs.state.authenticateCalls = 0;
+});
+
+describe("401 invalid_token", () => {
+  it("no Authorization header", async () => {
+    const res = await api(gw.url, "/v1/databases");
+    expect(res.status).toBe(401);
+    expect(res.body.error.code).toBe("invalid_token");
+    expect(res.headers.get("www-authenticate")).toBe('Bearer realm="api"');
+    expect(res.headers.get("x-ratelimit-limit")).toBe("60");
+    expect(stubs.state.authenticateCalls).toBe(0);
+  });
+
+  it.each([["Basic dXNlcjpwYXNz"], ["Bearer"], ["Bearer two words"], ["Bearer tok<>"], ["tok-owner"]])(
+    "malformed header %j",
+    async (header) => {
+      const res = await fetch(`${gw.url}/v1/databases`, { headers: { authorization: header } });
+      expect(res.status).toBe(401);
+      expect(res.headers.get("www-authenticate")).toBe('Bearer realm="api", error="invalid_token"');
+      expect(((await res.json()) as any).error.code).toBe("invalid_token");
+      expect(stubs.state.authenticateCalls).toBe(0);
+    },
+  );
+
+  it("a token identity does not know", async () => {
+    const res = await api(gw.url, "/v1/databases", { token: "tok-unknown" });
+    expect(res.status).toBe(401);
+    expect(res.body.error).toMatchObject({ code: "invalid_token", message: "token is invalid or expired" });
+    expect(res.headers.get("www-authenticate")).toContain('error="invalid_token"');
+  });
+
+  it("the bearer scheme is case-insensitive", async () => {
+    const res = await fetch(`${gw.url}/v1/regions`, { headers: { authorization: "bearer tok-owner" } });
+    expect(res.status).toBe(200);
+  });
+});
+
+describe("403 insufficient_permissions", () => {
+  it("a viewer may read", async () => {
+    const res = await api(gw.url, "/v1/databases", { token: "tok-viewer" });
+    expect(res.status).toBe(200);
+  });
+
+  it.each([
+    ["POST", "/v1/databases", "databases:write"],
+    ["DELETE", "/v1/databases/db-1", "databases:write"],
+    ["POST", "/v1/databases/db-1/stop", "databases:write"],
+    ["POST", "/v1/databases/db-1/reset-password", "databases:write"],
+    ["GET", "/v1/billing/usage", "billing:read"],
+    ["POST", "/v1/organization/api-keys", "settings:write"],
+  ])("a viewer may not %s %s", async (method, path, permission) => {
+    const res = await api(gw.url, path, { method, token: "tok-viewer", body: method === "GET" ? undefined : {} });
+    expect(res.status).toBe(403);
+    expect(res.body.error.code).toBe("insufficient_permissions");
+    expect(res.body.error.message).toContain(permission);
+  });
+
+  it("permission is checked before the body is looked at", async () => {
+    const res = await api(gw.url, "/v1/databases", { method: "POST", token: "tok-viewer", body: "{not json" });
+    expect(res.status).toBe(403);
+  });
+
+  it("every protected route refuses a principal without permissions", async () => {
+    for (const route of ROUTES) {
+      if (!("permission" in route)) continue;
+      const path = route.path.replace(":id", "db-1");
+      const body = route.method === "GET" ? undefined : {};
+      const res = await api(gw.url, path, { method: route.method, token: "tok-nothing", body });
+      expect(res.status, `${route.method} ${route.path}`).toBe(403);
+    }
+  });
+
+  it("only signup and token are public", () => {
+    const open = ROUTES.filter((r) => !("permission" in r)).map((r) => `${r.method} ${r.path}`);
+    expect(open.sort()).toEqual(["POST /v1/auth/signup", "POST /v1/auth/token"]);
+  });
+});
+
+describe("principal cache", () => {
+  it("resolves a token once within 30 s", async () => {
+    stubs.state.tokens.set("tok-cache", principal({ org: "org-c", permissions: ALL_PERMISSIONS, expiresAt: new Date(now + 3_600_000) }));
+    for (let i = 0; i < 3; i++) expect((await api(gw.url, "/v1/regions", { token: "tok-cache" })).status).toBe(200);
+    expect(stubs.state.authenticateCalls).toBe(1);
+    now += 31_000;
+    expect((await api(gw.url, "/v1/regions", { token: "tok-cache" })).status).toBe(200);
+    expect(stubs.state.authenticateCalls).toBe(2);
+  });
+
+  it("never keeps a principal past its credential's expiry", async () => {
+    stubs.state.tokens.set("tok-short", principal({ org: "org-c", permissions: ALL_PERMISSIONS, expiresAt: new Date(now + 5_000) }));
+    expect((await api(gw.url, "/v1/regions", { token: "tok-short" })).status).toBe(200);
+    stubs.state.tokens.delete("tok-short"); // identity now says: expired
+    now += 6_000;
+    expect((await api(gw.url, "/v1/regions", { token: "tok-short" })).status).toBe(401);
+    expect(stubs.state.authenticateCalls).toBe(2);
+  });
+
+  it("does not cache refusals", async () => {
+    await api(gw.url, "/v1/regions", { token: "tok-later" });
+    stubs.state.tokens.set("tok-later", principal({ org: "org-c", permissions: ALL_PERMISSIONS, expiresAt: new Date(now + 3_600_000) }));
+    expect((await api(gw.url, "/v1/regions", { token: "tok-later" })).status).toBe(200);
+  });
+
+  it("concurrent requests with one token share one identity call", async () => {
+    stubs.state.tokens.set("tok-burst", principal({ org: "org-c", permissions: ALL_PERMISSIONS, expiresAt: new Date(now + 3_600_000) }));
+    const results = await Promise.all(Array.from({ length: 5 }, () => api(gw.url, "/v1/regions", { token: "tok-burst" })));
+    expect(results.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    expect(stubs.state.authenticateCalls).toBe(1);
+  });
+});

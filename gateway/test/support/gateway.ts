@@ -1,0 +1,72 @@
+import type { AddressInfo } from "node:net";
+import type { Server } from "node:http";
+import type { Clock } from "@dbaas/kit";
+import { createApp } from "../../src/app.ts";
+import { readConfig } from "../../src/config.ts";
+import { createContext, type GatewayContext } from "../../src/context.ts";
+import { SECRET, type Stubs } from "./stubs.ts";
+
+export interface TestGateway {
+  url: string;
+  ctx: GatewayContext;
+  close(): Promise<void>;
+}
+
+/** The real app on an ephemeral port, wired to the stubs (or to whatever URLs `env` names). */
+export async function startGateway(
+  stubs: Pick<Stubs, "identityUrl" | "databasesUrl" | "billingUrl">,
+  env: Record<string, string> = {},
+  clock?: Clock,
+): Promise<TestGateway> {
+  const config = readConfig({
+    IDENTITY_URL: stubs.identityUrl,
+    DATABASES_URL: stubs.databasesUrl,
+    BILLING_URL: stubs.billingUrl,
+    INTERNAL_AUTH_SECRET: SECRET,
+    PORT: "0",
+    ...env,
+  });
+  const ctx = createContext(config, { clock });
+  const server: Server = createApp(ctx).listen(0, "127.0.0.1");
+  await new Promise<void>((resolve) => server.once("listening", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    ctx,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await ctx.close();
+    },
+  };
+}
+
+export interface ApiResponse {
+  status: number;
+  headers: Headers;
+  /** Parsed JSON body, or undefined when there is none. */
+  body: any;
+  text: string;
+}
+
+export interface RequestOptions {
+  method?: string;
+  token?: string;
+  /** Serialized as JSON unless it is already a string. */
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+export async function api(base: string, path: string, opts: RequestOptions = {}): Promise<ApiResponse> {
+  const headers: Record<string, string> = { ...opts.headers };
+  if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
+  let body: string | undefined;
+  if (opts.body !== undefined) {
+    body = typeof opts.body === "string" ? opts.body : JSON.stringify(opts.body);
+    headers["content-type"] ??= "application/json";
+  }
+  const res = await fetch(base + path, { method: opts.method ?? "GET", headers, body });
+  const text = await res.text();
+  const isJson = res.headers.get("content-type")?.includes("application/json") ?? false;
+  return { status: res.status, headers: res.headers, body: isJson && text !== "" ? JSON.parse(text) : undefined, text };
+}

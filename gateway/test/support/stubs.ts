@@ -1,0 +1,313 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
+import { createLogger, invalidArgument, notFound, startServer, withReason, type RunningServer } from "@dbaas/kit";
+import { BillingService } from "@dbaas/proto/billing";
+import { DatabaseSchema, DatabasesService, type Database } from "@dbaas/proto/databases";
+import { ApiKeySchema, IdentityService, PrincipalSchema, Role, type ApiKey, type Principal } from "@dbaas/proto/identity";
+
+/**
+ * Just enough of identity, databases and billing to drive the gateway: real
+ * Connect servers over HTTP/2 (the kit's startServer, internal auth and all),
+ * in-memory state, and a few ids that make an upstream fail on purpose.
+ */
+export const SECRET = "gateway-test-internal-secret";
+
+export const ALL_PERMISSIONS = [
+  "databases:read",
+  "databases:write",
+  "backups:write",
+  "metrics:read",
+  "members:read",
+  "members:write",
+  "settings:write",
+  "billing:read",
+  "billing:write",
+  "organization:delete",
+];
+
+const T0 = new Date("2025-03-01T10:00:00Z");
+
+export function principal(init: {
+  org: string;
+  permissions: string[];
+  plan?: string;
+  expiresAt?: Date;
+  kind?: string;
+}): Principal {
+  return create(PrincipalSchema, {
+    userId: `user-${init.org}`,
+    organizationId: init.org,
+    role: Role.OWNER,
+    plan: init.plan ?? "free",
+    credentialKind: init.kind ?? "session",
+    credentialId: `cred-${init.org}`,
+    permissions: init.permissions,
+    scopes: init.permissions,
+    expiresAt: timestampFromDate(init.expiresAt ?? new Date(Date.now() + 3_600_000)),
+  });
+}
+
+export interface StubState {
+  tokens: Map<string, Principal>;
+  authenticateCalls: number;
+  databases: Map<string, { db: Database; password: string }>;
+  apiKeys: ApiKey[];
+  /** Requests as the upstreams received them, by RPC name. */
+  seen: Map<string, unknown[]>;
+}
+
+export interface Stubs {
+  identityUrl: string;
+  databasesUrl: string;
+  billingUrl: string;
+  state: StubState;
+  close(): Promise<void>;
+}
+
+function record(state: StubState, rpc: string, req: unknown): void {
+  const list = state.seen.get(rpc) ?? [];
+  list.push(req);
+  state.seen.set(rpc, list);
+}
+
+/**
+ * Ids that make the databases stub fail: `fail-<connect code number>`,
+ * `reason-<public code>` (FAILED_PRECONDITION with an ErrorReason), `slow-<ms>`.
+ */
+async function injected(id: string): Promise<void> {
+  let m = /^fail-(\d+)$/.exec(id);
+  if (m) throw new ConnectError(`injected failure at 10.0.0.7:5432 (${m[1]})`, Number(m[1]) as Code);
+  m = /^reason-([a-z_]+)$/.exec(id);
+  if (m) throw withReason(`injected ${m[1]}`, Code.FailedPrecondition, m[1]!);
+  m = /^slow-(\d+)$/.exec(id);
+  if (m) await new Promise((r) => setTimeout(r, Number(m![1])));
+}
+
+function connectionString(db: { username: string; host: string; port: number; database: string }, password: string): string {
+  return `postgresql://${db.username}:${password}@${db.host}:${db.port}/${db.database}?sslmode=require`;
+}
+
+function identityRoutes(state: StubState) {
+  return (router: ConnectRouter) =>
+    router.service(IdentityService, {
+      async authenticate(req) {
+        state.authenticateCalls++;
+        const p = state.tokens.get(req.bearer);
+        if (!p) throw new ConnectError("token is invalid or expired", Code.Unauthenticated);
+        return { principal: p };
+      },
+      async signup(req) {
+        record(state, "signup", req);
+        if (req.email === "taken@example.com") throw new ConnectError("e-mail already registered", Code.AlreadyExists);
+        return {
+          user: { id: "user-new", email: req.email, name: req.name },
+          organization: { id: "org-new", name: req.organizationName, plan: "free", createdAt: timestampFromDate(T0) },
+          token: { accessToken: "tok-new", tokenType: "Bearer", expiresAt: timestampFromDate(T0) },
+        };
+      },
+      async createToken(req) {
+        record(state, "createToken", req);
+        if (req.password !== "correct horse") throw new ConnectError("wrong e-mail or password", Code.Unauthenticated);
+        return { token: { accessToken: "tok-login", tokenType: "Bearer", expiresAt: timestampFromDate(T0) } };
+      },
+      async createApiKey(req) {
+        record(state, "createApiKey", req);
+        const key = create(ApiKeySchema, {
+          id: `key-${state.apiKeys.length + 1}`,
+          name: req.name,
+          scopes: req.scopes,
+          prefix: "dbk_abcd",
+          createdAt: timestampFromDate(T0),
+          expiresAt: req.expiresAt,
+          createdBy: req.userId,
+          role: Role.ADMIN,
+        });
+        state.apiKeys.push(key);
+        return { apiKey: key, secret: "dbk_abcd_secret" };
+      },
+      async listApiKeys() {
+        return { apiKeys: state.apiKeys };
+      },
+      async revokeApiKey(req) {
+        const i = state.apiKeys.findIndex((k) => k.id === req.id);
+        if (i < 0) throw notFound("api key");
+        state.apiKeys.splice(i, 1);
+        return {};
+      },
+      async getOrganization(req) {
+        return { organization: { id: req.organizationId, name: "Acme", plan: "free" } };
+      },
+    });
+}
+
+function databasesRoutes(state: StubState) {
+  const find = async (org: string, id: string) => {
+    await injected(id);
+    const entry = state.databases.get(id);
+    if (!entry || entry.db.organizationId !== org) throw notFound("database");
+    return entry;
+  };
+  const transition = async (org: string, id: string, status: string) => {
+    const entry = await find(org, id);
+    entry.db.status = status;
+    return { database: entry.db };
+  };
+  return (router: ConnectRouter) =>
+    router.service(DatabasesService, {
+      async createDatabase(req) {
+        record(state, "createDatabase", req);
+        const violations = [];
+        if (req.name.length < 3) violations.push({ field: "name", message: "must be 3-63 characters" });
+        if (!["fsn1", "nbg1", "hel1"].includes(req.region)) {
+          violations.push({ field: "region", message: "must be one of: fsn1, nbg1, hel1" });
+        }
+        if (violations.length > 0) throw invalidArgument(violations);
+        if (req.tier === "large") throw withReason("add a payment method first", Code.FailedPrecondition, "payment_required");
+        const id = `db-${String(state.databases.size + 1).padStart(4, "0")}`;
+        const db = create(DatabaseSchema, {
+          id,
+          organizationId: req.organizationId,
+          name: req.name,
+          region: req.region,
+          tier: req.tier,
+          version: req.version || "17",
+          status: "provisioning",
+          host: `${id}.db.example.test`,
+          port: 5432,
+          database: "defaultdb",
+          username: "dbadmin",
+          createdAt: timestampFromDate(T0),
+          updatedAt: timestampFromDate(T0),
+        });
+        db.connectionString = connectionString(db, "********");
+        const password = "s3cret-password-of-24-chars";
+        state.databases.set(id, { db, password });
+        return { database: db, password, connectionString: connectionString(db, password) };
+      },
+      async getDatabase(req) {
+        return { database: (await find(req.organizationId, req.id)).db };
+      },
+      async listDatabases(req) {
+        record(state, "listDatabases", req);
+        const all = [...state.databases.values()]
+          .map((e) => e.db)
+          .filter((d) => d.organizationId === req.organizationId)
+          .filter((d) => req.status === "" || d.status === req.status)
+          .filter((d) => req.region === "" || d.region === req.region);
+        const start = (req.page - 1) * req.perPage;
+        return { databases: all.slice(start, start + req.perPage), total: all.length, page: req.page, perPage: req.perPage };
+      },
+      async updateDatabase(req) {
+        const entry = await find(req.organizationId, req.id);
+        if (req.name !== undefined) entry.db.name = req.name;
+        return { database: entry.db };
+      },
+      async deleteDatabase(req) {
+        await find(req.organizationId, req.id);
+        state.databases.delete(req.id);
+        return {};
+      },
+      startDatabase: (req) => transition(req.organizationId, req.id, "starting"),
+      stopDatabase: (req) => transition(req.organizationId, req.id, "stopping"),
+      restartDatabase: (req) => transition(req.organizationId, req.id, "restarting"),
+      async resizeDatabase(req) {
+        const entry = await find(req.organizationId, req.id);
+        entry.db.tier = req.tier;
+        entry.db.status = "resizing";
+        return { database: entry.db };
+      },
+      async resetPassword(req) {
+        const entry = await find(req.organizationId, req.id);
+        entry.password = "a-brand-new-password-24ch";
+        return { password: entry.password, connectionString: connectionString(entry.db, entry.password) };
+      },
+      async listOperations(req) {
+        record(state, "listOperations", req);
+        await find(req.organizationId, req.databaseId);
+        return {
+          operations: [
+            {
+              id: "op-1",
+              databaseId: req.databaseId,
+              type: "create",
+              status: "succeeded",
+              startedAt: timestampFromDate(T0),
+              finishedAt: timestampFromDate(new Date(T0.getTime() + 30_000)),
+            },
+            { id: "op-2", databaseId: req.databaseId, type: "stop", status: "running", startedAt: timestampFromDate(T0) },
+          ],
+          total: 2,
+          page: req.page,
+          perPage: req.perPage,
+        };
+      },
+      async getCaCertificate(req) {
+        await find(req.organizationId, req.id);
+        return { pem: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n" };
+      },
+      async restoreDatabase() {
+        throw new ConnectError("not in the stub", Code.Unimplemented);
+      },
+      async listRegions() {
+        return { regions: [{ code: "fsn1", name: "Falkenstein, DE" }] };
+      },
+      async listTiers() {
+        return { tiers: [{ name: "micro", vcpu: 1, memoryGb: 1, storageGb: 10, hourlyPrice: 0.02 }] };
+      },
+      async listVersions() {
+        return {
+          versions: [
+            { version: "16", isDefault: false },
+            { version: "17", isDefault: true },
+          ],
+        };
+      },
+    });
+}
+
+function billingRoutes(state: StubState) {
+  return (router: ConnectRouter) =>
+    router.service(BillingService, {
+      async recordStatusEvents() {
+        return { recorded: 0 };
+      },
+      async getUsage(req) {
+        record(state, "getUsage", req);
+        return {
+          periodStart: timestampFromDate(new Date("2025-03-01T00:00:00Z")),
+          periodEnd: timestampFromDate(new Date("2025-04-01T00:00:00Z")),
+          computeHours: { quantity: 10.5, amount: 0.21 },
+          storageGb: { quantity: 2, amount: 0.25 },
+          dataTransferGb: { quantity: 120, amount: 1 },
+          total: 1.46,
+          currency: "USD",
+        };
+      },
+    });
+}
+
+export async function startStubs(secret = SECRET): Promise<Stubs> {
+  const state: StubState = {
+    tokens: new Map(),
+    authenticateCalls: 0,
+    databases: new Map(),
+    apiKeys: [],
+    seen: new Map(),
+  };
+  const log = createLogger("stub");
+  const servers: RunningServer[] = [];
+  for (const routes of [identityRoutes(state), databasesRoutes(state), billingRoutes(state)]) {
+    servers.push(await startServer({ port: 0, routes, internalSecret: secret, log }));
+  }
+  const [identity, databases, billing] = servers as [RunningServer, RunningServer, RunningServer];
+  return {
+    identityUrl: identity.url,
+    databasesUrl: databases.url,
+    billingUrl: billing.url,
+    state,
+    close: async () => {
+      await Promise.all(servers.map((s) => s.close()));
+    },
+  };
+}

@@ -1,0 +1,80 @@
+import { readFileSync, readdirSync, readlinkSync } from "node:fs";
+
+/**
+ * Whether `pid` is a live process whose working directory is `realDir`.
+ * PostgreSQL chdirs into its data directory, so this tells our postmaster
+ * apart from an unrelated process that inherited a recycled pid (which
+ * `kill(pid, 0)` alone cannot). Zombies have no cwd and count as dead.
+ */
+export function isProcessInDir(pid: number, realDir: string): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+  } catch (e) {
+    // EPERM: another user's process. Our server processes always run as the
+    // run-as user, which we can signal, so that pid is not ours.
+    return false;
+  }
+  try {
+    return readlinkSync(`/proc/${pid}/cwd`) === realDir;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Whether `kill(pid, 0)` would find a process, zombies and other users'
+ * processes included: the same test PostgreSQL applies to its lock file.
+ */
+export function pidExists(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * All processes whose working directory is `realDir`: a postmaster and its
+ * children, or the orphaned backends a killed postmaster leaves behind, which
+ * must be gone before a new postmaster can claim the shared memory.
+ */
+export function processesInDir(realDir: string): number[] {
+  const pids: number[] = [];
+  let names: string[];
+  try {
+    names = readdirSync("/proc");
+  } catch {
+    return pids;
+  }
+  for (const name of names) {
+    if (name.charCodeAt(0) < 48 || name.charCodeAt(0) > 57) continue;
+    try {
+      if (readlinkSync(`/proc/${name}/cwd`) === realDir) pids.push(Number(name));
+    } catch {
+      // exited meanwhile, or not ours to inspect
+    }
+  }
+  return pids;
+}
+
+/** Resident (RSS) and proportional (PSS) memory of a process, bytes; zeros if it is gone. */
+export function processMemory(pid: number): { rssBytes: number; pssBytes: number } {
+  let rssBytes = 0;
+  let pssBytes = 0;
+  try {
+    const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
+    rssBytes = Number(/^Rss:\s+(\d+) kB/m.exec(rollup)?.[1] ?? 0) * 1024;
+    pssBytes = Number(/^Pss:\s+(\d+) kB/m.exec(rollup)?.[1] ?? 0) * 1024;
+  } catch {
+    try {
+      const status = readFileSync(`/proc/${pid}/status`, "utf8");
+      rssBytes = Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? 0) * 1024;
+    } catch {
+      // gone
+    }
+  }
+  return { rssBytes, pssBytes };
+}

@@ -1,0 +1,39 @@
+import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto";
+import { mkdtemp } from "node:fs/promises";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+
+/**
+ * The verifier PostgreSQL stores for a SCRAM-SHA-256 password (RFC 5802/7677),
+ * computed client-side so the agent never sees the plaintext.
+ */
+export function scramVerifier(password: string, iterations = 4096): string {
+  const salt = randomBytes(16);
+  const salted = pbkdf2Sync(password.normalize("NFKC"), salt, iterations, 32, "sha256");
+  const clientKey = createHmac("sha256", salted).update("Client Key").digest();
+  const storedKey = createHash("sha256").update(clientKey).digest();
+  const serverKey = createHmac("sha256", salted).update("Server Key").digest();
+  return `SCRAM-SHA-256$${iterations}:${salt.toString("base64")}$${storedKey.toString("base64")}:${serverKey.toString("base64")}`;
+}
+
+/** A TCP port that was free a moment ago (bind port 0, read it, release it). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const port = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** Fresh data directory per test file. */
+export function tempDataDir(tag: string): Promise<string> {
+  return mkdtemp(path.join(os.tmpdir(), `dbaas-it-${tag}-`));
+}
+
+export function randomPassword(): string {
+  return randomBytes(18).toString("base64url");
+}
