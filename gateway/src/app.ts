@@ -1,17 +1,25 @@
 import express, { type ErrorRequestHandler, type Express, type RequestHandler } from "express";
 import type { GatewayContext } from "./context.ts";
 import { classify, methodNotAllowed, routeNotFound } from "./errors.ts";
+import { runIdempotent } from "./idempotency/idempotency.ts";
 import { authenticate, requirePermission } from "./middleware/auth.ts";
 import { parseJsonBody } from "./middleware/body.ts";
+import { cors } from "./middleware/cors.ts";
 import { sendError, sendReply } from "./middleware/envelope.ts";
+import { refuseDuringMaintenance } from "./middleware/maintenance.ts";
 import { countByIp, limitByIp, limitByOrganization } from "./middleware/rate-limit.ts";
 import { requestId } from "./middleware/request-id.ts";
-import type { Route } from "./routes/route.ts";
+import { securityHeaders } from "./middleware/security-headers.ts";
+import { methodsByPath } from "./routes/match.ts";
+import type { Method, Route } from "./routes/route.ts";
 import { ROUTES } from "./routes/table.ts";
 import { parseQuery, validateBody } from "./schema.ts";
 import "./locals.ts";
 
-/** Runs the route's handler on the parsed request and sends its reply in the envelope. */
+/**
+ * Runs the route's handler on the validated request (once per Idempotency-Key)
+ * and sends its reply in the envelope.
+ */
 function handle(ctx: GatewayContext, route: Route): RequestHandler {
   return async (req, res) => {
     const call = {
@@ -20,11 +28,9 @@ function handle(ctx: GatewayContext, route: Route): RequestHandler {
       query: route.query ? parseQuery(route.query, req.query as Record<string, unknown>) : {},
       body: route.body ? validateBody(route.body, req.body) : {},
     };
-    const reply =
-      "permission" in route
-        ? await route.handler({ ...call, principal: res.locals.principal! })
-        : await route.handler(call);
-    sendReply(res, reply);
+    const execute = () =>
+      "permission" in route ? route.handler({ ...call, principal: res.locals.principal! }) : route.handler(call);
+    sendReply(res, await runIdempotent(ctx, req, res, execute));
   };
 }
 
@@ -38,20 +44,10 @@ function pipeline(ctx: GatewayContext, route: Route): RequestHandler[] {
   return steps;
 }
 
-/** Matches paths the way Express does here: case-sensitive, optional trailing slash. */
-function pathPattern(path: string): RegExp {
-  const source = path
-    .split("/")
-    .map((segment) => (segment.startsWith(":") ? "[^/]+" : segment.replace(/[.*+?^${}()|[\]\\-]/g, "\\$&")))
-    .join("/");
-  return new RegExp(`^${source}/?$`);
-}
-
 /** Answers 405 with `Allow` for a known path, 404 for anything else. */
-function unmatched(routes: readonly Route[]): RequestHandler {
-  const patterns = routes.map((r) => ({ method: r.method, pattern: pathPattern(r.path) }));
+function unmatched(methodsOf: (path: string) => Method[]): RequestHandler {
   return (req) => {
-    const allow = patterns.filter((p) => p.pattern.test(req.path)).map((p) => p.method as string);
+    const allow: string[] = methodsOf(req.path);
     if (allow.length === 0) throw routeNotFound();
     if (allow.includes("GET")) allow.push("HEAD");
     throw methodNotAllowed(allow);
@@ -107,7 +103,8 @@ function accessLog(ctx: GatewayContext): RequestHandler {
 }
 
 /** The gateway's HTTP surface, without listening: tests mount it on an ephemeral port. */
-export function createApp(ctx: GatewayContext, routes: readonly Route[] = ROUTES): Express {
+export function createApp(ctx: GatewayContext): Express {
+  const methodsOf = methodsByPath(ROUTES);
   const app = express();
   app.disable("x-powered-by");
   // Every response body carries a fresh request id, so ETags would never match.
@@ -116,17 +113,20 @@ export function createApp(ctx: GatewayContext, routes: readonly Route[] = ROUTES
   app.set("trust proxy", ctx.config.trustProxyHops);
   app.use(requestId());
   app.use(accessLog(ctx));
+  app.use(securityHeaders(ctx.config.publicBaseUrl));
+  app.use(cors(ctx.config.corsOrigins, methodsOf));
 
   // Outside /v1 and its rate limits: load balancers poll it.
   app.get("/healthz", (_req, res) => {
-    res.json({ status: "ok", redis: ctx.redisHealth() });
+    res.json({ status: "ok", redis: ctx.redisHealth(), maintenance: ctx.maintenance.state().on });
   });
+  app.use(refuseDuringMaintenance(ctx.maintenance));
 
-  for (const route of routes) {
+  for (const route of ROUTES) {
     const method = route.method.toLowerCase() as "get" | "post" | "patch" | "delete";
     app[method](route.path, ...pipeline(ctx, route));
   }
-  app.use(unmatched(routes));
+  app.use(unmatched(methodsOf));
   app.use(errorHandler(ctx));
   return app;
 }

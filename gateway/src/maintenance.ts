@@ -19,7 +19,7 @@ export interface MaintenanceSwitch {
 
 const OFF: MaintenanceState = { on: false, retryAfter: 0 };
 
-export const maintenanceKey = (prefix: string) => `${prefix}maintenance`;
+const maintenanceKey = (prefix: string) => `${prefix}maintenance`;
 
 function parse(value: string | null): MaintenanceState {
   if (value === null) return OFF;

@@ -26,8 +26,8 @@ end
 table.insert(counts, 1, allowed)
 return counts`,
   parseCommand(parser, keys: string[], limits: number[], expireAt: number[]) {
+    // The number of keys varies (enterprise has no day window): pushKeysLength sends the count, then the keys.
     parser.pushKeysLength(keys);
-    parser.pushKeys(keys);
     parser.push(...limits.map(String), ...expireAt.map(String));
   },
   transformReply: (reply: unknown) => reply as number[],
@@ -65,18 +65,25 @@ return 1`,
   transformReply: (reply: unknown) => reply as number,
 });
 
-function build(url: string) {
+/**
+ * A client with the gateway's scripts. `reconnect: false` is for one-shot
+ * tools, which should fail rather than wait for Redis to come back.
+ */
+export function createRedisClient(url: string, reconnect = true) {
   return createClient({
     url,
     // Fail fast while disconnected instead of queueing: callers fall back to local state.
     disableOfflineQueue: true,
     commandOptions: { timeout: 500 },
-    socket: { connectTimeout: 1_000, reconnectStrategy: (retries: number) => Math.min(100 * 2 ** retries, 3_000) },
+    socket: {
+      connectTimeout: 1_000,
+      reconnectStrategy: reconnect ? (retries: number) => Math.min(100 * 2 ** retries, 3_000) : false,
+    },
     scripts: { rateLimit: RATE_LIMIT, claim: CLAIM, settle: SETTLE },
   });
 }
 
-export type GatewayRedisClient = ReturnType<typeof build>;
+export type GatewayRedisClient = ReturnType<typeof createRedisClient>;
 
 /** A Redis connection that may be down at any time; `usable()` says whether to try it. */
 export interface RedisLink {
@@ -93,7 +100,7 @@ export interface RedisLink {
  * they end, not on every reconnection attempt.
  */
 export function connectRedis(url: string, log: Logger): RedisLink {
-  const client = build(url);
+  const client = createRedisClient(url);
   let down = false;
   let lastFailure = 0;
   const markDown = (err: unknown) => {

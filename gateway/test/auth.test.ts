@@ -99,9 +99,9 @@ describe("403 insufficient_permissions", () => {
     }
   });
 
-  it("only signup and token are public", () => {
+  it("only signup, token and the OpenAPI document are public", () => {
     const open = ROUTES.filter((r) => !("permission" in r)).map((r) => `${r.method} ${r.path}`);
-    expect(open.sort()).toEqual(["POST /v1/auth/signup", "POST /v1/auth/token"]);
+    expect(open.sort()).toEqual(["GET /v1/openapi.json", "POST /v1/auth/signup", "POST /v1/auth/token"]);
   });
 });
 

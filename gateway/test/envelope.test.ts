@@ -157,6 +157,24 @@ describe("request bodies", () => {
     expect(res.status).toBe(201);
   });
 
+  it("an unsupported charset is 400 in the envelope, not Express's page", async () => {
+    const res = await api(gw.url, "/v1/databases", {
+      method: "POST",
+      token: TOKEN,
+      body: '{"name":"x"}',
+      headers: { "content-type": "application/json; charset=koi8-r" },
+    });
+    expect(res.status).toBe(400);
+    expectErrorEnvelope(res.body, "validation_error");
+  });
+
+  it("an undecodable path parameter is 400 in the envelope", async () => {
+    const res = await api(gw.url, "/v1/databases/%E0%A4%A", { token: TOKEN });
+    expect(res.status).toBe(400);
+    expectErrorEnvelope(res.body, "validation_error");
+    expectRateLimitHeaders(res.headers);
+  });
+
   it("a body over 1 MB is 413 in the envelope", async () => {
     const res = await api(gw.url, "/v1/databases", {
       method: "POST",
@@ -208,7 +226,7 @@ describe("health", () => {
   it("GET /healthz reports ok and the Redis state", async () => {
     const res = await api(gw.url, "/healthz");
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ status: "ok", redis: "disabled" });
+    expect(res.body).toEqual({ status: "ok", redis: "disabled", maintenance: false });
     expect(res.headers.get("x-request-id")).toBeTruthy();
   });
 });

@@ -15,7 +15,7 @@ export interface IdempotencyStore {
   claim(key: string, fingerprint: string): Promise<Claim>;
 }
 
-export const RESULT_TTL_MS = 24 * 3_600_000;
+const RESULT_TTL_MS = 24 * 3_600_000;
 
 // Stored values: "p|<claim token>|<fingerprint>" while in progress, "d|<fingerprint>|<payload>" when done.
 // Fingerprints are hex SHA-256 and tokens alphanumeric, so "|" never occurs inside them.

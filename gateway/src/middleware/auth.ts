@@ -20,7 +20,7 @@ export interface AuthCache {
   resolve(token: string, load: () => Promise<Principal>): Promise<Principal>;
 }
 
-export function tokenKey(token: string): string {
+function tokenKey(token: string): string {
   return createHash("sha256").update(token).digest("hex");
 }
 

@@ -13,7 +13,9 @@ export type Reply =
   | { kind: "data"; status: number; data: unknown }
   | { kind: "list"; name: string; items: unknown[]; page: PageMeta }
   | { kind: "empty" }
-  | { kind: "file"; contentType: string; filename: string; body: string };
+  | { kind: "file"; contentType: string; filename: string; body: string }
+  /** JSON that is a document in its own right (the OpenAPI description), not an API resource. */
+  | { kind: "document"; body: unknown };
 
 export const ok = (data: unknown): Reply => ({ kind: "data", status: 200, data });
 export const created = (data: unknown): Reply => ({ kind: "data", status: 201, data });
@@ -25,6 +27,8 @@ export const file = (contentType: string, filename: string, body: string): Reply
   filename,
   body,
 });
+
+export const document = (body: unknown): Reply => ({ kind: "document", body });
 
 export function sendReply(res: Response, reply: Reply): void {
   const meta = { request_id: res.locals.requestId };
@@ -49,6 +53,9 @@ export function sendReply(res: Response, reply: Reply): void {
         .type(reply.contentType)
         .set("Content-Disposition", `attachment; filename="${reply.filename}"`)
         .send(reply.body);
+      return;
+    case "document":
+      res.status(200).json(reply.body);
       return;
   }
 }

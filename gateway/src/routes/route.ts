@@ -40,6 +40,8 @@ interface RouteBase {
   summary: string;
   /** Status of the success response (for the OpenAPI document; the handler's reply decides). */
   success: 200 | 201 | 204;
+  /** Content type of a success response that is not the JSON envelope. */
+  produces?: string;
   query?: QuerySchema;
   body?: BodySchema;
 }

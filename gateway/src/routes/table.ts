@@ -1,3 +1,5 @@
+import { document } from "../middleware/envelope.ts";
+import { openApiDocument } from "./openapi.ts";
 import { protectedRoute, publicRoute, type Route } from "./route.ts";
 import * as apiKeys from "./v1/api-keys.ts";
 import * as auth from "./v1/auth.ts";
@@ -28,6 +30,15 @@ export const ROUTES: readonly Route[] = [
     success: 200,
     body: auth.tokenBody,
     handler: auth.token,
+  }),
+  publicRoute({
+    method: "GET",
+    path: "/v1/openapi.json",
+    summary: "This API's OpenAPI 3.1 description, generated from this table.",
+    success: 200,
+    handler: async function openApi({ ctx }) {
+      return document(openApiDocument(ROUTES, ctx.config.publicBaseUrl));
+    },
   }),
 
   protectedRoute({
@@ -129,6 +140,7 @@ export const ROUTES: readonly Route[] = [
     summary: "The CA certificate that signs the database's server certificate (PEM).",
     permission: "databases:read",
     success: 200,
+    produces: "application/x-pem-file",
     handler: databases.getCaCertificate,
   }),
   protectedRoute({
@@ -192,3 +204,4 @@ export const ROUTES: readonly Route[] = [
     handler: apiKeys.revokeApiKey,
   }),
 ];
+

@@ -1,6 +1,6 @@
 import type { AddressInfo } from "node:net";
 import type { Server } from "node:http";
-import type { Clock } from "@dbaas/kit";
+import type { Clock, Logger } from "@dbaas/kit";
 import { createApp } from "../../src/app.ts";
 import { readConfig } from "../../src/config.ts";
 import { createContext, type GatewayContext } from "../../src/context.ts";
@@ -17,6 +17,7 @@ export async function startGateway(
   stubs: Pick<Stubs, "identityUrl" | "databasesUrl" | "billingUrl">,
   env: Record<string, string> = {},
   clock?: Clock,
+  log?: Logger,
 ): Promise<TestGateway> {
   const config = readConfig({
     IDENTITY_URL: stubs.identityUrl,
@@ -26,7 +27,7 @@ export async function startGateway(
     PORT: "0",
     ...env,
   });
-  const ctx = createContext(config, { clock });
+  const ctx = createContext(config, { clock, log });
   const server: Server = createApp(ctx).listen(0, "127.0.0.1");
   await new Promise<void>((resolve) => server.once("listening", resolve));
   const { port } = server.address() as AddressInfo;

@@ -53,6 +53,8 @@ export interface StubState {
   authenticateCalls: number;
   databases: Map<string, { db: Database; password: string }>;
   apiKeys: ApiKey[];
+  /** While true, creating a database named "flaky" fails with UNAVAILABLE. */
+  flaky: boolean;
   /** Requests as the upstreams received them, by RPC name. */
   seen: Map<string, unknown[]>;
 }
@@ -157,6 +159,8 @@ function databasesRoutes(state: StubState) {
     router.service(DatabasesService, {
       async createDatabase(req) {
         record(state, "createDatabase", req);
+        if (req.name.startsWith("slow-")) await new Promise((r) => setTimeout(r, 400));
+        if (req.name === "flaky" && state.flaky) throw new ConnectError("try again later", Code.Unavailable);
         const violations = [];
         if (req.name.length < 3) violations.push({ field: "name", message: "must be 3-63 characters" });
         if (!["fsn1", "nbg1", "hel1"].includes(req.region)) {
@@ -293,6 +297,7 @@ export async function startStubs(secret = SECRET): Promise<Stubs> {
     authenticateCalls: 0,
     databases: new Map(),
     apiKeys: [],
+    flaky: false,
     seen: new Map(),
   };
   const log = createLogger("stub");

@@ -8,6 +8,7 @@ import { serverTracingInterceptor } from "./telemetry.ts";
 
 export interface ServerOptions {
   port: number;
+  /** Interface to bind; defaults to HOST from the environment, else 127.0.0.1 (containers set HOST=0.0.0.0). */
   host?: string;
   routes: (router: ConnectRouter) => void;
   /** Secret every caller's internal credential must be signed with. */
@@ -32,6 +33,7 @@ export interface RunningServer {
  * unary calls finish (up to 5 s) and then drops what is left.
  */
 export async function startServer(opts: ServerOptions): Promise<RunningServer> {
+  const host = opts.host ?? (process.env.HOST || "127.0.0.1");
   const shutdown = new AbortController();
   const handler = connectNodeAdapter({
     routes: opts.routes,
@@ -64,14 +66,14 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(opts.port, opts.host ?? "127.0.0.1", () => resolve());
+    server.listen(opts.port, host, () => resolve());
   });
   const port = (server.address() as AddressInfo).port;
   opts.log.info("listening", { port });
   let closing: Promise<void> | undefined;
   return {
     port,
-    url: `http://${opts.host ?? "127.0.0.1"}:${port}`,
+    url: `http://${host === "0.0.0.0" ? "127.0.0.1" : host}:${port}`,
     shutdownSignal: shutdown.signal,
     close() {
       closing ??= new Promise<void>((resolve) => {

@@ -1,11 +1,11 @@
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync } from "node:fs";
+import { existsSync, realpathSync } from "node:fs";
 import { appendFile, chmod, chown, lstat, mkdir, open, readFile, readdir, realpath, rename, rm, stat, unlink, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { findServerBinaries, type ServerBinaries } from "./binaries.ts";
-import { isProcessInDir, pidExists, processMemory, processesInDir } from "./procfs.ts";
+import { isServerProcessIn, pidExists, processMemory, serverProcessesIn } from "./procfs.ts";
 import { probeTlsLogin, tcpPortRefuses } from "./probe.ts";
 import { resolveRunAs, runCommand, type RunAsIdentity } from "./run-as.ts";
 import { tierSettings, isTierName, TIER_NAMES } from "./tier-settings.ts";
@@ -251,6 +251,16 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
   const runAs: RunAsIdentity = resolveRunAs(opts.runAsUser ?? "nobody");
   const owner = { uid: runAs.uid, gid: runAs.gid };
   const binaries = findServerBinaries();
+  const serverExes = new Set<string>();
+  for (const b of binaries.values()) {
+    try {
+      serverExes.add(realpathSync(b.postgres));
+    } catch {
+      // unreadable binary: that version cannot run anyway
+    }
+  }
+  const isPostmasterIn = (pid: number, realDir: string) => isServerProcessIn(pid, realDir, serverExes);
+  const serverPidsIn = (realDir: string) => serverProcessesIn(realDir, serverExes);
 
   // Unix socket paths are limited to ~107 bytes, so sockets cannot live in
   // (possibly deep) data directories; one short directory per agent.
@@ -416,7 +426,7 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
       return;
     }
     for (let i = 0; i < 50; i++) {
-      const pids = processesInDir(real);
+      const pids = serverPidsIn(real);
       if (pids.length === 0) return;
       for (const pid of pids) {
         try {
@@ -590,7 +600,7 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
     } catch {
       return { state: "absent" };
     }
-    if (!isProcessInDir(pf.pid, real)) {
+    if (!isPostmasterIn(pf.pid, real)) {
       return {
         state: "crashed",
         ...(Number.isInteger(pf.pid) && pf.pid > 0 ? { pid: pf.pid } : {}),
@@ -615,10 +625,10 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
     const dir = instanceDir(id);
     const real = await realpath(dir);
     const deadline = Date.now() + 5000;
-    let pids = processesInDir(real);
+    let pids = serverPidsIn(real);
     while (pids.length > 0 && Date.now() < deadline) {
       await sleep(25);
-      pids = processesInDir(real);
+      pids = serverPidsIn(real);
     }
     if (pids.length > 0) {
       log(`instance ${id}: killing ${pids.length} orphaned server processes`);
@@ -630,7 +640,7 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
         }
       }
       const killDeadline = Date.now() + 5000;
-      while (processesInDir(real).length > 0 && Date.now() < killDeadline) await sleep(25);
+      while (serverPidsIn(real).length > 0 && Date.now() < killDeadline) await sleep(25);
     }
     const pf = await readPidFile(dir);
     if (!pf) return;
@@ -640,10 +650,13 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
     // No process of ours runs in the directory any more, so the locks are
     // stale: remove them when PostgreSQL would not see that by itself.
     const blocking = pidExists(pf.pid);
-    if (blocking && pf.port && pf.socketDir) {
+    if ((blocking || removePidFile) && pf.port && pf.socketDir) {
       const sockLock = path.join(pf.socketDir, `.s.PGSQL.${pf.port}.lock`);
-      const owner = Number((await readFile(sockLock, "utf8").catch(() => "")).split("\n")[0]);
-      if (owner === pf.pid) await unlink(sockLock).catch(() => {});
+      const lockOwner = Number((await readFile(sockLock, "utf8").catch(() => "")).split("\n")[0]);
+      if (lockOwner === pf.pid) {
+        await unlink(path.join(pf.socketDir, `.s.PGSQL.${pf.port}`)).catch(() => {});
+        await unlink(sockLock).catch(() => {});
+      }
     }
     if (removePidFile || blocking) await unlink(path.join(dir, "postmaster.pid")).catch(() => {});
   }
@@ -665,7 +678,7 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
     } catch (e) {
       log(`instance ${id}: fast stop failed (${errMsg(e)}); using immediate shutdown`);
       await pgCtl(bins, ["-D", dir, "-m", "immediate", "-w", "-t", "10", "stop"], 20_000).catch(() => {});
-      if (isProcessInDir(pid, real)) {
+      if (isPostmasterIn(pid, real)) {
         try {
           process.kill(pid, "SIGKILL");
         } catch {
@@ -674,8 +687,8 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
       }
     }
     const deadline = Date.now() + 10_000;
-    while ((isProcessInDir(pid, real) || processesInDir(real).length > 0) && Date.now() < deadline) await sleep(20);
-    if (isProcessInDir(pid, real)) throw new Error(`instance ${id}: postmaster ${pid} still running after stop`);
+    while ((isPostmasterIn(pid, real) || serverPidsIn(real).length > 0) && Date.now() < deadline) await sleep(20);
+    if (isPostmasterIn(pid, real)) throw new Error(`instance ${id}: postmaster ${pid} still running after stop`);
     if (obs.port) {
       while (!(await tcpPortRefuses(probeHost, obs.port, 500))) {
         if (Date.now() > deadline) throw new Error(`instance ${id}: stopped, but something still accepts connections on ${probeHost}:${obs.port}`);
@@ -846,7 +859,7 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
     } catch {
       return { pids: [], rssBytes: 0, pssBytes: 0 };
     }
-    const pids = processesInDir(real);
+    const pids = serverPidsIn(real);
     let rssBytes = 0;
     let pssBytes = 0;
     for (const pid of pids) {

@@ -1,25 +1,37 @@
 import { readFileSync, readdirSync, readlinkSync } from "node:fs";
 
+/** Executable of a process, as the kernel resolved it (" (deleted)" stripped: the binary may be upgraded under a running server). */
+function exeOf(pid: number | string): string | undefined {
+  try {
+    return readlinkSync(`/proc/${pid}/exe`).replace(/ \(deleted\)$/, "");
+  } catch {
+    return undefined;
+  }
+}
+
 /**
- * Whether `pid` is a live process whose working directory is `realDir`.
- * PostgreSQL chdirs into its data directory, so this tells our postmaster
- * apart from an unrelated process that inherited a recycled pid (which
- * `kill(pid, 0)` alone cannot). Zombies have no cwd and count as dead.
+ * Whether `pid` is a live server process (its executable is one of
+ * `serverExes`) whose working directory is `realDir`. PostgreSQL chdirs into
+ * its data directory, so this tells our postmaster apart from an unrelated
+ * process that inherited a recycled pid, which `kill(pid, 0)` alone cannot.
+ * Zombies have no cwd and count as dead.
  */
-export function isProcessInDir(pid: number, realDir: string): boolean {
+export function isServerProcessIn(pid: number, realDir: string, serverExes: ReadonlySet<string>): boolean {
   if (!Number.isInteger(pid) || pid <= 0) return false;
   try {
     process.kill(pid, 0);
-  } catch (e) {
+  } catch {
     // EPERM: another user's process. Our server processes always run as the
     // run-as user, which we can signal, so that pid is not ours.
     return false;
   }
   try {
-    return readlinkSync(`/proc/${pid}/cwd`) === realDir;
+    if (readlinkSync(`/proc/${pid}/cwd`) !== realDir) return false;
   } catch {
     return false;
   }
+  const exe = exeOf(pid);
+  return exe !== undefined && serverExes.has(exe);
 }
 
 /**
@@ -37,11 +49,13 @@ export function pidExists(pid: number): boolean {
 }
 
 /**
- * All processes whose working directory is `realDir`: a postmaster and its
- * children, or the orphaned backends a killed postmaster leaves behind, which
- * must be gone before a new postmaster can claim the shared memory.
+ * All server processes (executable in `serverExes`) whose working directory
+ * is `realDir`: a postmaster and its children, or the orphaned backends a
+ * killed postmaster leaves behind, which must be gone before a new postmaster
+ * can claim the shared memory. Matching the executable keeps, say, an
+ * operator's shell sitting in the data directory out of it.
  */
-export function processesInDir(realDir: string): number[] {
+export function serverProcessesIn(realDir: string, serverExes: ReadonlySet<string>): number[] {
   const pids: number[] = [];
   let names: string[];
   try {
@@ -52,10 +66,12 @@ export function processesInDir(realDir: string): number[] {
   for (const name of names) {
     if (name.charCodeAt(0) < 48 || name.charCodeAt(0) > 57) continue;
     try {
-      if (readlinkSync(`/proc/${name}/cwd`) === realDir) pids.push(Number(name));
+      if (readlinkSync(`/proc/${name}/cwd`) !== realDir) continue;
     } catch {
-      // exited meanwhile, or not ours to inspect
+      continue; // exited meanwhile, or not ours to inspect
     }
+    const exe = exeOf(name);
+    if (exe !== undefined && serverExes.has(exe)) pids.push(Number(name));
   }
   return pids;
 }

@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 
 /** The OS identity PostgreSQL processes run as. */
@@ -28,7 +29,13 @@ export function resolveRunAs(runAsUser = "nobody"): RunAsIdentity {
   const getgid = process.getgid?.bind(process);
   if (!getuid || !getgid) throw new Error("resolveRunAs: POSIX user ids are not available on this platform");
   if (getuid() !== 0) {
-    return { user: String(getuid()), uid: getuid(), gid: getgid(), switchUser: false };
+    let user = String(getuid());
+    try {
+      user = os.userInfo().username;
+    } catch {
+      // no passwd entry for our uid (containers): the number will do
+    }
+    return { user, uid: getuid(), gid: getgid(), switchUser: false };
   }
   let passwd = "";
   try {

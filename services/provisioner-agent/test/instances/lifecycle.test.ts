@@ -47,6 +47,7 @@ describe("instance lifecycle (PostgreSQL 17)", { timeout: 60_000 }, () => {
   afterAll(async () => {
     await m?.stopAll();
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
+    if (m) await rm(m.socketDir, { recursive: true, force: true });
   }, 60_000);
 
   it("accepts dbadmin over TLS with the password behind the verifier", async () => {

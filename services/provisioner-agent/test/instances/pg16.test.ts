@@ -22,6 +22,7 @@ describe("PostgreSQL 16 instances", { timeout: 60_000 }, () => {
   afterAll(async () => {
     await m?.stopAll();
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
+    if (m) await rm(m.socketDir, { recursive: true, force: true });
   }, 60_000);
 
   it("both majors are installed", () => {

@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { chmod, chown, mkdir, readdir, rm, writeFile } from "node:fs/promises";
+import { chmod, chown, mkdir, readFile, readdir, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -40,6 +40,7 @@ describe("crash safety and recovery", { timeout: 60_000 }, () => {
   afterAll(async () => {
     await m?.stopAll();
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
+    if (m) await rm(m.socketDir, { recursive: true, force: true });
   }, 60_000);
 
   it("a build interrupted by an agent crash (temp dir with a live server) is killed, removed and rebuilt; concurrent callers share one build", async () => {
@@ -58,8 +59,14 @@ describe("crash safety and recovery", { timeout: 60_000 }, () => {
     }
     await runCommand(bins.initdb, ["-D", tmp, "-U", "dbaas_agent", "-A", "trust", "--no-sync", "--locale=C"], { runAs });
     await runCommand(bins.pgCtl, ["-D", tmp, "-w", "-l", "/dev/null", "-o", `-c listen_addresses= -c unix_socket_directories=${m.socketDir} -c port=1017`, "start"], { runAs });
+    const orphanPid = Number((await readFile(path.join(tmp, "postmaster.pid"), "utf8")).split("\n")[0]);
 
     const [a, b] = await Promise.all([m.ensureTemplate("17"), m.ensureTemplate("17")]);
+    const orphanState = await readFile(`/proc/${orphanPid}/stat`, "utf8").then(
+      (st) => st.slice(st.lastIndexOf(")") + 2, st.lastIndexOf(")") + 3),
+      () => "gone",
+    );
+    expect(["gone", "Z"]).toContain(orphanState);
     expect(a).toBe(b);
     expect(await readdir(path.join(dataDir, "templates"))).toEqual(["17", "17.build.log"]);
     expect(await m.ensureTemplate("17")).toBe(a);
