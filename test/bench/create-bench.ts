@@ -37,7 +37,7 @@ async function bareInitdbAndStart(runs: number): Promise<number[]> {
     const data = join(dir, `d${i}`);
     const t0 = performance.now();
     await runCommand(bin.initdb, ["-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"], { runAs });
-    await runCommand(bin.pgCtl, ["-D", data, "-o", `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1`, "-w", "start"], { runAs });
+    await runCommand(bin.pgCtl, ["-D", data, "-o", `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1`, "-l", join(dir, `d${i}.log`), "-w", "start"], { runAs });
     times.push(performance.now() - t0);
     await runCommand(bin.pgCtl, ["-D", data, "-m", "immediate", "-w", "stop"], { runAs });
   }
