@@ -70,6 +70,8 @@ function launch(svc: Service, color: string) {
     detached: true,
   });
   svc.child = child;
+  // For operators and crash tests: which process is which service right now.
+  void mkdir(join(dataDir, "run"), { recursive: true }).then(() => writeFile(join(dataDir, "run", `${svc.name}.pid`), String(child.pid)));
   for (const stream of [child.stdout!, child.stderr!]) {
     createInterface({ input: stream }).on("line", (l) => printLine(svc.name, color, l));
   }

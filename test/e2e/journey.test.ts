@@ -6,6 +6,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApi, waitFor } from "../support/api.ts";
+import { query } from "../support/pgclient.ts";
 import { restartStack, startStack, type Stack } from "../support/stack.ts";
 
 let stack: Stack;
@@ -19,26 +20,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.stop();
 });
-
-/** Connects as the customer would: TLS required, credentials from the API. */
-async function query(connectionString: string, sql: string, ca?: string) {
-  const url = new URL(connectionString);
-  const client = new pg.Client({
-    host: "127.0.0.1",
-    port: Number(url.port),
-    user: url.username,
-    password: decodeURIComponent(url.password),
-    database: url.pathname.slice(1),
-    ssl: ca ? { ca, servername: url.hostname } : { rejectUnauthorized: false },
-    connectionTimeoutMillis: 5000,
-  });
-  await client.connect();
-  try {
-    return (await client.query(sql)).rows;
-  } finally {
-    await client.end();
-  }
-}
 
 describe("walking skeleton journey", () => {
   let db: any;

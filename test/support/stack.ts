@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtemp } from "node:fs/promises";
+import { mkdtemp, readFile } from "node:fs/promises";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -40,6 +40,8 @@ export interface Stack {
   dataDir: string;
   env: Record<string, string>;
   output(): string;
+  /** PID of a service process of the stack (e.g. "agent-fsn1", "databases"). */
+  pid(service: string): Promise<number>;
   /** Ctrl-C equivalent: resolves when the runner exited. */
   stop(): Promise<number | null>;
 }
@@ -60,6 +62,8 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     DBAAS_DATA_DIR: dataDir,
     LOCAL_AGENTS: opts.agents ?? "fsn1,nbg1,hel1",
     AGENT_REPORT_INTERVAL_MS: "1000",
+    // Stacks of different test files must not share rate-limit or idempotency keys in Redis.
+    REDIS_KEY_PREFIX: `e2e-${services}:`,
     LOG_LEVEL: process.env.E2E_LOG_LEVEL ?? "info",
     ...(opts.databaseUrl ? { DATABASE_URL: opts.databaseUrl } : {}),
     ...opts.env,
@@ -100,6 +104,9 @@ async function launchStack(env: Record<string, string>, dataDir: string): Promis
   });
   return {
     baseUrl: `http://127.0.0.1:${env.PORT}`,
+    async pid(service: string) {
+      return Number((await readFile(join(dataDir, "run", `${service}.pid`), "utf8")).trim());
+    },
     dataDir,
     env,
     output: () => output,

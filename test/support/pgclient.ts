@@ -1,0 +1,25 @@
+import pg from "pg";
+
+/**
+ * Runs `sql` as the customer would: credentials from a connection string the
+ * API returned, TLS required, connecting to 127.0.0.1 with the database's host
+ * name as TLS server name (so `ca` gives verify-full semantics).
+ */
+export async function query(connectionString: string, sql: string, ca?: string): Promise<any[]> {
+  const url = new URL(connectionString);
+  const client = new pg.Client({
+    host: "127.0.0.1",
+    port: Number(url.port),
+    user: url.username,
+    password: decodeURIComponent(url.password),
+    database: url.pathname.slice(1),
+    ssl: ca ? { ca, servername: url.hostname } : { rejectUnauthorized: false },
+    connectionTimeoutMillis: 5000,
+  });
+  await client.connect();
+  try {
+    return (await client.query(sql)).rows;
+  } finally {
+    await client.end();
+  }
+}
