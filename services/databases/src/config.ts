@@ -15,6 +15,8 @@ export interface Config {
   agentTimeoutSeconds: number;
   /** How long reset-password waits for the agent to confirm the new password. */
   passwordApplyTimeoutMs: number;
+  /** How often deleted databases past retention are handed to their agent for purging. */
+  purgeSweepIntervalMs: number;
 }
 
 export function readConfig(env: Record<string, string | undefined> = process.env): Config {
@@ -29,5 +31,6 @@ export function readConfig(env: Record<string, string | undefined> = process.env
     retentionSeconds: envInt(env, "DELETED_RETENTION_SECONDS", 7 * 24 * 3600),
     agentTimeoutSeconds: envInt(env, "AGENT_TIMEOUT_SECONDS", 30),
     passwordApplyTimeoutMs: envInt(env, "PASSWORD_APPLY_TIMEOUT_MS", 15_000),
+    purgeSweepIntervalMs: envInt(env, "PURGE_SWEEP_INTERVAL_MS", 60_000),
   };
 }

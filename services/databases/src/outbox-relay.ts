@@ -87,7 +87,7 @@ export function startBackgroundWork(ctx: AppContext, signal: AbortSignal, interv
         delivered = await relayOutboxOnce(ctx);
         if (failures > 0) ctx.log.info("billing reachable again; outbox draining");
         failures = 0;
-        if (Date.now() - lastSweep > 60_000) {
+        if (Date.now() - lastSweep > ctx.cfg.purgeSweepIntervalMs) {
           lastSweep = Date.now();
           const n = await sweepExpiredDeletions(ctx);
           if (n > 0) ctx.log.info("deleted databases past retention marked for purge", { count: n });
