@@ -4,26 +4,16 @@
  * PostgreSQL binaries measured in the same run. Prints the numbers and
  * writes them to docs/benchmarks.md.
  */
-import { chown, mkdir, mkdtemp, rm, writeFile, readFile } from "node:fs/promises";
+import { chown, mkdtemp, rm } from "node:fs/promises";
 import { cpus, tmpdir, totalmem } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { findServerBinaries } from "../../services/provisioner-agent/src/instances/binaries.ts";
 import { resolveRunAs, runCommand } from "../../services/provisioner-agent/src/instances/run-as.ts";
 import { createApi } from "../support/api.ts";
 import { freePortBlock, startStack } from "../support/stack.ts";
+import { fmt, summary, writeSection } from "./report.ts";
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const COUNT = Number(process.env.BENCH_COUNT ?? 20);
-
-function percentile(sorted: number[], p: number): number {
-  const i = Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1);
-  return sorted[Math.max(0, i)]!;
-}
-const summary = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return { p50: percentile(s, 50), p95: percentile(s, 95), min: s[0]!, max: s[s.length - 1]! };
-};
 
 /** The floor: what creating and starting a brand-new cluster costs with no control plane at all. */
 async function bareInitdbAndStart(runs: number): Promise<number[]> {
@@ -67,7 +57,6 @@ async function createToRunning(baseUrl: string, count: number): Promise<number[]
   return times;
 }
 
-const fmt = (n: number) => n.toFixed(0);
 
 async function main() {
   process.stdout.write(`machine: ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB\n`);
@@ -87,39 +76,24 @@ async function main() {
   const ratio = create.p50 / bare.p50;
   process.stdout.write(`  ratio to bare initdb+start (p50): ${ratio.toFixed(2)}\n`);
 
-  const date = new Date().toISOString().slice(0, 10);
-  const section = [
-    `## Create → running (${date})`,
-    "",
-    "Command: `npm run bench` (test/bench/create-bench.ts). Whole local stack (embedded metadata PostgreSQL, every",
-    "service its own process), databases created one after another through the public API; the clock runs from",
-    "sending `POST /v1/databases` until `GET /v1/databases/{id}` first shows `running` (polled every 20 ms).",
-    `Machine: ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, shared and noisy — compare the ratio, not the absolute numbers.`,
-    "",
-    "| measurement | runs | p50 ms | p95 ms | min ms | max ms |",
-    "|---|---|---|---|---|---|",
-    `| create → running via API | ${COUNT} | ${fmt(create.p50)} | ${fmt(create.p95)} | ${fmt(create.min)} | ${fmt(create.max)} |`,
-    `| baseline: bare initdb + pg_ctl start | 5 | ${fmt(bare.p50)} | ${fmt(bare.p95)} | ${fmt(bare.min)} | ${fmt(bare.max)} |`,
-    "",
-    `Ratio create→running p50 / bare initdb+start p50: **${ratio.toFixed(2)}** (target: create→running p50 < 500 ms).`,
-    "The agent copies a per-version template data directory instead of running initdb, which is why the",
-    "full path can beat a bare initdb.",
-    "",
-  ].join("\n");
-  const file = join(root, "docs/benchmarks.md");
-  await mkdir(dirname(file), { recursive: true });
-  let existing = "";
-  try {
-    existing = await readFile(file, "utf8");
-  } catch {
-    existing = "# Benchmarks\n\nNumbers printed by the bench scripts; each section is rewritten by its script.\n\n";
-  }
-  const start = existing.indexOf("## Create → running");
-  if (start >= 0) {
-    const next = existing.indexOf("\n## ", start + 1);
-    existing = existing.slice(0, start) + (next >= 0 ? existing.slice(next + 1) : "");
-  }
-  await writeFile(file, existing.trimEnd() + "\n\n" + section);
+  await writeSection(
+    "Create → running",
+    [
+      "Command: `npm run bench` (test/bench/create-bench.ts). Whole local stack (embedded metadata PostgreSQL, every",
+      "service its own process), databases created one after another through the public API; the clock runs from",
+      "sending `POST /v1/databases` until `GET /v1/databases/{id}` first shows `running` (polled every 20 ms).",
+      `Machine: ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, shared and noisy — compare the ratio, not the absolute numbers.`,
+      "",
+      "| measurement | runs | p50 ms | p95 ms | min ms | max ms |",
+      "|---|---|---|---|---|---|",
+      `| create → running via API | ${COUNT} | ${fmt(create.p50)} | ${fmt(create.p95)} | ${fmt(create.min)} | ${fmt(create.max)} |`,
+      `| baseline: bare initdb + pg_ctl start | 5 | ${fmt(bare.p50)} | ${fmt(bare.p95)} | ${fmt(bare.min)} | ${fmt(bare.max)} |`,
+      "",
+      `Ratio create→running p50 / bare initdb+start p50: **${ratio.toFixed(2)}** (target: create→running p50 < 500 ms).`,
+      "The agent copies a per-version template data directory instead of running initdb, which is why the",
+      "full path can beat a bare initdb.",
+    ].join("\n"),
+  );
   process.stdout.write(`written to docs/benchmarks.md\n`);
 }
 

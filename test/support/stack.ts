@@ -53,7 +53,9 @@ export interface Stack {
 export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), "dbaas-e2e-")));
   const services = await freePortBlock(16);
-  const instances = await freePortBlock(60);
+  const agentCount = (opts.agents ?? "fsn1,nbg1,hel1").split(";").length;
+  const capacity = Number(opts.env?.AGENT_CAPACITY ?? 30);
+  const instances = await freePortBlock(agentCount * capacity);
   const env: Record<string, string> = {
     PORT: String(services),
     INSTANCE_PORT_BASE: String(instances),

@@ -1,0 +1,31 @@
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const file = join(resolve(dirname(fileURLToPath(import.meta.url)), "../.."), "docs/benchmarks.md");
+
+export function summary(xs: number[]) {
+  const s = [...xs].sort((a, b) => a - b);
+  const at = (p: number) => s[Math.max(0, Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1))]!;
+  return { p50: at(50), p95: at(95), min: s[0]!, max: s[s.length - 1]! };
+}
+
+export const fmt = (n: number) => n.toFixed(0);
+
+/** Replaces (or appends) the `## <title> (<date>)` section of docs/benchmarks.md. */
+export async function writeSection(title: string, body: string): Promise<void> {
+  await mkdir(dirname(file), { recursive: true });
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch {
+    text = "# Benchmarks\n\nNumbers printed by the bench scripts; each section is rewritten by its script.\n";
+  }
+  const start = text.indexOf(`## ${title}`);
+  if (start >= 0) {
+    const next = text.indexOf("\n## ", start + 1);
+    text = text.slice(0, start) + (next >= 0 ? text.slice(next + 1) : "");
+  }
+  const date = new Date().toISOString().slice(0, 10);
+  await writeFile(file, `${text.trimEnd()}\n\n## ${title} (${date})\n\n${body}\n`);
+}
