@@ -63,3 +63,18 @@ const TO_PROTO: Record<RoleName, Role> = {
 export function roleToProto(role: RoleName): Role {
   return TO_PROTO[role];
 }
+
+const FROM_PROTO = new Map<Role, RoleName>(Object.entries(TO_PROTO).map(([name, role]) => [role, name as RoleName]));
+
+/** The role name of a proto role; undefined for ROLE_UNSPECIFIED. */
+export function roleFromProto(role: Role): RoleName | undefined {
+  return FROM_PROTO.get(role);
+}
+
+/** Roles a member can be given directly; the owner is made only by a transfer. */
+export const GRANTABLE_ROLES = ["admin", "developer", "viewer"] as const satisfies readonly RoleName[];
+
+/** True when `role` is at most `actor` in the order owner > admin > developer > viewer. */
+export function roleWithin(role: RoleName, actor: RoleName): boolean {
+  return ROLE_NAMES.indexOf(role) >= ROLE_NAMES.indexOf(actor);
+}

@@ -1,10 +1,17 @@
 import { fileURLToPath } from "node:url";
+import type { Client } from "@connectrpc/connect";
 import type pg from "pg";
-import { createPool, systemClock, type Clock, type Logger } from "@dbaas/kit";
+import { createInternalClient, createPool, systemClock, type Clock, type Logger } from "@dbaas/kit";
+import { DatabasesService } from "@dbaas/proto/databases";
 import type { Config } from "./config.ts";
+import { createLogSender, createMailRelay, createSealer, createSmtpSender, type MailRelay, type MailSender, type Sealer } from "./mail.ts";
 import { createPasswordHasher, type PasswordHasher } from "./passwords.ts";
+import { createRevocationHub, type RevocationHub } from "./revocations.ts";
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL("./db/migrations", import.meta.url));
+
+/** What identity needs of the databases service: whether an organization still has databases. */
+export type DatabasesClient = Pick<Client<typeof DatabasesService>, "listDatabases">;
 
 /** Everything handlers depend on, built once at start-up and passed down. */
 export interface AppContext {
@@ -13,18 +20,43 @@ export interface AppContext {
   log: Logger;
   passwords: PasswordHasher;
   tokenTtlSeconds: number;
+  /** Base of links in mails (invitations). */
+  publicBaseUrl: string;
+  sealer: Sealer;
+  mailRelay: MailRelay;
+  revocations: RevocationHub;
+  /** Unset when DATABASES_URL is not configured: organizations cannot be deleted then. */
+  databases: DatabasesClient | undefined;
 }
 
-export function createContext(
-  config: Config,
-  log: Logger,
-  overrides: Partial<Pick<AppContext, "pool" | "clock">> = {},
-): AppContext {
+export interface ContextOverrides {
+  pool?: pg.Pool;
+  clock?: Clock;
+  mailSender?: MailSender;
+  databases?: DatabasesClient;
+}
+
+export function createContext(config: Config, log: Logger, overrides: ContextOverrides = {}): AppContext {
+  const pool = overrides.pool ?? createPool(config.databaseUrl, config.databaseSchema);
+  const clock = overrides.clock ?? systemClock;
+  const sealer = createSealer(config.internalSecret);
+  const sender =
+    overrides.mailSender ?? (config.smtpUrl ? createSmtpSender(config.smtpUrl, config.mailFrom) : createLogSender(log));
+  const databases =
+    overrides.databases ??
+    (config.databasesUrl
+      ? createInternalClient(DatabasesService, config.databasesUrl, { secret: config.internalSecret, caller: "identity" })
+      : undefined);
   return {
-    pool: overrides.pool ?? createPool(config.databaseUrl, config.databaseSchema),
-    clock: overrides.clock ?? systemClock,
+    pool,
+    clock,
     log,
     passwords: createPasswordHasher(config.scryptN),
     tokenTtlSeconds: config.tokenTtlSeconds,
+    publicBaseUrl: config.publicBaseUrl,
+    sealer,
+    mailRelay: createMailRelay({ pool, clock, log, sender, sealer, pollMs: config.mailPollMs }),
+    revocations: createRevocationHub(config.databaseUrl, config.databaseSchema, log),
+    databases,
   };
 }

@@ -14,10 +14,12 @@ const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 const SESSION_PREFIX = "dbs_";
 const SESSION_RANDOM_LENGTH = 43;
 const API_KEY_PREFIX = "dbk_";
+const INVITATION_PREFIX = "dbi_";
 const API_KEY_RANDOM_LENGTH = 30;
 const CHECKSUM_LENGTH = 6;
 
 const SESSION_PATTERN = new RegExp(`^${SESSION_PREFIX}[0-9A-Za-z]{${SESSION_RANDOM_LENGTH}}$`);
+const INVITATION_PATTERN = new RegExp(`^${INVITATION_PREFIX}[0-9A-Za-z]{${SESSION_RANDOM_LENGTH}}$`);
 const API_KEY_PATTERN = new RegExp(`^${API_KEY_PREFIX}([0-9A-Za-z]{${API_KEY_RANDOM_LENGTH}})([0-9A-Za-z]{${CHECKSUM_LENGTH}})$`);
 
 /** How many characters of an API key are kept in clear to tell keys apart. */
@@ -41,6 +43,15 @@ function checksum(randomPart: string): string {
 
 export function newSessionToken(): string {
   return SESSION_PREFIX + randomBase62(SESSION_RANDOM_LENGTH);
+}
+
+/** The one-time token of an invitation link (256 bits of randomness like a login token). */
+export function newInvitationToken(): string {
+  return INVITATION_PREFIX + randomBase62(SESSION_RANDOM_LENGTH);
+}
+
+export function isInvitationToken(value: string): boolean {
+  return INVITATION_PATTERN.test(value);
 }
 
 export function newApiKeySecret(): string {

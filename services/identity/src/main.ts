@@ -8,6 +8,9 @@ const config = readConfig();
 const log = createLogger("identity");
 const ctx = createContext(config, log);
 await migrate(ctx.pool, config.databaseSchema, MIGRATIONS_DIR);
+if (!config.databasesUrl) log.warn("DATABASES_URL is not set: organizations cannot be deleted");
+await ctx.revocations.start();
+ctx.mailRelay.start();
 const server = await startServer({
   port: config.port,
   routes: routes(ctx),
@@ -15,7 +18,14 @@ const server = await startServer({
   log,
   health: async () => {
     await ctx.pool.query("SELECT 1");
-    return { database: "ok" };
+    return { database: "ok", revocation_feed: ctx.revocations.live ? "live" : "down" };
   },
 });
-onShutdown(log, stopTelemetry, () => ctx.pool.end(), () => server.close());
+onShutdown(
+  log,
+  stopTelemetry,
+  () => ctx.pool.end(),
+  () => ctx.mailRelay.close(),
+  () => ctx.revocations.close(),
+  () => server.close(),
+);

@@ -4,10 +4,13 @@ import type { AppContext } from "./context.ts";
 import { createApiKey, listApiKeys, revokeApiKey } from "./handlers/api-keys.ts";
 import { authenticate } from "./handlers/authenticate.ts";
 import { createToken } from "./handlers/create-token.ts";
-import { getOrganization } from "./handlers/organizations.ts";
+import { acceptInvitation, cancelInvitation, createInvitation, listInvitations } from "./handlers/invitations.ts";
+import { listMembers, removeMember, transferOwnership, updateMember } from "./handlers/members.ts";
+import { deleteOrganization, getOrganization, updateOrganization } from "./handlers/organizations.ts";
+import { watchRevocations } from "./handlers/revocations.ts";
 import { signup } from "./handlers/signup.ts";
 
-export const routes = (ctx: AppContext) => (router: ConnectRouter) =>
+export const routes = (ctx: AppContext, opts: { heartbeatMs?: number } = {}) => (router: ConnectRouter) =>
   router.service(IdentityService, {
     signup: signup(ctx),
     createToken: createToken(ctx),
@@ -16,4 +19,15 @@ export const routes = (ctx: AppContext) => (router: ConnectRouter) =>
     listApiKeys: listApiKeys(ctx),
     revokeApiKey: revokeApiKey(ctx),
     getOrganization: getOrganization(ctx),
+    updateOrganization: updateOrganization(ctx),
+    deleteOrganization: deleteOrganization(ctx),
+    listMembers: listMembers(ctx),
+    updateMember: updateMember(ctx),
+    removeMember: removeMember(ctx),
+    transferOwnership: transferOwnership(ctx),
+    createInvitation: createInvitation(ctx),
+    listInvitations: listInvitations(ctx),
+    cancelInvitation: cancelInvitation(ctx),
+    acceptInvitation: acceptInvitation(ctx),
+    watchRevocations: watchRevocations(ctx, opts.heartbeatMs),
   });

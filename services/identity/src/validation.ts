@@ -1,4 +1,6 @@
 import type { Validator } from "@dbaas/kit";
+import type { Actor } from "@dbaas/proto/identity";
+import { GRANTABLE_ROLES, roleFromProto, type RoleName } from "./authz.ts";
 
 // Pragmatic, not RFC 5322: one @, a dotted domain, no whitespace or control characters.
 const EMAIL = /^[^\s@\p{Cc}]+@[^\s@\p{Cc}.]+(\.[^\s@\p{Cc}.]+)+$/u;
@@ -35,4 +37,23 @@ export function checkName(v: Validator, field: string, raw: string): string {
 
 export function checkRequired(v: Validator, field: string, value: string): void {
   if (value === "") v.add(field, "is required");
+}
+
+export interface ActorInfo {
+  userId: string;
+  role: RoleName;
+}
+
+/** The calling user and their credential's role; a violation when the caller did not say. */
+export function checkActor(v: Validator, actor: Actor | undefined): ActorInfo {
+  const role = actor ? roleFromProto(actor.role) : undefined;
+  if (!actor || actor.userId === "" || !role) v.add("actor", "user_id and role are required");
+  return { userId: actor?.userId ?? "", role: role ?? "viewer" };
+}
+
+/** A role a member may be given directly: `owner` only ever comes from a transfer. */
+export function checkGrantableRole(v: Validator, field: string, role: string): RoleName {
+  if (role === "owner") v.add(field, "owner is reached only by transferring ownership (POST /v1/organization/transfer)");
+  else v.oneOf(field, role, GRANTABLE_ROLES);
+  return role as RoleName;
 }

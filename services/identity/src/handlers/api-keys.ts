@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { newId, notFound, permissionDenied, Validator } from "@dbaas/kit";
+import { newId, notFound, permissionDenied, Validator, withTransaction } from "@dbaas/kit";
 import {
   CreateApiKeyResponseSchema,
   ListApiKeysResponseSchema,
@@ -101,11 +101,15 @@ export function revokeApiKey(ctx: AppContext) {
     checkRequired(v, "organization_id", req.organizationId);
     checkRequired(v, "id", req.id);
     v.throwIfAny();
-    const result = await ctx.pool.query(
-      "UPDATE api_keys SET revoked_at = $3 WHERE id = $1 AND organization_id = $2 AND revoked_at IS NULL",
-      [req.id, req.organizationId, ctx.clock.now()],
-    );
-    if (!result.rowCount) throw notFound("API key");
+    const published = await withTransaction(ctx.pool, async (db) => {
+      const result = await db.query(
+        "UPDATE api_keys SET revoked_at = $3 WHERE id = $1 AND organization_id = $2 AND revoked_at IS NULL",
+        [req.id, req.organizationId, ctx.clock.now()],
+      );
+      if (!result.rowCount) throw notFound("API key");
+      return await ctx.revocations.publish(db, { credentialId: req.id });
+    });
+    await ctx.revocations.delivered([published]);
     ctx.log.info("api key revoked", { organization_id: req.organizationId, key_id: req.id });
     return create(RevokeApiKeyResponseSchema, {});
   };

@@ -3,16 +3,12 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { newId, Validator, withTransaction } from "@dbaas/kit";
 import { SignupResponseSchema, UserSchema, type SignupRequest, type SignupResponse } from "@dbaas/proto/identity";
 import type { AppContext } from "../context.ts";
+import { isUniqueViolation } from "../db/errors.ts";
 import { organizationToProto, ORGANIZATION_COLUMNS, type OrganizationRow } from "../mappers.ts";
 import { issueSession } from "../sessions.ts";
 import { checkEmail, checkName, checkPassword } from "../validation.ts";
 
 const emailTaken = () => new ConnectError("an account with this e-mail already exists", Code.AlreadyExists);
-
-function isUniqueViolation(err: unknown, constraint: string): boolean {
-  const e = err as { code?: string; constraint?: string };
-  return e.code === "23505" && e.constraint === constraint;
-}
 
 export function signup(ctx: AppContext) {
   return async (req: SignupRequest): Promise<SignupResponse> => {

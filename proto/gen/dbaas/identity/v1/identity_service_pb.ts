@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dbaas/identity/v1/identity_service.proto.
  */
 export const file_dbaas_identity_v1_identity_service: GenFile = /*@__PURE__*/
-  fileDesc("CihkYmFhcy9pZGVudGl0eS92MS9pZGVudGl0eV9zZXJ2aWNlLnByb3RvEhFkYmFhcy5pZGVudGl0eS52MSIvCgRVc2VyEgoKAmlkGAEgASgJEg0KBWVtYWlsGAIgASgJEgwKBG5hbWUYAyABKAkiZgoMT3JnYW5pemF0aW9uEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEcGxhbhgDIAEoCRIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJhCgVUb2tlbhIUCgxhY2Nlc3NfdG9rZW4YASABKAkSEgoKdG9rZW5fdHlwZRgCIAEoCRIuCgpleHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJZCg1TaWdudXBSZXF1ZXN0Eg0KBWVtYWlsGAEgASgJEhAKCHBhc3N3b3JkGAIgASgJEgwKBG5hbWUYAyABKAkSGQoRb3JnYW5pemF0aW9uX25hbWUYBCABKAkilwEKDlNpZ251cFJlc3BvbnNlEiUKBHVzZXIYASABKAsyFy5kYmFhcy5pZGVudGl0eS52MS5Vc2VyEjUKDG9yZ2FuaXphdGlvbhgCIAEoCzIfLmRiYWFzLmlkZW50aXR5LnYxLk9yZ2FuaXphdGlvbhInCgV0b2tlbhgDIAEoCzIYLmRiYWFzLmlkZW50aXR5LnYxLlRva2VuIk4KEkNyZWF0ZVRva2VuUmVxdWVzdBINCgVlbWFpbBgBIAEoCRIQCghwYXNzd29yZBgCIAEoCRIXCg9vcmdhbml6YXRpb25faWQYAyABKAkiPgoTQ3JlYXRlVG9rZW5SZXNwb25zZRInCgV0b2tlbhgBIAEoCzIYLmRiYWFzLmlkZW50aXR5LnYxLlRva2VuIiUKE0F1dGhlbnRpY2F0ZVJlcXVlc3QSDgoGYmVhcmVyGAEgASgJIu8BCglQcmluY2lwYWwSDwoHdXNlcl9pZBgBIAEoCRIXCg9vcmdhbml6YXRpb25faWQYAiABKAkSJQoEcm9sZRgDIAEoDjIXLmRiYWFzLmlkZW50aXR5LnYxLlJvbGUSDgoGc2NvcGVzGAQgAygJEgwKBHBsYW4YBSABKAkSFwoPY3JlZGVudGlhbF9raW5kGAYgASgJEhUKDWNyZWRlbnRpYWxfaWQYByABKAkSLgoKZXhwaXJlc19hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLcGVybWlzc2lvbnMYCSADKAkiRwoUQXV0aGVudGljYXRlUmVzcG9uc2USLwoJcHJpbmNpcGFsGAEgASgLMhwuZGJhYXMuaWRlbnRpdHkudjEuUHJpbmNpcGFsIt0BCgZBcGlLZXkSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIOCgZzY29wZXMYAyADKAkSDgoGcHJlZml4GAQgASgJEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmNyZWF0ZWRfYnkYByABKAkSJQoEcm9sZRgIIAEoDjIXLmRiYWFzLmlkZW50aXR5LnYxLlJvbGUijQEKE0NyZWF0ZUFwaUtleVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEg8KB3VzZXJfaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIOCgZzY29wZXMYBCADKAkSLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiUgoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USKgoHYXBpX2tleRgBIAEoCzIZLmRiYWFzLmlkZW50aXR5LnYxLkFwaUtleRIOCgZzZWNyZXQYAiABKAkiLQoSTGlzdEFwaUtleXNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSJCChNMaXN0QXBpS2V5c1Jlc3BvbnNlEisKCGFwaV9rZXlzGAEgAygLMhkuZGJhYXMuaWRlbnRpdHkudjEuQXBpS2V5IjoKE1Jldm9rZUFwaUtleVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJIhYKFFJldm9rZUFwaUtleVJlc3BvbnNlIjEKFkdldE9yZ2FuaXphdGlvblJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIlAKF0dldE9yZ2FuaXphdGlvblJlc3BvbnNlEjUKDG9yZ2FuaXphdGlvbhgBIAEoCzIfLmRiYWFzLmlkZW50aXR5LnYxLk9yZ2FuaXphdGlvbiphCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABIOCgpST0xFX09XTkVSEAESDgoKUk9MRV9BRE1JThACEhIKDlJPTEVfREVWRUxPUEVSEAMSDwoLUk9MRV9WSUVXRVIQBDKpBQoPSWRlbnRpdHlTZXJ2aWNlEk0KBlNpZ251cBIgLmRiYWFzLmlkZW50aXR5LnYxLlNpZ251cFJlcXVlc3QaIS5kYmFhcy5pZGVudGl0eS52MS5TaWdudXBSZXNwb25zZRJcCgtDcmVhdGVUb2tlbhIlLmRiYWFzLmlkZW50aXR5LnYxLkNyZWF0ZVRva2VuUmVxdWVzdBomLmRiYWFzLmlkZW50aXR5LnYxLkNyZWF0ZVRva2VuUmVzcG9uc2USXwoMQXV0aGVudGljYXRlEiYuZGJhYXMuaWRlbnRpdHkudjEuQXV0aGVudGljYXRlUmVxdWVzdBonLmRiYWFzLmlkZW50aXR5LnYxLkF1dGhlbnRpY2F0ZVJlc3BvbnNlEl8KDENyZWF0ZUFwaUtleRImLmRiYWFzLmlkZW50aXR5LnYxLkNyZWF0ZUFwaUtleVJlcXVlc3QaJy5kYmFhcy5pZGVudGl0eS52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJcCgtMaXN0QXBpS2V5cxIlLmRiYWFzLmlkZW50aXR5LnYxLkxpc3RBcGlLZXlzUmVxdWVzdBomLmRiYWFzLmlkZW50aXR5LnYxLkxpc3RBcGlLZXlzUmVzcG9uc2USXwoMUmV2b2tlQXBpS2V5EiYuZGJhYXMuaWRlbnRpdHkudjEuUmV2b2tlQXBpS2V5UmVxdWVzdBonLmRiYWFzLmlkZW50aXR5LnYxLlJldm9rZUFwaUtleVJlc3BvbnNlEmgKD0dldE9yZ2FuaXphdGlvbhIpLmRiYWFzLmlkZW50aXR5LnYxLkdldE9yZ2FuaXphdGlvblJlcXVlc3QaKi5kYmFhcy5pZGVudGl0eS52MS5HZXRPcmdhbml6YXRpb25SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("CihkYmFhcy9pZGVudGl0eS92MS9pZGVudGl0eV9zZXJ2aWNlLnByb3RvEhFkYmFhcy5pZGVudGl0eS52MSIvCgRVc2VyEgoKAmlkGAEgASgJEg0KBWVtYWlsGAIgASgJEgwKBG5hbWUYAyABKAkiZgoMT3JnYW5pemF0aW9uEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEcGxhbhgDIAEoCRIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJhCgVUb2tlbhIUCgxhY2Nlc3NfdG9rZW4YASABKAkSEgoKdG9rZW5fdHlwZRgCIAEoCRIuCgpleHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJZCg1TaWdudXBSZXF1ZXN0Eg0KBWVtYWlsGAEgASgJEhAKCHBhc3N3b3JkGAIgASgJEgwKBG5hbWUYAyABKAkSGQoRb3JnYW5pemF0aW9uX25hbWUYBCABKAkilwEKDlNpZ251cFJlc3BvbnNlEiUKBHVzZXIYASABKAsyFy5kYmFhcy5pZGVudGl0eS52MS5Vc2VyEjUKDG9yZ2FuaXphdGlvbhgCIAEoCzIfLmRiYWFzLmlkZW50aXR5LnYxLk9yZ2FuaXphdGlvbhInCgV0b2tlbhgDIAEoCzIYLmRiYWFzLmlkZW50aXR5LnYxLlRva2VuIk4KEkNyZWF0ZVRva2VuUmVxdWVzdBINCgVlbWFpbBgBIAEoCRIQCghwYXNzd29yZBgCIAEoCRIXCg9vcmdhbml6YXRpb25faWQYAyABKAkiPgoTQ3JlYXRlVG9rZW5SZXNwb25zZRInCgV0b2tlbhgBIAEoCzIYLmRiYWFzLmlkZW50aXR5LnYxLlRva2VuIiUKE0F1dGhlbnRpY2F0ZVJlcXVlc3QSDgoGYmVhcmVyGAEgASgJIu8BCglQcmluY2lwYWwSDwoHdXNlcl9pZBgBIAEoCRIXCg9vcmdhbml6YXRpb25faWQYAiABKAkSJQoEcm9sZRgDIAEoDjIXLmRiYWFzLmlkZW50aXR5LnYxLlJvbGUSDgoGc2NvcGVzGAQgAygJEgwKBHBsYW4YBSABKAkSFwoPY3JlZGVudGlhbF9raW5kGAYgASgJEhUKDWNyZWRlbnRpYWxfaWQYByABKAkSLgoKZXhwaXJlc19hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLcGVybWlzc2lvbnMYCSADKAkiRwoUQXV0aGVudGljYXRlUmVzcG9uc2USLwoJcHJpbmNpcGFsGAEgASgLMhwuZGJhYXMuaWRlbnRpdHkudjEuUHJpbmNpcGFsIt0BCgZBcGlLZXkSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIOCgZzY29wZXMYAyADKAkSDgoGcHJlZml4GAQgASgJEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmNyZWF0ZWRfYnkYByABKAkSJQoEcm9sZRgIIAEoDjIXLmRiYWFzLmlkZW50aXR5LnYxLlJvbGUijQEKE0NyZWF0ZUFwaUtleVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEg8KB3VzZXJfaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIOCgZzY29wZXMYBCADKAkSLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiUgoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USKgoHYXBpX2tleRgBIAEoCzIZLmRiYWFzLmlkZW50aXR5LnYxLkFwaUtleRIOCgZzZWNyZXQYAiABKAkiLQoSTGlzdEFwaUtleXNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSJCChNMaXN0QXBpS2V5c1Jlc3BvbnNlEisKCGFwaV9rZXlzGAEgAygLMhkuZGJhYXMuaWRlbnRpdHkudjEuQXBpS2V5IjoKE1Jldm9rZUFwaUtleVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJIhYKFFJldm9rZUFwaUtleVJlc3BvbnNlIjEKFkdldE9yZ2FuaXphdGlvblJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIlAKF0dldE9yZ2FuaXphdGlvblJlc3BvbnNlEjUKDG9yZ2FuaXphdGlvbhgBIAEoCzIfLmRiYWFzLmlkZW50aXR5LnYxLk9yZ2FuaXphdGlvbiI/CgVBY3RvchIPCgd1c2VyX2lkGAEgASgJEiUKBHJvbGUYAiABKA4yFy5kYmFhcy5pZGVudGl0eS52MS5Sb2xlIpEBCgZNZW1iZXISCgoCaWQYASABKAkSJQoEdXNlchgCIAEoCzIXLmRiYWFzLmlkZW50aXR5LnYxLlVzZXISJQoEcm9sZRgDIAEoDjIXLmRiYWFzLmlkZW50aXR5LnYxLlJvbGUSLQoJam9pbmVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLSAQoKSW52aXRhdGlvbhIKCgJpZBgBIAEoCRINCgVlbWFpbBgCIAEoCRIlCgRyb2xlGAMgASgOMhcuZGJhYXMuaWRlbnRpdHkudjEuUm9sZRIOCgZzdGF0dXMYBCABKAkSLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKaW52aXRlZF9ieRgHIAEoCSJsChlVcGRhdGVPcmdhbml6YXRpb25SZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIRCgRuYW1lGAIgASgJSACIAQESEQoEcGxhbhgDIAEoCUgBiAEBQgcKBV9uYW1lQgcKBV9wbGFuIlMKGlVwZGF0ZU9yZ2FuaXphdGlvblJlc3BvbnNlEjUKDG9yZ2FuaXphdGlvbhgBIAEoCzIfLmRiYWFzLmlkZW50aXR5LnYxLk9yZ2FuaXphdGlvbiJdChlEZWxldGVPcmdhbml6YXRpb25SZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRInCgVhY3RvchgCIAEoCzIYLmRiYWFzLmlkZW50aXR5LnYxLkFjdG9yIhwKGkRlbGV0ZU9yZ2FuaXphdGlvblJlc3BvbnNlIi0KEkxpc3RNZW1iZXJzUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkiQQoTTGlzdE1lbWJlcnNSZXNwb25zZRIqCgdtZW1iZXJzGAEgAygLMhkuZGJhYXMuaWRlbnRpdHkudjEuTWVtYmVyIngKE1VwZGF0ZU1lbWJlclJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEicKBWFjdG9yGAIgASgLMhguZGJhYXMuaWRlbnRpdHkudjEuQWN0b3ISEQoJbWVtYmVyX2lkGAMgASgJEgwKBHJvbGUYBCABKAkiQQoUVXBkYXRlTWVtYmVyUmVzcG9uc2USKQoGbWVtYmVyGAEgASgLMhkuZGJhYXMuaWRlbnRpdHkudjEuTWVtYmVyImoKE1JlbW92ZU1lbWJlclJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEicKBWFjdG9yGAIgASgLMhguZGJhYXMuaWRlbnRpdHkudjEuQWN0b3ISEQoJbWVtYmVyX2lkGAMgASgJIhYKFFJlbW92ZU1lbWJlclJlc3BvbnNlIoQBChhUcmFuc2Zlck93bmVyc2hpcFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEicKBWFjdG9yGAIgASgLMhguZGJhYXMuaWRlbnRpdHkudjEuQWN0b3ISFAoMbmV3X293bmVyX2lkGAMgASgJEhAKCHBhc3N3b3JkGAQgASgJIngKGVRyYW5zZmVyT3duZXJzaGlwUmVzcG9uc2USKAoFb3duZXIYASABKAsyGS5kYmFhcy5pZGVudGl0eS52MS5NZW1iZXISMQoOcHJldmlvdXNfb3duZXIYAiABKAsyGS5kYmFhcy5pZGVudGl0eS52MS5NZW1iZXIieAoXQ3JlYXRlSW52aXRhdGlvblJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEicKBWFjdG9yGAIgASgLMhguZGJhYXMuaWRlbnRpdHkudjEuQWN0b3ISDQoFZW1haWwYAyABKAkSDAoEcm9sZRgEIAEoCSJNChhDcmVhdGVJbnZpdGF0aW9uUmVzcG9uc2USMQoKaW52aXRhdGlvbhgBIAEoCzIdLmRiYWFzLmlkZW50aXR5LnYxLkludml0YXRpb24iMQoWTGlzdEludml0YXRpb25zUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkiTQoXTGlzdEludml0YXRpb25zUmVzcG9uc2USMgoLaW52aXRhdGlvbnMYASADKAsyHS5kYmFhcy5pZGVudGl0eS52MS5JbnZpdGF0aW9uIj4KF0NhbmNlbEludml0YXRpb25SZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSIaChhDYW5jZWxJbnZpdGF0aW9uUmVzcG9uc2UiSAoXQWNjZXB0SW52aXRhdGlvblJlcXVlc3QSDQoFdG9rZW4YASABKAkSDAoEbmFtZRgCIAEoCRIQCghwYXNzd29yZBgDIAEoCSKlAQoYQWNjZXB0SW52aXRhdGlvblJlc3BvbnNlEjUKDG9yZ2FuaXphdGlvbhgBIAEoCzIfLmRiYWFzLmlkZW50aXR5LnYxLk9yZ2FuaXphdGlvbhIpCgZtZW1iZXIYAiABKAsyGS5kYmFhcy5pZGVudGl0eS52MS5NZW1iZXISJwoFdG9rZW4YAyABKAsyGC5kYmFhcy5pZGVudGl0eS52MS5Ub2tlbiIZChdXYXRjaFJldm9jYXRpb25zUmVxdWVzdCJNCgpSZXZvY2F0aW9uEhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJEhUKDWNyZWRlbnRpYWxfaWQYAyABKAkijQIKGFdhdGNoUmV2b2NhdGlvbnNSZXNwb25zZRJMCgpzdWJzY3JpYmVkGAEgASgLMjYuZGJhYXMuaWRlbnRpdHkudjEuV2F0Y2hSZXZvY2F0aW9uc1Jlc3BvbnNlLlN1YnNjcmliZWRIABJKCgloZWFydGJlYXQYAiABKAsyNS5kYmFhcy5pZGVudGl0eS52MS5XYXRjaFJldm9jYXRpb25zUmVzcG9uc2UuSGVhcnRiZWF0SAASMwoKcmV2b2NhdGlvbhgDIAEoCzIdLmRiYWFzLmlkZW50aXR5LnYxLlJldm9jYXRpb25IABoMCgpTdWJzY3JpYmVkGgsKCUhlYXJ0YmVhdEIHCgVldmVudCphCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABIOCgpST0xFX09XTkVSEAESDgoKUk9MRV9BRE1JThACEhIKDlJPTEVfREVWRUxPUEVSEAMSDwoLUk9MRV9WSUVXRVIQBDK/DgoPSWRlbnRpdHlTZXJ2aWNlEk0KBlNpZ251cBIgLmRiYWFzLmlkZW50aXR5LnYxLlNpZ251cFJlcXVlc3QaIS5kYmFhcy5pZGVudGl0eS52MS5TaWdudXBSZXNwb25zZRJcCgtDcmVhdGVUb2tlbhIlLmRiYWFzLmlkZW50aXR5LnYxLkNyZWF0ZVRva2VuUmVxdWVzdBomLmRiYWFzLmlkZW50aXR5LnYxLkNyZWF0ZVRva2VuUmVzcG9uc2USXwoMQXV0aGVudGljYXRlEiYuZGJhYXMuaWRlbnRpdHkudjEuQXV0aGVudGljYXRlUmVxdWVzdBonLmRiYWFzLmlkZW50aXR5LnYxLkF1dGhlbnRpY2F0ZVJlc3BvbnNlEl8KDENyZWF0ZUFwaUtleRImLmRiYWFzLmlkZW50aXR5LnYxLkNyZWF0ZUFwaUtleVJlcXVlc3QaJy5kYmFhcy5pZGVudGl0eS52MS5DcmVhdGVBcGlLZXlSZXNwb25zZRJcCgtMaXN0QXBpS2V5cxIlLmRiYWFzLmlkZW50aXR5LnYxLkxpc3RBcGlLZXlzUmVxdWVzdBomLmRiYWFzLmlkZW50aXR5LnYxLkxpc3RBcGlLZXlzUmVzcG9uc2USXwoMUmV2b2tlQXBpS2V5EiYuZGJhYXMuaWRlbnRpdHkudjEuUmV2b2tlQXBpS2V5UmVxdWVzdBonLmRiYWFzLmlkZW50aXR5LnYxLlJldm9rZUFwaUtleVJlc3BvbnNlEmgKD0dldE9yZ2FuaXphdGlvbhIpLmRiYWFzLmlkZW50aXR5LnYxLkdldE9yZ2FuaXphdGlvblJlcXVlc3QaKi5kYmFhcy5pZGVudGl0eS52MS5HZXRPcmdhbml6YXRpb25SZXNwb25zZRJxChJVcGRhdGVPcmdhbml6YXRpb24SLC5kYmFhcy5pZGVudGl0eS52MS5VcGRhdGVPcmdhbml6YXRpb25SZXF1ZXN0Gi0uZGJhYXMuaWRlbnRpdHkudjEuVXBkYXRlT3JnYW5pemF0aW9uUmVzcG9uc2UScQoSRGVsZXRlT3JnYW5pemF0aW9uEiwuZGJhYXMuaWRlbnRpdHkudjEuRGVsZXRlT3JnYW5pemF0aW9uUmVxdWVzdBotLmRiYWFzLmlkZW50aXR5LnYxLkRlbGV0ZU9yZ2FuaXphdGlvblJlc3BvbnNlElwKC0xpc3RNZW1iZXJzEiUuZGJhYXMuaWRlbnRpdHkudjEuTGlzdE1lbWJlcnNSZXF1ZXN0GiYuZGJhYXMuaWRlbnRpdHkudjEuTGlzdE1lbWJlcnNSZXNwb25zZRJfCgxVcGRhdGVNZW1iZXISJi5kYmFhcy5pZGVudGl0eS52MS5VcGRhdGVNZW1iZXJSZXF1ZXN0GicuZGJhYXMuaWRlbnRpdHkudjEuVXBkYXRlTWVtYmVyUmVzcG9uc2USXwoMUmVtb3ZlTWVtYmVyEiYuZGJhYXMuaWRlbnRpdHkudjEuUmVtb3ZlTWVtYmVyUmVxdWVzdBonLmRiYWFzLmlkZW50aXR5LnYxLlJlbW92ZU1lbWJlclJlc3BvbnNlEm4KEVRyYW5zZmVyT3duZXJzaGlwEisuZGJhYXMuaWRlbnRpdHkudjEuVHJhbnNmZXJPd25lcnNoaXBSZXF1ZXN0GiwuZGJhYXMuaWRlbnRpdHkudjEuVHJhbnNmZXJPd25lcnNoaXBSZXNwb25zZRJrChBDcmVhdGVJbnZpdGF0aW9uEiouZGJhYXMuaWRlbnRpdHkudjEuQ3JlYXRlSW52aXRhdGlvblJlcXVlc3QaKy5kYmFhcy5pZGVudGl0eS52MS5DcmVhdGVJbnZpdGF0aW9uUmVzcG9uc2USaAoPTGlzdEludml0YXRpb25zEikuZGJhYXMuaWRlbnRpdHkudjEuTGlzdEludml0YXRpb25zUmVxdWVzdBoqLmRiYWFzLmlkZW50aXR5LnYxLkxpc3RJbnZpdGF0aW9uc1Jlc3BvbnNlEmsKEENhbmNlbEludml0YXRpb24SKi5kYmFhcy5pZGVudGl0eS52MS5DYW5jZWxJbnZpdGF0aW9uUmVxdWVzdBorLmRiYWFzLmlkZW50aXR5LnYxLkNhbmNlbEludml0YXRpb25SZXNwb25zZRJrChBBY2NlcHRJbnZpdGF0aW9uEiouZGJhYXMuaWRlbnRpdHkudjEuQWNjZXB0SW52aXRhdGlvblJlcXVlc3QaKy5kYmFhcy5pZGVudGl0eS52MS5BY2NlcHRJbnZpdGF0aW9uUmVzcG9uc2USbQoQV2F0Y2hSZXZvY2F0aW9ucxIqLmRiYWFzLmlkZW50aXR5LnYxLldhdGNoUmV2b2NhdGlvbnNSZXF1ZXN0GisuZGJhYXMuaWRlbnRpdHkudjEuV2F0Y2hSZXZvY2F0aW9uc1Jlc3BvbnNlMAFiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message dbaas.identity.v1.User
@@ -534,6 +534,667 @@ export const GetOrganizationResponseSchema: GenMessage<GetOrganizationResponse> 
   messageDesc(file_dbaas_identity_v1_identity_service, 18);
 
 /**
+ * Actor is who asks for a change: the calling user and the role of the calling
+ * credential (an API key's role is its creator's role when the key was created).
+ *
+ * @generated from message dbaas.identity.v1.Actor
+ */
+export type Actor = Message<"dbaas.identity.v1.Actor"> & {
+  /**
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: dbaas.identity.v1.Role role = 2;
+   */
+  role: Role;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.Actor.
+ * Use `create(ActorSchema)` to create a new message.
+ */
+export const ActorSchema: GenMessage<Actor> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 19);
+
+/**
+ * @generated from message dbaas.identity.v1.Member
+ */
+export type Member = Message<"dbaas.identity.v1.Member"> & {
+  /**
+   * Membership id, prefix "member-".
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: dbaas.identity.v1.User user = 2;
+   */
+  user?: User | undefined;
+
+  /**
+   * @generated from field: dbaas.identity.v1.Role role = 3;
+   */
+  role: Role;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp joined_at = 4;
+   */
+  joinedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.Member.
+ * Use `create(MemberSchema)` to create a new message.
+ */
+export const MemberSchema: GenMessage<Member> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 20);
+
+/**
+ * @generated from message dbaas.identity.v1.Invitation
+ */
+export type Invitation = Message<"dbaas.identity.v1.Invitation"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string email = 2;
+   */
+  email: string;
+
+  /**
+   * @generated from field: dbaas.identity.v1.Role role = 3;
+   */
+  role: Role;
+
+  /**
+   * "pending", or "expired" once expires_at has passed.
+   *
+   * @generated from field: string status = 4;
+   */
+  status: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 5;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 6;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * The inviting user.
+   *
+   * @generated from field: string invited_by = 7;
+   */
+  invitedBy: string;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.Invitation.
+ * Use `create(InvitationSchema)` to create a new message.
+ */
+export const InvitationSchema: GenMessage<Invitation> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 21);
+
+/**
+ * @generated from message dbaas.identity.v1.UpdateOrganizationRequest
+ */
+export type UpdateOrganizationRequest = Message<"dbaas.identity.v1.UpdateOrganizationRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: optional string name = 2;
+   */
+  name?: string | undefined;
+
+  /**
+   * "free", "pro" or "enterprise".
+   *
+   * @generated from field: optional string plan = 3;
+   */
+  plan?: string | undefined;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.UpdateOrganizationRequest.
+ * Use `create(UpdateOrganizationRequestSchema)` to create a new message.
+ */
+export const UpdateOrganizationRequestSchema: GenMessage<UpdateOrganizationRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 22);
+
+/**
+ * @generated from message dbaas.identity.v1.UpdateOrganizationResponse
+ */
+export type UpdateOrganizationResponse = Message<"dbaas.identity.v1.UpdateOrganizationResponse"> & {
+  /**
+   * @generated from field: dbaas.identity.v1.Organization organization = 1;
+   */
+  organization?: Organization | undefined;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.UpdateOrganizationResponse.
+ * Use `create(UpdateOrganizationResponseSchema)` to create a new message.
+ */
+export const UpdateOrganizationResponseSchema: GenMessage<UpdateOrganizationResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 23);
+
+/**
+ * @generated from message dbaas.identity.v1.DeleteOrganizationRequest
+ */
+export type DeleteOrganizationRequest = Message<"dbaas.identity.v1.DeleteOrganizationRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: dbaas.identity.v1.Actor actor = 2;
+   */
+  actor?: Actor | undefined;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.DeleteOrganizationRequest.
+ * Use `create(DeleteOrganizationRequestSchema)` to create a new message.
+ */
+export const DeleteOrganizationRequestSchema: GenMessage<DeleteOrganizationRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 24);
+
+/**
+ * @generated from message dbaas.identity.v1.DeleteOrganizationResponse
+ */
+export type DeleteOrganizationResponse = Message<"dbaas.identity.v1.DeleteOrganizationResponse"> & {
+};
+
+/**
+ * Describes the message dbaas.identity.v1.DeleteOrganizationResponse.
+ * Use `create(DeleteOrganizationResponseSchema)` to create a new message.
+ */
+export const DeleteOrganizationResponseSchema: GenMessage<DeleteOrganizationResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 25);
+
+/**
+ * @generated from message dbaas.identity.v1.ListMembersRequest
+ */
+export type ListMembersRequest = Message<"dbaas.identity.v1.ListMembersRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.ListMembersRequest.
+ * Use `create(ListMembersRequestSchema)` to create a new message.
+ */
+export const ListMembersRequestSchema: GenMessage<ListMembersRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 26);
+
+/**
+ * @generated from message dbaas.identity.v1.ListMembersResponse
+ */
+export type ListMembersResponse = Message<"dbaas.identity.v1.ListMembersResponse"> & {
+  /**
+   * @generated from field: repeated dbaas.identity.v1.Member members = 1;
+   */
+  members: Member[];
+};
+
+/**
+ * Describes the message dbaas.identity.v1.ListMembersResponse.
+ * Use `create(ListMembersResponseSchema)` to create a new message.
+ */
+export const ListMembersResponseSchema: GenMessage<ListMembersResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 27);
+
+/**
+ * @generated from message dbaas.identity.v1.UpdateMemberRequest
+ */
+export type UpdateMemberRequest = Message<"dbaas.identity.v1.UpdateMemberRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: dbaas.identity.v1.Actor actor = 2;
+   */
+  actor?: Actor | undefined;
+
+  /**
+   * @generated from field: string member_id = 3;
+   */
+  memberId: string;
+
+  /**
+   * Role name: "admin", "developer" or "viewer".
+   *
+   * @generated from field: string role = 4;
+   */
+  role: string;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.UpdateMemberRequest.
+ * Use `create(UpdateMemberRequestSchema)` to create a new message.
+ */
+export const UpdateMemberRequestSchema: GenMessage<UpdateMemberRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 28);
+
+/**
+ * @generated from message dbaas.identity.v1.UpdateMemberResponse
+ */
+export type UpdateMemberResponse = Message<"dbaas.identity.v1.UpdateMemberResponse"> & {
+  /**
+   * @generated from field: dbaas.identity.v1.Member member = 1;
+   */
+  member?: Member | undefined;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.UpdateMemberResponse.
+ * Use `create(UpdateMemberResponseSchema)` to create a new message.
+ */
+export const UpdateMemberResponseSchema: GenMessage<UpdateMemberResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 29);
+
+/**
+ * @generated from message dbaas.identity.v1.RemoveMemberRequest
+ */
+export type RemoveMemberRequest = Message<"dbaas.identity.v1.RemoveMemberRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: dbaas.identity.v1.Actor actor = 2;
+   */
+  actor?: Actor | undefined;
+
+  /**
+   * @generated from field: string member_id = 3;
+   */
+  memberId: string;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.RemoveMemberRequest.
+ * Use `create(RemoveMemberRequestSchema)` to create a new message.
+ */
+export const RemoveMemberRequestSchema: GenMessage<RemoveMemberRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 30);
+
+/**
+ * @generated from message dbaas.identity.v1.RemoveMemberResponse
+ */
+export type RemoveMemberResponse = Message<"dbaas.identity.v1.RemoveMemberResponse"> & {
+};
+
+/**
+ * Describes the message dbaas.identity.v1.RemoveMemberResponse.
+ * Use `create(RemoveMemberResponseSchema)` to create a new message.
+ */
+export const RemoveMemberResponseSchema: GenMessage<RemoveMemberResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 31);
+
+/**
+ * @generated from message dbaas.identity.v1.TransferOwnershipRequest
+ */
+export type TransferOwnershipRequest = Message<"dbaas.identity.v1.TransferOwnershipRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: dbaas.identity.v1.Actor actor = 2;
+   */
+  actor?: Actor | undefined;
+
+  /**
+   * User id (not membership id) of the member who becomes owner.
+   *
+   * @generated from field: string new_owner_id = 3;
+   */
+  newOwnerId: string;
+
+  /**
+   * The calling user's current password.
+   *
+   * @generated from field: string password = 4;
+   */
+  password: string;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.TransferOwnershipRequest.
+ * Use `create(TransferOwnershipRequestSchema)` to create a new message.
+ */
+export const TransferOwnershipRequestSchema: GenMessage<TransferOwnershipRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 32);
+
+/**
+ * @generated from message dbaas.identity.v1.TransferOwnershipResponse
+ */
+export type TransferOwnershipResponse = Message<"dbaas.identity.v1.TransferOwnershipResponse"> & {
+  /**
+   * @generated from field: dbaas.identity.v1.Member owner = 1;
+   */
+  owner?: Member | undefined;
+
+  /**
+   * @generated from field: dbaas.identity.v1.Member previous_owner = 2;
+   */
+  previousOwner?: Member | undefined;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.TransferOwnershipResponse.
+ * Use `create(TransferOwnershipResponseSchema)` to create a new message.
+ */
+export const TransferOwnershipResponseSchema: GenMessage<TransferOwnershipResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 33);
+
+/**
+ * @generated from message dbaas.identity.v1.CreateInvitationRequest
+ */
+export type CreateInvitationRequest = Message<"dbaas.identity.v1.CreateInvitationRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: dbaas.identity.v1.Actor actor = 2;
+   */
+  actor?: Actor | undefined;
+
+  /**
+   * @generated from field: string email = 3;
+   */
+  email: string;
+
+  /**
+   * Role name: "admin", "developer" or "viewer", at most the actor's own role.
+   *
+   * @generated from field: string role = 4;
+   */
+  role: string;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.CreateInvitationRequest.
+ * Use `create(CreateInvitationRequestSchema)` to create a new message.
+ */
+export const CreateInvitationRequestSchema: GenMessage<CreateInvitationRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 34);
+
+/**
+ * @generated from message dbaas.identity.v1.CreateInvitationResponse
+ */
+export type CreateInvitationResponse = Message<"dbaas.identity.v1.CreateInvitationResponse"> & {
+  /**
+   * @generated from field: dbaas.identity.v1.Invitation invitation = 1;
+   */
+  invitation?: Invitation | undefined;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.CreateInvitationResponse.
+ * Use `create(CreateInvitationResponseSchema)` to create a new message.
+ */
+export const CreateInvitationResponseSchema: GenMessage<CreateInvitationResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 35);
+
+/**
+ * @generated from message dbaas.identity.v1.ListInvitationsRequest
+ */
+export type ListInvitationsRequest = Message<"dbaas.identity.v1.ListInvitationsRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.ListInvitationsRequest.
+ * Use `create(ListInvitationsRequestSchema)` to create a new message.
+ */
+export const ListInvitationsRequestSchema: GenMessage<ListInvitationsRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 36);
+
+/**
+ * @generated from message dbaas.identity.v1.ListInvitationsResponse
+ */
+export type ListInvitationsResponse = Message<"dbaas.identity.v1.ListInvitationsResponse"> & {
+  /**
+   * @generated from field: repeated dbaas.identity.v1.Invitation invitations = 1;
+   */
+  invitations: Invitation[];
+};
+
+/**
+ * Describes the message dbaas.identity.v1.ListInvitationsResponse.
+ * Use `create(ListInvitationsResponseSchema)` to create a new message.
+ */
+export const ListInvitationsResponseSchema: GenMessage<ListInvitationsResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 37);
+
+/**
+ * @generated from message dbaas.identity.v1.CancelInvitationRequest
+ */
+export type CancelInvitationRequest = Message<"dbaas.identity.v1.CancelInvitationRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: string id = 2;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.CancelInvitationRequest.
+ * Use `create(CancelInvitationRequestSchema)` to create a new message.
+ */
+export const CancelInvitationRequestSchema: GenMessage<CancelInvitationRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 38);
+
+/**
+ * @generated from message dbaas.identity.v1.CancelInvitationResponse
+ */
+export type CancelInvitationResponse = Message<"dbaas.identity.v1.CancelInvitationResponse"> & {
+};
+
+/**
+ * Describes the message dbaas.identity.v1.CancelInvitationResponse.
+ * Use `create(CancelInvitationResponseSchema)` to create a new message.
+ */
+export const CancelInvitationResponseSchema: GenMessage<CancelInvitationResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 39);
+
+/**
+ * @generated from message dbaas.identity.v1.AcceptInvitationRequest
+ */
+export type AcceptInvitationRequest = Message<"dbaas.identity.v1.AcceptInvitationRequest"> & {
+  /**
+   * The one-time token from the invitation link.
+   *
+   * @generated from field: string token = 1;
+   */
+  token: string;
+
+  /**
+   * Display name of a new user; ignored when the e-mail already has an account.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * Password of a new user, or the existing account's password.
+   *
+   * @generated from field: string password = 3;
+   */
+  password: string;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.AcceptInvitationRequest.
+ * Use `create(AcceptInvitationRequestSchema)` to create a new message.
+ */
+export const AcceptInvitationRequestSchema: GenMessage<AcceptInvitationRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 40);
+
+/**
+ * @generated from message dbaas.identity.v1.AcceptInvitationResponse
+ */
+export type AcceptInvitationResponse = Message<"dbaas.identity.v1.AcceptInvitationResponse"> & {
+  /**
+   * @generated from field: dbaas.identity.v1.Organization organization = 1;
+   */
+  organization?: Organization | undefined;
+
+  /**
+   * @generated from field: dbaas.identity.v1.Member member = 2;
+   */
+  member?: Member | undefined;
+
+  /**
+   * @generated from field: dbaas.identity.v1.Token token = 3;
+   */
+  token?: Token | undefined;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.AcceptInvitationResponse.
+ * Use `create(AcceptInvitationResponseSchema)` to create a new message.
+ */
+export const AcceptInvitationResponseSchema: GenMessage<AcceptInvitationResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 41);
+
+/**
+ * @generated from message dbaas.identity.v1.WatchRevocationsRequest
+ */
+export type WatchRevocationsRequest = Message<"dbaas.identity.v1.WatchRevocationsRequest"> & {
+};
+
+/**
+ * Describes the message dbaas.identity.v1.WatchRevocationsRequest.
+ * Use `create(WatchRevocationsRequestSchema)` to create a new message.
+ */
+export const WatchRevocationsRequestSchema: GenMessage<WatchRevocationsRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 42);
+
+/**
+ * Revocation names the principals to forget: every one matching all the fields set.
+ *
+ * @generated from message dbaas.identity.v1.Revocation
+ */
+export type Revocation = Message<"dbaas.identity.v1.Revocation"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: string user_id = 2;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: string credential_id = 3;
+   */
+  credentialId: string;
+};
+
+/**
+ * Describes the message dbaas.identity.v1.Revocation.
+ * Use `create(RevocationSchema)` to create a new message.
+ */
+export const RevocationSchema: GenMessage<Revocation> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 43);
+
+/**
+ * @generated from message dbaas.identity.v1.WatchRevocationsResponse
+ */
+export type WatchRevocationsResponse = Message<"dbaas.identity.v1.WatchRevocationsResponse"> & {
+  /**
+   * @generated from oneof dbaas.identity.v1.WatchRevocationsResponse.event
+   */
+  event: {
+    /**
+     * @generated from field: dbaas.identity.v1.WatchRevocationsResponse.Subscribed subscribed = 1;
+     */
+    value: WatchRevocationsResponse_Subscribed;
+    case: "subscribed";
+  } | {
+    /**
+     * @generated from field: dbaas.identity.v1.WatchRevocationsResponse.Heartbeat heartbeat = 2;
+     */
+    value: WatchRevocationsResponse_Heartbeat;
+    case: "heartbeat";
+  } | {
+    /**
+     * @generated from field: dbaas.identity.v1.Revocation revocation = 3;
+     */
+    value: Revocation;
+    case: "revocation";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message dbaas.identity.v1.WatchRevocationsResponse.
+ * Use `create(WatchRevocationsResponseSchema)` to create a new message.
+ */
+export const WatchRevocationsResponseSchema: GenMessage<WatchRevocationsResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 44);
+
+/**
+ * The subscription is in place: revocations from now on will be delivered.
+ *
+ * @generated from message dbaas.identity.v1.WatchRevocationsResponse.Subscribed
+ */
+export type WatchRevocationsResponse_Subscribed = Message<"dbaas.identity.v1.WatchRevocationsResponse.Subscribed"> & {
+};
+
+/**
+ * Describes the message dbaas.identity.v1.WatchRevocationsResponse.Subscribed.
+ * Use `create(WatchRevocationsResponse_SubscribedSchema)` to create a new message.
+ */
+export const WatchRevocationsResponse_SubscribedSchema: GenMessage<WatchRevocationsResponse_Subscribed> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 44, 0);
+
+/**
+ * Sent periodically so a subscriber can tell a quiet stream from a dead one.
+ *
+ * @generated from message dbaas.identity.v1.WatchRevocationsResponse.Heartbeat
+ */
+export type WatchRevocationsResponse_Heartbeat = Message<"dbaas.identity.v1.WatchRevocationsResponse.Heartbeat"> & {
+};
+
+/**
+ * Describes the message dbaas.identity.v1.WatchRevocationsResponse.Heartbeat.
+ * Use `create(WatchRevocationsResponse_HeartbeatSchema)` to create a new message.
+ */
+export const WatchRevocationsResponse_HeartbeatSchema: GenMessage<WatchRevocationsResponse_Heartbeat> = /*@__PURE__*/
+  messageDesc(file_dbaas_identity_v1_identity_service, 44, 1);
+
+/**
  * @generated from enum dbaas.identity.v1.Role
  */
 export enum Role {
@@ -643,6 +1304,122 @@ export const IdentityService: GenService<{
     methodKind: "unary";
     input: typeof GetOrganizationRequestSchema;
     output: typeof GetOrganizationResponseSchema;
+  },
+  /**
+   * UpdateOrganization renames the organization and/or changes its plan. Whether the
+   * caller may change the plan is the gateway's check (billing:write).
+   *
+   * @generated from rpc dbaas.identity.v1.IdentityService.UpdateOrganization
+   */
+  updateOrganization: {
+    methodKind: "unary";
+    input: typeof UpdateOrganizationRequestSchema;
+    output: typeof UpdateOrganizationResponseSchema;
+  },
+  /**
+   * DeleteOrganization removes the organization with its memberships, invitations,
+   * sessions and API keys. Refused (FAILED_PRECONDITION) while it has live databases.
+   *
+   * @generated from rpc dbaas.identity.v1.IdentityService.DeleteOrganization
+   */
+  deleteOrganization: {
+    methodKind: "unary";
+    input: typeof DeleteOrganizationRequestSchema;
+    output: typeof DeleteOrganizationResponseSchema;
+  },
+  /**
+   * @generated from rpc dbaas.identity.v1.IdentityService.ListMembers
+   */
+  listMembers: {
+    methodKind: "unary";
+    input: typeof ListMembersRequestSchema;
+    output: typeof ListMembersResponseSchema;
+  },
+  /**
+   * UpdateMember changes a member's role. The owner's role cannot be changed and no
+   * one becomes owner this way (TransferOwnership does that).
+   *
+   * @generated from rpc dbaas.identity.v1.IdentityService.UpdateMember
+   */
+  updateMember: {
+    methodKind: "unary";
+    input: typeof UpdateMemberRequestSchema;
+    output: typeof UpdateMemberResponseSchema;
+  },
+  /**
+   * RemoveMember ends the membership and every login session acting through it at
+   * once. API keys the member created stay until revoked. The owner cannot be removed.
+   *
+   * @generated from rpc dbaas.identity.v1.IdentityService.RemoveMember
+   */
+  removeMember: {
+    methodKind: "unary";
+    input: typeof RemoveMemberRequestSchema;
+    output: typeof RemoveMemberResponseSchema;
+  },
+  /**
+   * TransferOwnership makes another member the owner; the caller, who must be the
+   * owner and give their current password, becomes admin.
+   *
+   * @generated from rpc dbaas.identity.v1.IdentityService.TransferOwnership
+   */
+  transferOwnership: {
+    methodKind: "unary";
+    input: typeof TransferOwnershipRequestSchema;
+    output: typeof TransferOwnershipResponseSchema;
+  },
+  /**
+   * CreateInvitation invites an e-mail address; the invitation mail (with a one-time
+   * token, stored only as a hash) is queued in the same transaction and sent by the relay.
+   *
+   * @generated from rpc dbaas.identity.v1.IdentityService.CreateInvitation
+   */
+  createInvitation: {
+    methodKind: "unary";
+    input: typeof CreateInvitationRequestSchema;
+    output: typeof CreateInvitationResponseSchema;
+  },
+  /**
+   * ListInvitations lists invitations not yet accepted or cancelled (expired ones included).
+   *
+   * @generated from rpc dbaas.identity.v1.IdentityService.ListInvitations
+   */
+  listInvitations: {
+    methodKind: "unary";
+    input: typeof ListInvitationsRequestSchema;
+    output: typeof ListInvitationsResponseSchema;
+  },
+  /**
+   * @generated from rpc dbaas.identity.v1.IdentityService.CancelInvitation
+   */
+  cancelInvitation: {
+    methodKind: "unary";
+    input: typeof CancelInvitationRequestSchema;
+    output: typeof CancelInvitationResponseSchema;
+  },
+  /**
+   * AcceptInvitation joins the invitation's organization with its one-time token,
+   * creating the user when the e-mail has no account yet, and logs the user in there.
+   *
+   * @generated from rpc dbaas.identity.v1.IdentityService.AcceptInvitation
+   */
+  acceptInvitation: {
+    methodKind: "unary";
+    input: typeof AcceptInvitationRequestSchema;
+    output: typeof AcceptInvitationResponseSchema;
+  },
+  /**
+   * WatchRevocations streams which cached principals have become stale (a member removed
+   * or their role changed, a key revoked, an organization's plan changed or the
+   * organization deleted). The first message is `subscribed`; until it arrives, and
+   * whenever the stream is broken, a subscriber must not trust anything it cached.
+   *
+   * @generated from rpc dbaas.identity.v1.IdentityService.WatchRevocations
+   */
+  watchRevocations: {
+    methodKind: "server_streaming";
+    input: typeof WatchRevocationsRequestSchema;
+    output: typeof WatchRevocationsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_dbaas_identity_v1_identity_service, 0);
