@@ -197,6 +197,11 @@ describe("lifecycle on real instances", () => {
     const otherCa = (await api.get(`/v1/databases/${hel.id}/ca-certificate`)).body;
     await expect(query(fsn.connection_string, "SELECT 1", otherCa)).rejects.toThrow();
 
+    const regions = await api.get("/v1/regions");
+    expect(regions.body.data.regions.map((r: any) => r.code)).toEqual(["fsn1", "nbg1", "hel1"]);
+    const tiers = await api.get("/v1/tiers");
+    expect(tiers.body.data.tiers[0]).toEqual({ name: "micro", vcpu: 1, memory_gb: 1, storage_gb: 10, hourly_price: 0.02 });
+    expect(tiers.body.data.tiers.map((t: any) => t.name)).toEqual(["micro", "small", "medium", "large", "xlarge"]);
     const versions = await api.get("/v1/versions");
     expect(versions.body.data.versions).toEqual(expect.arrayContaining([{ version: "17", default: true }, { version: "16", default: false }]));
   });

@@ -102,7 +102,7 @@ describe("WatchAssignments", () => {
     const stream = watch("w-busy");
     expect((await stream.next()).instances).toEqual([]);
     const { database } = await createDb(h, ORG, { region: "nbg1" });
-    const next = await stream.next(3000);
+    const t0 = Date.now(); const next = await stream.next(20000); console.log("waited", Date.now() - t0);
     expect(next.instances.map((i) => i.databaseId)).toEqual([database!.id]);
   });
 

@@ -4,9 +4,10 @@ import { FieldViolationSchema } from "@dbaas/proto/common";
 import { IdentityService, type SignupResponse } from "@dbaas/proto/identity";
 import { createTestDatabase, type TestDatabase } from "@dbaas/test/support/pg";
 import { expect } from "vitest";
-import type { RoleName } from "../src/authz.ts";
+import { roleToProto, type RoleName } from "../src/authz.ts";
 import { readConfig } from "../src/config.ts";
-import { createContext, MIGRATIONS_DIR, type AppContext } from "../src/context.ts";
+import { createContext, MIGRATIONS_DIR, type AppContext, type DatabasesClient } from "../src/context.ts";
+import type { MailSender, OutgoingMail } from "../src/mail.ts";
 import { routes } from "../src/routes.ts";
 
 /** A clock a test can move. */
@@ -20,11 +21,34 @@ export class TestClock implements Clock {
   }
 }
 
+/** Mail "sent" in process; `failing` makes every send fail as if the SMTP server were down. */
+export class CapturingSender implements MailSender {
+  sent: OutgoingMail[] = [];
+  failing = false;
+  async send(mail: OutgoingMail): Promise<void> {
+    if (this.failing) throw new Error("connect ECONNREFUSED 127.0.0.1:25");
+    this.sent.push(mail);
+  }
+  close(): void {}
+}
+
+/** The databases service as identity sees it: how many live databases an organization has. */
+export class FakeDatabases implements DatabasesClient {
+  totals = new Map<string, number>();
+  failure: Error | undefined;
+  async listDatabases(req: { organizationId?: string }) {
+    if (this.failure) throw this.failure;
+    return { total: this.totals.get(req.organizationId ?? "") ?? 0 } as Awaited<ReturnType<DatabasesClient["listDatabases"]>>;
+  }
+}
+
 export interface Harness {
   ctx: AppContext;
   client: Client<typeof IdentityService>;
   clock: TestClock;
   db: TestDatabase;
+  mail: CapturingSender;
+  databases: FakeDatabases;
   close(): Promise<void>;
 }
 
@@ -41,15 +65,22 @@ export async function createHarness(env: Record<string, string> = {}): Promise<H
     ...env,
   });
   const clock = new TestClock();
-  const ctx = createContext(config, createLogger("identity-test"), { clock });
+  const mail = new CapturingSender();
+  const databases = new FakeDatabases();
+  const ctx = createContext(config, createLogger("identity-test"), { clock, mailSender: mail, databases });
   await migrate(ctx.pool, config.databaseSchema, MIGRATIONS_DIR);
+  await ctx.revocations.start();
   const client = createClient(IdentityService, createRouterTransport(routes(ctx)));
   return {
     ctx,
     client,
     clock,
     db,
+    mail,
+    databases,
     async close() {
+      await ctx.mailRelay.close();
+      await ctx.revocations.close();
       await ctx.pool.end();
       await db.drop();
     },
@@ -76,16 +107,32 @@ export async function signupUser(h: Harness): Promise<SignupResponse> {
 
 /**
  * A new user holding `role` in `organizationId`, and a login token acting there.
- * Memberships are written directly: inviting members is not this service's RPC yet.
+ * The membership is written directly, skipping the invitation round trip that
+ * invitations.test.ts covers.
  */
 export async function addMember(h: Harness, organizationId: string, role: RoleName) {
   const own = await signupUser(h);
+  const memberId = newId("member");
   await h.ctx.pool.query(
     "INSERT INTO memberships (id, organization_id, user_id, role, created_at) VALUES ($1, $2, $3, $4, $5)",
-    [newId("member"), organizationId, own.user!.id, role, h.clock.now()],
+    [memberId, organizationId, own.user!.id, role, h.clock.now()],
   );
   const { token } = await h.client.createToken({ email: own.user!.email, password: PASSWORD, organizationId });
-  return { user: own.user!, accessToken: token!.accessToken };
+  return { user: own.user!, memberId, accessToken: token!.accessToken };
+}
+
+/** The Actor of a request made by `userId` with a credential of `role`. */
+export function actor(userId: string, role: RoleName) {
+  return { userId, role: roleToProto(role) };
+}
+
+/** The membership id of `userId` in `organizationId`. */
+export async function memberIdOf(h: Harness, organizationId: string, userId: string): Promise<string> {
+  const found = await h.ctx.pool.query<{ id: string }>(
+    "SELECT id FROM memberships WHERE organization_id = $1 AND user_id = $2",
+    [organizationId, userId],
+  );
+  return found.rows[0]!.id;
 }
 
 /** Awaits a call expected to fail with `code`, and returns the error. */
