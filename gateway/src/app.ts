@@ -10,6 +10,7 @@ import { refuseDuringMaintenance } from "./middleware/maintenance.ts";
 import { countByIp, limitByIp, limitByOrganization } from "./middleware/rate-limit.ts";
 import { requestId } from "./middleware/request-id.ts";
 import { securityHeaders } from "./middleware/security-headers.ts";
+import { tracing } from "./middleware/tracing.ts";
 import { methodsByPath } from "./routes/match.ts";
 import type { Method, Route } from "./routes/route.ts";
 import { ROUTES } from "./routes/table.ts";
@@ -111,6 +112,7 @@ export function createApp(ctx: GatewayContext): Express {
   app.disable("etag");
   app.set("case sensitive routing", true);
   app.set("trust proxy", ctx.config.trustProxyHops);
+  app.use(tracing());
   app.use(requestId());
   app.use(accessLog(ctx));
   app.use(securityHeaders(ctx.config.publicBaseUrl));
