@@ -22,13 +22,13 @@ interface StatusPayload {
  * Returns how many events were delivered.
  */
 export async function relayOutboxOnce(ctx: AppContext, batchSize = 100): Promise<number> {
-  return await withTransaction(ctx.pool, async (db) => {
+  const result = await withTransaction(ctx.pool, async (db) => {
     const { rows } = await db.query<{ id: string; payload: StatusPayload }>(
       `SELECT id, payload FROM outbox WHERE delivered_at IS NULL AND topic = 'database.status'
        ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
       [batchSize],
     );
-    if (rows.length === 0) return 0;
+    if (rows.length === 0) return { delivered: 0 };
     const ids = rows.map((r) => r.id);
     try {
       await ctx.billing.recordStatusEvents(
@@ -47,16 +47,18 @@ export async function relayOutboxOnce(ctx: AppContext, batchSize = 100): Promise
         { timeoutMs: 10_000 },
       );
     } catch (err) {
-      // Recorded on the rows (same transaction) so operators can see why events are waiting.
+      // Recorded in this transaction, which commits: the rows stay pending and say why.
       await db.query("UPDATE outbox SET attempts = attempts + 1, last_error = $2 WHERE id = ANY($1::bigint[])", [
         ids,
         (err as Error).message.slice(0, 500),
       ]);
-      throw err;
+      return { delivered: 0, error: err };
     }
     await db.query("UPDATE outbox SET delivered_at = now() WHERE id = ANY($1::bigint[])", [ids]);
-    return rows.length;
+    return { delivered: rows.length };
   });
+  if ("error" in result) throw result.error;
+  return result.delivered;
 }
 
 /** Marks deleted databases past their retention window for purging by their agent. */

@@ -18,13 +18,19 @@ export async function placeDatabase(
   version: string,
   agentTimeoutSeconds: number,
 ): Promise<Placement> {
+  // Lock the candidates first (in id order, so concurrent creates queue instead of deadlocking), then
+  // count in a new statement: under READ COMMITTED its snapshot includes creates committed while we waited.
+  await db.query(
+    `SELECT id FROM agents WHERE $1 = ANY (regions) AND $2 = ANY (versions)
+       AND last_seen_at > now() - make_interval(secs => $3) ORDER BY id FOR UPDATE`,
+    [region, version, agentTimeoutSeconds],
+  );
   const { rows: agents } = await db.query<{ id: string; free: number; port_range_start: number; port_range_end: number }>(
     `SELECT a.id, a.port_range_start, a.port_range_end,
        a.capacity - (SELECT count(*) FROM databases d WHERE d.agent_id = a.id AND d.desired_state <> 'purged')::int AS free
      FROM agents a
      WHERE $1 = ANY (a.regions) AND $2 = ANY (a.versions) AND a.last_seen_at > now() - make_interval(secs => $3)
-     ORDER BY free DESC, a.id
-     FOR UPDATE`,
+     ORDER BY free DESC, a.id`,
     [region, version, agentTimeoutSeconds],
   );
   for (const agent of agents) {

@@ -159,6 +159,8 @@ describe("CreateDatabase result", () => {
          SELECT row_to_json(o)::text AS t FROM operations o UNION ALL SELECT row_to_json(x)::text FROM outbox x) s`,
     );
     expect(everything.rows[0]!.t).not.toContain(res.password);
+    // The create was logged; neither the password nor the verifier was.
+    expect(h.logs.some((l) => l.includes(res.database!.id))).toBe(true);
     expect(h.logs.join("\n")).not.toContain(res.password);
     expect(h.logs.join("\n")).not.toContain(rows[0]!.verifier);
   });

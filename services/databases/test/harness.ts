@@ -17,6 +17,7 @@ import { FieldViolationSchema } from "@dbaas/proto/common";
 import { DatabasesService, type CreateDatabaseResponse } from "@dbaas/proto/databases";
 import { createTestDatabase, type TestDatabase } from "@dbaas/test/support/pg";
 import { expect } from "vitest";
+import type { ChangeFeed } from "../src/change-feed.ts";
 import { readConfig } from "../src/config.ts";
 import { createContext, type AppContext } from "../src/context.ts";
 import { routes } from "../src/routes.ts";
@@ -85,6 +86,8 @@ export interface Harness {
   dbsAs(caller: string): Client<typeof DatabasesService>;
   /** A DatabasesService client over a context whose settings differ from the harness's. */
   dbsWith(cfg: Partial<AppContext["cfg"]>): Client<typeof DatabasesService>;
+  /** An AgentService client over the harness's context with some dependencies swapped. */
+  agentsWith(overrides: Partial<AppContext>): Client<typeof AgentService>;
   pgdb: TestDatabase;
   close(): Promise<void>;
 }
@@ -125,11 +128,36 @@ export async function createHarness(env: Record<string, string> = {}): Promise<H
     dbsWith(overrides) {
       return createClient(DatabasesService, createRouterTransport(routes({ ...ctx, cfg: { ...cfg, ...overrides } })));
     },
+    agentsWith(overrides) {
+      return createClient(AgentService, createRouterTransport(routes({ ...ctx, ...overrides })));
+    },
     async close() {
       await ctx.feed.close();
       await ctx.pool.end();
       await pgdb.drop();
     },
+  };
+}
+
+/** The harness's change feed, counting the subscriptions still held, to catch handlers that never let go. */
+export function countingFeed(feed: ChangeFeed): { feed: ChangeFeed; active(): number } {
+  let active = 0;
+  const track = (off: () => void) => {
+    active++;
+    let done = false;
+    return () => {
+      if (!done) active--;
+      done = true;
+      off();
+    };
+  };
+  return {
+    feed: {
+      onAgent: (id, fn) => track(feed.onAgent(id, fn)),
+      onDatabase: (id, fn) => track(feed.onDatabase(id, fn)),
+      close: () => feed.close(),
+    },
+    active: () => active,
   };
 }
 

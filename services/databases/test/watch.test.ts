@@ -1,7 +1,16 @@
 import { Code } from "@connectrpc/connect";
-import { DesiredState, type WatchAssignmentsResponse } from "@dbaas/proto/agent";
+import { DesiredState, ObservedState, type WatchAssignmentsResponse } from "@dbaas/proto/agent";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { DOMAIN, createDb, createHarness, expectCode, registerAgent, rejection, type Harness } from "./harness.ts";
+import {
+  DOMAIN,
+  countingFeed,
+  createDb,
+  createHarness,
+  eventually,
+  registerAgent,
+  rejection,
+  type Harness,
+} from "./harness.ts";
 
 let h: Harness;
 const ORG = "org-watch";
@@ -88,7 +97,7 @@ describe("WatchAssignments", () => {
     // Reported running by hand (not through `report`, which would open a second stream).
     await h.agents.reportInstances({
       agentId: "w-live",
-      instances: [{ databaseId: database!.id, state: 1, observedGeneration: 1n, appliedCredentialsGeneration: 1n }],
+      instances: [{ databaseId: database!.id, state: ObservedState.RUNNING, observedGeneration: 1n, appliedCredentialsGeneration: 1n }],
     });
     const afterStop = stream.next();
     await h.dbs.stopDatabase({ organizationId: ORG, id: database!.id });
@@ -96,14 +105,39 @@ describe("WatchAssignments", () => {
     expect(stopped).toMatchObject({ desiredState: DesiredState.STOPPED, generation: 2n });
   });
 
-  // A change landing while the agent is still busy with the previous snapshot must not wait for the periodic resend (15 s).
-  it("sends a change made before the agent asked for the next message promptly", async () => {
+  // An agent is busy reconciling one snapshot before it asks for the next; what changed meanwhile
+  // must come as soon as it asks, not with the periodic resend 15 s later.
+  it("sends changes made while the agent was busy as soon as it asks for the next message", async () => {
     await registerAgent(h, "w-busy", { regions: ["nbg1"], ports: [62000, 62099], capacity: 1000 });
     const stream = watch("w-busy");
     expect((await stream.next()).instances).toEqual([]);
-    const { database } = await createDb(h, ORG, { region: "nbg1" });
-    const t0 = Date.now(); const next = await stream.next(20000); console.log("waited", Date.now() - t0);
-    expect(next.instances.map((i) => i.databaseId)).toEqual([database!.id]);
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const notified = new Promise<void>((resolve) => {
+        const off = h.ctx.feed.onAgent("w-busy", () => {
+          off();
+          resolve();
+        });
+      });
+      ids.push((await createDb(h, ORG, { region: "nbg1" })).database!.id);
+      await notified;
+    }
+    let latest = await stream.next(3000);
+    while (latest.instances.length < ids.length) latest = await stream.next(3000);
+    expect(latest.instances.map((i) => i.databaseId).sort()).toEqual([...ids].sort());
+  });
+
+  it("lets go of its change-feed subscription when the agent disconnects", async () => {
+    await registerAgent(h, "w-gone", { regions: ["hel1"] });
+    const counting = countingFeed(h.ctx.feed);
+    const agents = h.agentsWith({ feed: counting.feed });
+    for (let i = 0; i < 3; i++) {
+      const abort = new AbortController();
+      for await (const _ of agents.watchAssignments({ agentId: "w-gone" }, { signal: abort.signal })) break;
+      abort.abort();
+    }
+    await eventually(async () => counting.active() === 0, 1000).catch(() => undefined);
+    expect(counting.active()).toBe(0);
   });
 
   it("wakes only the stream of the agent whose instances changed", async () => {

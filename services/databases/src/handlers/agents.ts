@@ -81,7 +81,11 @@ export function agentHandlers(ctx: AppContext): ServiceImpl<typeof AgentService>
         dirty = true;
         wake();
       });
-      const onAbort = () => wake();
+      // Also on abort: a stream suspended at a yield the client never pulls would otherwise keep its subscription.
+      const onAbort = () => {
+        unsubscribe();
+        wake();
+      };
       handlerCtx.signal.addEventListener("abort", onAbort);
       try {
         while (!handlerCtx.signal.aborted) {
@@ -90,11 +94,16 @@ export function agentHandlers(ctx: AppContext): ServiceImpl<typeof AgentService>
             yield await snapshot(req.agentId);
           }
           await new Promise<void>((resolve) => {
-            wake = resolve;
-            setTimeout(() => {
+            // A change noted while the last snapshot was being built or delivered: send again now.
+            if (dirty || handlerCtx.signal.aborted) return resolve();
+            const timer = setTimeout(() => {
               dirty = true;
               resolve();
-            }, RESEND_MS).unref();
+            }, RESEND_MS);
+            wake = () => {
+              clearTimeout(timer);
+              resolve();
+            };
           });
         }
       } finally {

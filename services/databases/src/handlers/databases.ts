@@ -63,7 +63,7 @@ function validatePaging(v: Validator, page: number, perPage: number): { page: nu
 
 /** Versions whose server binaries at least one registered agent has. */
 async function availableVersions(db: pg.Pool | pg.ClientBase): Promise<string[]> {
-  const { rows } = await db.query<{ v: string }>("SELECT DISTINCT unnest(versions) AS v FROM agents ORDER BY v DESC");
+  const { rows } = await db.query<{ v: string }>("SELECT v FROM (SELECT DISTINCT unnest(versions) AS v FROM agents) s ORDER BY string_to_array(v, '.')::int[] DESC");
   return rows.map((r) => r.v);
 }
 
@@ -385,7 +385,11 @@ async function waitForCredentials(ctx: AppContext, row: DatabaseRow, handlerCtx:
   const target = BigInt(row.credentials_generation);
   const deadline = Date.now() + ctx.cfg.passwordApplyTimeoutMs;
   let wake: () => void = () => {};
-  const unsubscribe = ctx.feed.onDatabase(row.id, () => wake());
+  let notified = false;
+  const unsubscribe = ctx.feed.onDatabase(row.id, () => {
+    notified = true;
+    wake();
+  });
   try {
     while (Date.now() < deadline && !handlerCtx.signal.aborted) {
       const { rows } = await ctx.pool.query<{ applied: string }>(
@@ -394,9 +398,15 @@ async function waitForCredentials(ctx: AppContext, row: DatabaseRow, handlerCtx:
       );
       if (BigInt(rows[0]!.applied) >= target) return;
       await new Promise<void>((resolve) => {
-        wake = resolve;
-        setTimeout(resolve, 500).unref();
+        // A report that landed while we were querying: look again at once.
+        if (notified) return resolve();
+        const timer = setTimeout(resolve, 500);
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
       });
+      notified = false;
     }
   } finally {
     unsubscribe();
