@@ -143,7 +143,14 @@ async function main() {
   const url = (port: number) => `http://127.0.0.1:${port}`;
 
   const services: Service[] = [
-    { name: "identity", entry: "services/identity/src/main.ts", env: { ...common, PORT: String(ports.identity) }, health: () => h2Health(ports.identity), restarts: 0 },
+    {
+      name: "identity",
+      entry: "services/identity/src/main.ts",
+      // Identity asks databases before deleting an organization; its client connects lazily.
+      env: { ...common, PORT: String(ports.identity), DATABASES_URL: url(ports.databases), PUBLIC_BASE_URL: `http://127.0.0.1:${gatewayPort}` },
+      health: () => h2Health(ports.identity),
+      restarts: 0,
+    },
     { name: "billing", entry: "services/billing/src/main.ts", env: { ...common, PORT: String(ports.billing) }, health: () => h2Health(ports.billing), restarts: 0 },
     {
       name: "databases",

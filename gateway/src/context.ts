@@ -11,7 +11,7 @@ import {
   type IdempotencyStore,
 } from "./idempotency/store.ts";
 import { noMaintenance, watchMaintenance, type MaintenanceSwitch } from "./maintenance.ts";
-import { createAuthCache, type AuthCache } from "./middleware/auth.ts";
+import { createAuthCache, startRevocationFeed, type AuthCache, type RevocationFeedOptions } from "./middleware/auth.ts";
 import { createLocalLimiter, type RateLimiter } from "./rate-limit/limiter.ts";
 import { createRedisLimiter } from "./rate-limit/redis-limiter.ts";
 import { connectRedis } from "./redis.ts";
@@ -38,6 +38,7 @@ export interface GatewayContext {
 export interface ContextOverrides {
   log?: Logger;
   clock?: Clock;
+  revocationFeed?: RevocationFeedOptions;
 }
 
 /**
@@ -83,6 +84,14 @@ export function createContext(config: GatewayConfig, overrides: ContextOverrides
   const claimTtlMs = 30_000 + 3 * config.upstreamTimeoutMs;
   const localLimiter = createLocalLimiter(clock);
   const localIdempotency = createMemoryIdempotencyStore(clock, claimTtlMs);
+  const authCache = createAuthCache(clock);
+  // The revocation stream lives as long as the process: it gets no per-call deadline.
+  const feed = startRevocationFeed(
+    createInternalClient(IdentityService, config.identityUrl, { secret: config.internalSecret, caller: "gateway" }),
+    authCache,
+    log,
+    overrides.revocationFeed,
+  );
   const base = {
     config,
     log,
@@ -90,7 +99,7 @@ export function createContext(config: GatewayConfig, overrides: ContextOverrides
     identity: client(IdentityService, config.identityUrl, "identity", true),
     databases: client(DatabasesService, config.databasesUrl, "databases", false),
     billing: client(BillingService, config.billingUrl, "billing", false),
-    authCache: createAuthCache(clock),
+    authCache,
   };
   if (config.redisUrl === undefined) {
     return {
@@ -99,7 +108,7 @@ export function createContext(config: GatewayConfig, overrides: ContextOverrides
       idempotency: localIdempotency,
       maintenance: noMaintenance,
       redisHealth: () => "disabled",
-      close: async () => {},
+      close: async () => feed.close(),
     };
   }
   const redis = connectRedis(config.redisUrl, log);
@@ -111,6 +120,7 @@ export function createContext(config: GatewayConfig, overrides: ContextOverrides
     maintenance,
     redisHealth: () => (redis.usable() ? "ok" : "degraded"),
     close: async () => {
+      feed.close();
       maintenance.close();
       await redis.close();
     },

@@ -1,7 +1,10 @@
+import { create } from "@bufbuild/protobuf";
 import type { Clock } from "@dbaas/kit";
+import { RevocationSchema } from "@dbaas/proto/identity";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ROUTES } from "../src/routes/table.ts";
-import { api, startGateway, type TestGateway } from "./support/gateway.ts";
+import { api, startGateway, waitForRevocationFeed, type TestGateway } from "./support/gateway.ts";
+import { captureLog } from "./support/log.ts";
 import { ALL_PERMISSIONS, principal, startStubs, type Stubs } from "./support/stubs.ts";
 
 let stubs: Stubs;
@@ -19,6 +22,7 @@ beforeAll(async () => {
   );
   stubs.state.tokens.set("tok-nothing", principal({ org: "org-a", permissions: [], expiresAt: far }));
   gw = await startGateway(stubs, {}, clock);
+  await waitForRevocationFeed(gw);
 });
 
 afterAll(async () => {
@@ -99,9 +103,14 @@ describe("403 insufficient_permissions", () => {
     }
   });
 
-  it("only signup, token and the OpenAPI document are public", () => {
+  it("only signup, token, accepting an invitation and the OpenAPI document are public", () => {
     const open = ROUTES.filter((r) => !("permission" in r)).map((r) => `${r.method} ${r.path}`);
-    expect(open.sort()).toEqual(["GET /v1/openapi.json", "POST /v1/auth/signup", "POST /v1/auth/token"]);
+    expect(open.sort()).toEqual([
+      "GET /v1/openapi.json",
+      "POST /v1/auth/signup",
+      "POST /v1/auth/token",
+      "POST /v1/invitations/accept",
+    ]);
   });
 });
 
@@ -135,5 +144,93 @@ describe("principal cache", () => {
     const results = await Promise.all(Array.from({ length: 5 }, () => api(gw.url, "/v1/regions", { token: "tok-burst" })));
     expect(results.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
     expect(stubs.state.authenticateCalls).toBe(1);
+  });
+});
+
+describe("principal cache and identity's revocation feed", () => {
+  const revoke = (r: { organizationId?: string; userId?: string; credentialId?: string }) => {
+    for (const push of stubs.state.watchers) push(create(RevocationSchema, r));
+  };
+  const until = async (what: string, ok: () => boolean) => {
+    const deadline = Date.now() + 5_000;
+    while (!ok()) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  };
+  const known = (token: string) => stubs.state.tokens.set(token, principal({ org: "org-f", permissions: ALL_PERMISSIONS, expiresAt: new Date(now + 3_600_000) }));
+
+  it("drops exactly the principals a revocation names, at once", async () => {
+    known("tok-f1");
+    stubs.state.tokens.set(
+      "tok-g1",
+      principal({ org: "org-g", permissions: ALL_PERMISSIONS, expiresAt: new Date(now + 3_600_000) }),
+    );
+    await api(gw.url, "/v1/regions", { token: "tok-f1" });
+    await api(gw.url, "/v1/regions", { token: "tok-g1" });
+    expect(stubs.state.authenticateCalls).toBe(2);
+    const size = gw.ctx.authCache.size;
+
+    // user-org-f is the stub principal's user; the credential of another organization is untouched.
+    revoke({ organizationId: "org-f", userId: "user-org-f" });
+    await until("the revocation to arrive", () => gw.ctx.authCache.size === size - 1);
+    stubs.state.tokens.delete("tok-f1");
+    expect((await api(gw.url, "/v1/regions", { token: "tok-f1" })).status).toBe(401);
+    expect((await api(gw.url, "/v1/regions", { token: "tok-g1" })).status).toBe(200);
+    expect(stubs.state.authenticateCalls).toBe(3);
+
+    revoke({ credentialId: "cred-org-g" });
+    await until("the key revocation to arrive", () => gw.ctx.authCache.size === size - 2);
+    expect((await api(gw.url, "/v1/regions", { token: "tok-g1" })).status).toBe(200);
+    expect(stubs.state.authenticateCalls).toBe(4);
+  });
+
+  it("authenticates every request while the feed is down, and caches again once it is back", async () => {
+    known("tok-f2");
+    await api(gw.url, "/v1/regions", { token: "tok-f2" });
+    stubs.state.feedDown = true;
+    for (const push of stubs.state.watchers) push("break");
+    await until("the feed to drop", () => !gw.ctx.authCache.live);
+    expect(gw.ctx.authCache.size).toBe(0);
+    const before = stubs.state.authenticateCalls;
+    for (let i = 0; i < 3; i++) expect((await api(gw.url, "/v1/regions", { token: "tok-f2" })).status).toBe(200);
+    expect(stubs.state.authenticateCalls).toBe(before + 3);
+
+    stubs.state.feedDown = false;
+    await waitForRevocationFeed(gw);
+    for (let i = 0; i < 3; i++) await api(gw.url, "/v1/regions", { token: "tok-f2" });
+    expect(stubs.state.authenticateCalls).toBe(before + 4);
+  });
+
+  it("does not keep a principal whose lookup overlapped a revocation", async () => {
+    known("tok-f3");
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const slow = gw.ctx.authCache.resolve("tok-f3", async () => {
+      await gate;
+      return stubs.state.tokens.get("tok-f3")!;
+    });
+    gw.ctx.authCache.revoke({ organizationId: "org-f", userId: "", credentialId: "" });
+    release();
+    await slow;
+    const before = stubs.state.authenticateCalls;
+    await api(gw.url, "/v1/regions", { token: "tok-f3" });
+    expect(stubs.state.authenticateCalls).toBe(before + 1);
+  });
+});
+
+describe("a revocation stream that goes silent", () => {
+  it("is taken for dead: the cache is dropped until a new stream is subscribed", async () => {
+    // The stub sends no heartbeats, so every stream falls silent.
+    const silent = await startGateway(stubs, {}, clock, captureLog(), { silenceMs: 150, minBackoffMs: 1000 });
+    try {
+      await waitForRevocationFeed(silent);
+      const deadline = Date.now() + 2_000;
+      while (silent.ctx.authCache.live && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      expect(silent.ctx.authCache.live).toBe(false);
+      await waitForRevocationFeed(silent);
+    } finally {
+      await silent.close();
+    }
   });
 });

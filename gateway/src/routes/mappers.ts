@@ -1,4 +1,5 @@
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { Role } from "@dbaas/proto/identity";
 
 /** ISO 8601 UTC, or null for an unset timestamp. */
 export function iso(ts: Timestamp | undefined): string | null {
@@ -13,3 +14,14 @@ export function present<T>(value: T | undefined, what: string): T {
 
 /** Empty strings are proto3's "unset"; the public API says null. */
 export const orNull = (s: string): string | null => (s === "" ? null : s);
+
+const ROLE_NAMES: Record<Role, string> = {
+  [Role.UNSPECIFIED]: "unspecified",
+  [Role.OWNER]: "owner",
+  [Role.ADMIN]: "admin",
+  [Role.DEVELOPER]: "developer",
+  [Role.VIEWER]: "viewer",
+};
+
+/** The public name of a role (spec 2.7). */
+export const roleName = (role: Role): string => ROLE_NAMES[role];

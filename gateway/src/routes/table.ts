@@ -5,6 +5,7 @@ import * as apiKeys from "./v1/api-keys.ts";
 import * as auth from "./v1/auth.ts";
 import * as billing from "./v1/billing.ts";
 import * as databases from "./v1/databases.ts";
+import * as organization from "./v1/organization.ts";
 
 /**
  * Every public route, who may call it, and what it accepts. The app mounts
@@ -12,7 +13,10 @@ import * as databases from "./v1/databases.ts";
  * saying which permission it needs or that it is public.
  *
  * API keys are organization credentials that outlive their creator, so
- * managing them counts as changing the organization's settings.
+ * managing them counts as changing the organization's settings. Every member
+ * may see the organization, its members and its pending invitations
+ * (members:read); transferring ownership and deleting the organization are
+ * further restricted by identity to the owner.
  */
 export const ROUTES: readonly Route[] = [
   publicRoute({
@@ -30,6 +34,14 @@ export const ROUTES: readonly Route[] = [
     success: 200,
     body: auth.tokenBody,
     handler: auth.token,
+  }),
+  publicRoute({
+    method: "POST",
+    path: "/v1/invitations/accept",
+    summary: "Accept an invitation with its one-time token: join (creating the user if new) and get a token.",
+    success: 201,
+    body: organization.acceptBody,
+    handler: organization.acceptInvitation,
   }),
   publicRoute({
     method: "GET",
@@ -175,6 +187,93 @@ export const ROUTES: readonly Route[] = [
     permission: "billing:read",
     success: 200,
     handler: billing.getUsage,
+  }),
+
+  protectedRoute({
+    method: "GET",
+    path: "/v1/organization",
+    summary: "The caller's organization: id, name, plan.",
+    permission: "members:read",
+    success: 200,
+    handler: organization.getOrganization,
+  }),
+  protectedRoute({
+    method: "PATCH",
+    path: "/v1/organization",
+    summary: "Rename the organization; changing the plan also needs billing:write.",
+    permission: "settings:write",
+    success: 200,
+    body: organization.updateOrganizationBody,
+    handler: organization.updateOrganization,
+  }),
+  protectedRoute({
+    method: "DELETE",
+    path: "/v1/organization",
+    summary: "Delete the organization, its members, invitations and API keys; only without live databases.",
+    permission: "organization:delete",
+    success: 204,
+    handler: organization.deleteOrganization,
+  }),
+  protectedRoute({
+    method: "GET",
+    path: "/v1/organization/members",
+    summary: "List the organization's members.",
+    permission: "members:read",
+    success: 200,
+    query: organization.listQuery,
+    handler: organization.listMembers,
+  }),
+  protectedRoute({
+    method: "POST",
+    path: "/v1/organization/members",
+    summary: "Invite someone by e-mail; returns the pending invitation (valid 7 days).",
+    permission: "members:write",
+    success: 201,
+    body: organization.inviteBody,
+    handler: organization.inviteMember,
+  }),
+  protectedRoute({
+    method: "PATCH",
+    path: "/v1/organization/members/:id",
+    summary: "Change a member's role (never the owner's, never to owner).",
+    permission: "members:write",
+    success: 200,
+    body: organization.updateMemberBody,
+    handler: organization.updateMember,
+  }),
+  protectedRoute({
+    method: "DELETE",
+    path: "/v1/organization/members/:id",
+    summary: "Remove a member: their sessions end at once; API keys they created stay until revoked.",
+    permission: "members:write",
+    success: 204,
+    handler: organization.removeMember,
+  }),
+  protectedRoute({
+    method: "GET",
+    path: "/v1/organization/invitations",
+    summary: "List invitations not yet accepted or cancelled (status pending or expired).",
+    permission: "members:read",
+    success: 200,
+    query: organization.listQuery,
+    handler: organization.listInvitations,
+  }),
+  protectedRoute({
+    method: "DELETE",
+    path: "/v1/organization/invitations/:id",
+    summary: "Cancel an invitation; its link stops working.",
+    permission: "members:write",
+    success: 204,
+    handler: organization.cancelInvitation,
+  }),
+  protectedRoute({
+    method: "POST",
+    path: "/v1/organization/transfer",
+    summary: "Owner only: make another member owner (the caller becomes admin); needs the caller's password.",
+    permission: "members:write",
+    success: 200,
+    body: organization.transferBody,
+    handler: organization.transferOwnership,
   }),
 
   protectedRoute({

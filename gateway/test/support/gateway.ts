@@ -4,6 +4,7 @@ import type { Clock, Logger } from "@dbaas/kit";
 import { createApp } from "../../src/app.ts";
 import { readConfig } from "../../src/config.ts";
 import { createContext, type GatewayContext } from "../../src/context.ts";
+import type { RevocationFeedOptions } from "../../src/middleware/auth.ts";
 import { SECRET, type Stubs } from "./stubs.ts";
 
 export interface TestGateway {
@@ -18,6 +19,7 @@ export async function startGateway(
   env: Record<string, string> = {},
   clock?: Clock,
   log?: Logger,
+  revocationFeed?: RevocationFeedOptions,
 ): Promise<TestGateway> {
   const config = readConfig({
     IDENTITY_URL: stubs.identityUrl,
@@ -27,7 +29,7 @@ export async function startGateway(
     PORT: "0",
     ...env,
   });
-  const ctx = createContext(config, { clock, log });
+  const ctx = createContext(config, { clock, log, revocationFeed });
   const server: Server = createApp(ctx).listen(0, "127.0.0.1");
   await new Promise<void>((resolve) => server.once("listening", resolve));
   const { port } = server.address() as AddressInfo;
@@ -70,4 +72,13 @@ export async function api(base: string, path: string, opts: RequestOptions = {})
   const text = await res.text();
   const isJson = res.headers.get("content-type")?.includes("application/json") ?? false;
   return { status: res.status, headers: res.headers, body: isJson && text !== "" ? JSON.parse(text) : undefined, text };
+}
+
+/** Resolves once the gateway's revocation feed is subscribed, i.e. its principal cache is in use. */
+export async function waitForRevocationFeed(gw: Pick<TestGateway, "ctx">, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!gw.ctx.authCache.live) {
+    if (Date.now() > deadline) throw new Error("the gateway's revocation feed did not come up");
+    await new Promise((r) => setTimeout(r, 10));
+  }
 }

@@ -1,10 +1,19 @@
-import { create } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
 import { createLogger, invalidArgument, notFound, startServer, withReason, type RunningServer } from "@dbaas/kit";
 import { BillingService } from "@dbaas/proto/billing";
 import { DatabaseSchema, DatabasesService, type Database } from "@dbaas/proto/databases";
-import { ApiKeySchema, IdentityService, PrincipalSchema, Role, type ApiKey, type Principal } from "@dbaas/proto/identity";
+import {
+  ApiKeySchema,
+  IdentityService,
+  PrincipalSchema,
+  Role,
+  type ApiKey,
+  type Principal,
+  type Revocation,
+  WatchRevocationsResponseSchema,
+} from "@dbaas/proto/identity";
 
 /**
  * Just enough of identity, databases and billing to drive the gateway: real
@@ -57,6 +66,10 @@ export interface StubState {
   flaky: boolean;
   /** Requests as the upstreams received them, by RPC name. */
   seen: Map<string, unknown[]>;
+  /** Open WatchRevocations streams: push a revocation, or "break" to end the stream with UNAVAILABLE. */
+  watchers: Set<(event: Revocation | "break") => void>;
+  /** While true, WatchRevocations is refused with UNAVAILABLE (identity's feed is down). */
+  feedDown: boolean;
 }
 
 export interface Stubs {
@@ -139,6 +152,33 @@ function identityRoutes(state: StubState) {
       },
       async getOrganization(req) {
         return { organization: { id: req.organizationId, name: "Acme", plan: "free" } };
+      },
+      async *watchRevocations(_req, ctx): AsyncGenerator<MessageInitShape<typeof WatchRevocationsResponseSchema>> {
+        if (state.feedDown) throw new ConnectError("revocation feed is not available yet", Code.Unavailable);
+        const queue: Array<Revocation | "break"> = [];
+        let wake: (() => void) | undefined;
+        const push = (event: Revocation | "break") => {
+          queue.push(event);
+          wake?.();
+        };
+        state.watchers.add(push);
+        try {
+          yield { event: { case: "subscribed", value: {} } };
+          while (!ctx.signal.aborted) {
+            if (queue.length === 0) {
+              await new Promise<void>((resolve) => {
+                wake = resolve;
+                ctx.signal.addEventListener("abort", () => resolve(), { once: true });
+              });
+            }
+            for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+              if (next === "break") throw new ConnectError("revocation feed interrupted", Code.Unavailable);
+              yield { event: { case: "revocation", value: next } };
+            }
+          }
+        } finally {
+          state.watchers.delete(push);
+        }
       },
     });
 }
@@ -299,6 +339,8 @@ export async function startStubs(secret = SECRET): Promise<Stubs> {
     apiKeys: [],
     flaky: false,
     seen: new Map(),
+    watchers: new Set(),
+    feedDown: false,
   };
   const log = createLogger("stub");
   const servers: RunningServer[] = [];

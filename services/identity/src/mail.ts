@@ -121,6 +121,8 @@ export function retryDelayMs(failures: number): number {
   return Math.min(1000 * 2 ** (failures - 1), 300_000);
 }
 
+const SENT_RETENTION_MS = 30 * 24 * 3600 * 1000;
+
 export interface MailRelay {
   /** Sends every mail that is due now; returns how many were sent. */
   runOnce(): Promise<number>;
@@ -213,6 +215,8 @@ export function createMailRelay(opts: MailRelayOptions): MailRelay {
         if (outcome === "none") break;
         if (outcome === "sent") sent++;
       }
+      // Sent mails are kept a while (what went out, when, after how many attempts), not for ever.
+      await client.query("DELETE FROM mail_outbox WHERE sent_at < $1", [new Date(clock.now().getTime() - SENT_RETENTION_MS)]);
     } finally {
       client.release();
     }

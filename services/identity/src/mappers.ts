@@ -90,7 +90,10 @@ export interface InvitationRow {
 
 export const INVITATION_COLUMNS = "id, email, role, status, invited_by, created_at, expires_at";
 
-/** A pending invitation past its expiry is shown as expired (the row is updated lazily). */
+/**
+ * A pending invitation past its expiry is shown as expired; the row keeps
+ * status pending until a new invitation of the address supersedes it.
+ */
 export function invitationToProto(row: InvitationRow, now: Date): Invitation {
   const expired = row.status === "expired" || (row.status === "pending" && row.expires_at.getTime() <= now.getTime());
   return create(InvitationSchema, {

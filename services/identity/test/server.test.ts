@@ -56,4 +56,14 @@ describe("identity over HTTP/2", () => {
     const forgedErr = await forged.getOrganization({ organizationId: "org-x" }).catch((e: unknown) => ConnectError.from(e));
     expect((forgedErr as ConnectError).code).toBe(Code.Unauthenticated);
   });
+
+  it("lets only support put an organization on the internal plan", async () => {
+    const gateway = createInternalClient(IdentityService, server.url, { secret: SECRET, caller: "gateway" });
+    const support = createInternalClient(IdentityService, server.url, { secret: SECRET, caller: "support" });
+    const { organization } = await gateway.signup({ email: "plan@example.com", password: "plan password", name: "P", organizationName: "Plan Org" });
+    const refused = await gateway.updateOrganization({ organizationId: organization!.id, plan: "internal" }).catch((e: unknown) => ConnectError.from(e));
+    expect((refused as ConnectError).code).toBe(Code.InvalidArgument);
+    const done = await support.updateOrganization({ organizationId: organization!.id, plan: "internal" });
+    expect(done.organization!.plan).toBe("internal");
+  });
 });

@@ -1,9 +1,9 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { Role, type ApiKey } from "@dbaas/proto/identity";
+import type { ApiKey } from "@dbaas/proto/identity";
 import { ApiError } from "../../errors.ts";
 import { created, list, noContent, type Reply } from "../../middleware/envelope.ts";
 import { optional, pagination, PAGINATION_QUERY, required, type Infer, type QuerySchema } from "../../schema.ts";
-import { iso, present } from "../mappers.ts";
+import { iso, present, roleName } from "../mappers.ts";
 import type { AuthedCall } from "../route.ts";
 
 export const createBody = {
@@ -14,21 +14,13 @@ export const createBody = {
 
 export const listQuery: QuerySchema = PAGINATION_QUERY;
 
-const ROLE_NAMES: Record<Role, string> = {
-  [Role.UNSPECIFIED]: "unspecified",
-  [Role.OWNER]: "owner",
-  [Role.ADMIN]: "admin",
-  [Role.DEVELOPER]: "developer",
-  [Role.VIEWER]: "viewer",
-};
-
 function apiKey(key: ApiKey) {
   return {
     id: key.id,
     name: key.name,
     scopes: key.scopes,
     prefix: key.prefix,
-    role: ROLE_NAMES[key.role],
+    role: roleName(key.role),
     created_by: key.createdBy,
     created_at: iso(key.createdAt),
     expires_at: iso(key.expiresAt),

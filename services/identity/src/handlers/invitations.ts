@@ -88,7 +88,7 @@ export function createInvitation(ctx: AppContext) {
           [req.organizationId, email],
         );
         if (member.rowCount) throw alreadyExists(`${email} is already a member of this organization`);
-        // An expired invitation no longer blocks a new one.
+        // An expired invitation no longer blocks a new one; superseded, it leaves the list.
         await db.query(
           `UPDATE invitations SET status = 'expired', finished_at = $3
            WHERE organization_id = $1 AND lower(email) = lower($2) AND status = 'pending' AND expires_at <= $3`,
@@ -128,7 +128,7 @@ export function listInvitations(ctx: AppContext) {
     v.throwIfAny();
     const result = await ctx.pool.query<InvitationRow>(
       `SELECT ${INVITATION_COLUMNS} FROM invitations
-       WHERE organization_id = $1 AND status IN ('pending', 'expired')
+       WHERE organization_id = $1 AND status = 'pending'
        ORDER BY created_at, id`,
       [req.organizationId],
     );
@@ -146,7 +146,7 @@ export function cancelInvitation(ctx: AppContext) {
     await withTransaction(ctx.pool, async (db) => {
       const updated = await db.query(
         `UPDATE invitations SET status = 'cancelled', finished_at = $3
-         WHERE id = $1 AND organization_id = $2 AND status IN ('pending', 'expired')`,
+         WHERE id = $1 AND organization_id = $2 AND status = 'pending'`,
         [req.id, req.organizationId, ctx.clock.now()],
       );
       if (!updated.rowCount) throw notFound("invitation");

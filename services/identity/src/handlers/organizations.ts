@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError } from "@connectrpc/connect";
-import { conflict, notFound, permissionDenied, Validator, withTransaction } from "@dbaas/kit";
+import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
+import { callerKey, conflict, notFound, permissionDenied, Validator, withTransaction } from "@dbaas/kit";
 import {
   DeleteOrganizationResponseSchema,
   GetOrganizationResponseSchema,
@@ -17,6 +17,8 @@ import { organizationToProto, ORGANIZATION_COLUMNS, type OrganizationRow } from 
 import { checkActor, checkName, checkRequired } from "../validation.ts";
 
 export const PLANS = ["free", "pro", "enterprise"] as const;
+/** Plans only support may set: `internal` is for our own tooling (benchmarks, synthetic checks). */
+const SUPPORT_PLANS = [...PLANS, "internal"] as const;
 
 export function getOrganization(ctx: AppContext) {
   return async (req: GetOrganizationRequest): Promise<GetOrganizationResponse> => {
@@ -34,11 +36,11 @@ export function getOrganization(ctx: AppContext) {
 }
 
 export function updateOrganization(ctx: AppContext) {
-  return async (req: UpdateOrganizationRequest): Promise<UpdateOrganizationResponse> => {
+  return async (req: UpdateOrganizationRequest, handlerCtx: HandlerContext): Promise<UpdateOrganizationResponse> => {
     const v = new Validator();
     checkRequired(v, "organization_id", req.organizationId);
     const name = req.name === undefined ? undefined : checkName(v, "name", req.name);
-    if (req.plan !== undefined) v.oneOf("plan", req.plan, PLANS);
+    if (req.plan !== undefined) v.oneOf("plan", req.plan, handlerCtx.values.get(callerKey) === "support" ? SUPPORT_PLANS : PLANS);
     v.throwIfAny();
 
     const published: string[] = [];

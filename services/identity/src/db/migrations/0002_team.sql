@@ -14,8 +14,9 @@ CREATE TABLE invitations (
   accepted_by      text REFERENCES users (id),
   finished_at      timestamptz
 );
--- One live invitation per address and organization; an expired one is set to
--- 'expired' before a new one is made.
+-- One live invitation per address and organization. An invitation past its
+-- expires_at stays 'pending' (shown as expired) until a new invitation of the
+-- address sets it to 'expired'.
 CREATE UNIQUE INDEX invitations_one_pending ON invitations (organization_id, lower(email)) WHERE status = 'pending';
 CREATE INDEX invitations_org_idx ON invitations (organization_id, created_at);
 

@@ -1,0 +1,163 @@
+import type { Invitation, Member, Organization } from "@dbaas/proto/identity";
+import { insufficientPermissions } from "../../errors.ts";
+import { created, list, noContent, ok, type Reply } from "../../middleware/envelope.ts";
+import { optional, pagination, PAGINATION_QUERY, required, type Infer, type QuerySchema } from "../../schema.ts";
+import { iso, present, roleName } from "../mappers.ts";
+import type { AuthedCall, Call } from "../route.ts";
+
+export const updateOrganizationBody = {
+  name: optional("string", "New name of the organization."),
+  plan: optional("string", "free, pro or enterprise; changing it needs billing:write (the owner)."),
+};
+
+export const inviteBody = {
+  email: required("string", "Address the invitation is mailed to."),
+  role: required("string", "admin, developer or viewer, at most the caller's own role; owner only by transfer."),
+};
+
+export const updateMemberBody = {
+  role: required("string", "admin, developer or viewer; the owner's role cannot be changed."),
+};
+
+export const transferBody = {
+  new_owner_id: required("string", "User id (user.id of a member record) of the member who becomes owner."),
+  password: required("string", "The caller's current password."),
+};
+
+export const acceptBody = {
+  token: required("string", "The one-time token from the invitation link."),
+  name: optional("string", "Display name of a new user (then required); ignored when the e-mail already has an account."),
+  password: required("string", "Password of the new user, or the existing account's password."),
+};
+
+export const listQuery: QuerySchema = PAGINATION_QUERY;
+
+function organization(org: Organization) {
+  return { id: org.id, name: org.name, plan: org.plan, created_at: iso(org.createdAt) };
+}
+
+/** Spec 2.2. */
+function member(m: Member) {
+  const user = present(m.user, "member.user");
+  return {
+    id: m.id,
+    user: { id: user.id, email: user.email, name: user.name },
+    role: roleName(m.role),
+    joined_at: iso(m.joinedAt),
+  };
+}
+
+/** Spec 2.3. */
+function invitation(i: Invitation) {
+  return {
+    id: i.id,
+    email: i.email,
+    role: roleName(i.role),
+    status: i.status,
+    expires_at: iso(i.expiresAt),
+    created_at: iso(i.createdAt),
+  };
+}
+
+/** Who is asking, as identity judges what they may grant: the credential's role, not just the user's. */
+const actor = ({ principal }: AuthedCall<unknown>) => ({ userId: principal.userId, role: principal.role });
+
+export async function getOrganization(call: AuthedCall<unknown>): Promise<Reply> {
+  const res = await call.ctx.identity.getOrganization({ organizationId: call.principal.organizationId });
+  return ok(organization(present(res.organization, "organization")));
+}
+
+/**
+ * The route needs settings:write (spec 2.7: change settings); the plan is
+ * billing, which only billing:write (the owner) may change.
+ */
+export async function updateOrganization(call: AuthedCall<Infer<typeof updateOrganizationBody>>): Promise<Reply> {
+  const { body, principal } = call;
+  if (body.plan !== undefined && !principal.permissions.includes("billing:write")) {
+    throw insufficientPermissions("billing:write");
+  }
+  const res = await call.ctx.identity.updateOrganization({
+    organizationId: principal.organizationId,
+    name: body.name,
+    plan: body.plan,
+  });
+  return ok(organization(present(res.organization, "organization")));
+}
+
+export async function deleteOrganization(call: AuthedCall<unknown>): Promise<Reply> {
+  await call.ctx.identity.deleteOrganization({ organizationId: call.principal.organizationId, actor: actor(call) });
+  return noContent();
+}
+
+/** Identity returns all members at once (an organization has few); pages are cut here. */
+export async function listMembers(call: AuthedCall<unknown>): Promise<Reply> {
+  const { page, perPage } = pagination(call.query);
+  const res = await call.ctx.identity.listMembers({ organizationId: call.principal.organizationId });
+  const items = res.members.slice((page - 1) * perPage, page * perPage).map(member);
+  return list("members", items, { page, perPage, total: res.members.length });
+}
+
+export async function inviteMember(call: AuthedCall<Infer<typeof inviteBody>>): Promise<Reply> {
+  const res = await call.ctx.identity.createInvitation({
+    organizationId: call.principal.organizationId,
+    actor: actor(call),
+    email: call.body.email,
+    role: call.body.role,
+  });
+  return created(invitation(present(res.invitation, "invitation")));
+}
+
+export async function updateMember(call: AuthedCall<Infer<typeof updateMemberBody>>): Promise<Reply> {
+  const res = await call.ctx.identity.updateMember({
+    organizationId: call.principal.organizationId,
+    actor: actor(call),
+    memberId: call.params.id,
+    role: call.body.role,
+  });
+  return ok(member(present(res.member, "member")));
+}
+
+export async function removeMember(call: AuthedCall<unknown>): Promise<Reply> {
+  await call.ctx.identity.removeMember({
+    organizationId: call.principal.organizationId,
+    actor: actor(call),
+    memberId: call.params.id,
+  });
+  return noContent();
+}
+
+export async function listInvitations(call: AuthedCall<unknown>): Promise<Reply> {
+  const { page, perPage } = pagination(call.query);
+  const res = await call.ctx.identity.listInvitations({ organizationId: call.principal.organizationId });
+  const items = res.invitations.slice((page - 1) * perPage, page * perPage).map(invitation);
+  return list("invitations", items, { page, perPage, total: res.invitations.length });
+}
+
+export async function cancelInvitation(call: AuthedCall<unknown>): Promise<Reply> {
+  await call.ctx.identity.cancelInvitation({ organizationId: call.principal.organizationId, id: call.params.id });
+  return noContent();
+}
+
+/** 200 `{owner, previous_owner}`: both member records as they are after the transfer. */
+export async function transferOwnership(call: AuthedCall<Infer<typeof transferBody>>): Promise<Reply> {
+  const res = await call.ctx.identity.transferOwnership({
+    organizationId: call.principal.organizationId,
+    actor: actor(call),
+    newOwnerId: call.body.new_owner_id,
+    password: call.body.password,
+  });
+  return ok({ owner: member(present(res.owner, "owner")), previous_owner: member(present(res.previousOwner, "previous_owner")) });
+}
+
+/** Public: the token is the credential. 201 with the new membership and a login token acting in it. */
+export async function acceptInvitation({ ctx, body }: Call<Infer<typeof acceptBody>>): Promise<Reply> {
+  const res = await ctx.identity.acceptInvitation({ token: body.token, name: body.name, password: body.password });
+  const token = present(res.token, "token");
+  return created({
+    organization: organization(present(res.organization, "organization")),
+    member: member(present(res.member, "member")),
+    access_token: token.accessToken,
+    token_type: token.tokenType,
+    expires_at: iso(token.expiresAt),
+  });
+}

@@ -1,0 +1,375 @@
+/**
+ * The authorization matrix: every route of the table that drives the guards ×
+ * every role (owner, admin, developer, viewer) and an API key scoped to
+ * `databases:read` × the caller's own organization and another one's, against
+ * the real identity service (stub databases and billing behind the gateway).
+ *
+ * Each route needs an expectation below, written from spec 2.7 (not from the
+ * code): the permission it should need, what success looks like, and whether
+ * it names a resource. A route added to the table without one fails this test,
+ * and so does an expectation for a route that no longer exists.
+ */
+import { DatabasesService } from "@dbaas/proto/databases";
+import { Role } from "@dbaas/proto/identity";
+import { createInternalClient } from "@dbaas/kit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Permission } from "../src/routes/route.ts";
+import { ROUTES } from "../src/routes/table.ts";
+import { api, startGateway, waitForRevocationFeed, type TestGateway } from "./support/gateway.ts";
+import {
+  createWorld,
+  join,
+  mailedToken,
+  PASSWORD,
+  startRealIdentity,
+  uniqueEmail,
+  type RealIdentity,
+  type RoleName,
+  type World,
+} from "./support/identity.ts";
+import { SECRET, startStubs, type Stubs } from "./support/stubs.ts";
+
+/** Spec 2.7, row by row, in the scope names of DESIGN.md. */
+const SPEC_2_7: Record<RoleName, Permission[]> = {
+  //       view dbs          create/delete dbs   backups          metrics         (view team)     manage members   settings          view billing    manage billing   delete org
+  owner: ["databases:read", "databases:write", "backups:write", "metrics:read", "members:read", "members:write", "settings:write", "billing:read", "billing:write", "organization:delete"],
+  admin: ["databases:read", "databases:write", "backups:write", "metrics:read", "members:read", "members:write", "settings:write", "billing:read"],
+  developer: ["databases:read", "databases:write", "backups:write", "metrics:read", "members:read"],
+  viewer: ["databases:read", "metrics:read", "members:read"],
+};
+
+/** The scoped key is the owner's, restricted to one scope. */
+const KEY_SCOPES: Permission[] = ["databases:read"];
+
+type Caller = RoleName | "key";
+const CALLERS: Caller[] = ["owner", "admin", "developer", "viewer", "key"];
+
+interface MatrixWorld extends World {
+  key: string;
+  /** A database, an invitation, an API key of this organization that requests may use and must not destroy. */
+  database: string;
+  /** Every id of a resource of this organization: what another organization must never see in a list. */
+  ids: Set<string>;
+}
+
+interface Target {
+  world: MatrixWorld;
+}
+
+interface Request {
+  path: string;
+  body?: unknown;
+}
+
+interface ProtectedExpectation {
+  permission: Permission;
+  success: 200 | 201 | 204;
+  /** "resource": the path names a resource of the target organization, another's answers 404. */
+  scope: "resource" | "organization";
+  /** Identity allows only the owner, whatever the permission (transfer, delete). */
+  ownerOnly?: boolean;
+  /** The route changes the organization for good: every case gets a fresh one. */
+  destructive?: boolean;
+  /** The `data` key of a list: its items must all be the caller's organization's. */
+  list?: string;
+  request(target: Target): Promise<Request>;
+}
+
+interface PublicExpectation {
+  public: true;
+  success: 200 | 201;
+  request(): Promise<Request>;
+}
+
+let stubs: Stubs;
+let identity: RealIdentity;
+let gw: TestGateway;
+let A: MatrixWorld;
+let B: MatrixWorld;
+const dbClient = () => createInternalClient(DatabasesService, stubs.databasesUrl, { secret: SECRET, caller: "test" });
+let serial = 0;
+
+async function freshDatabase(w: MatrixWorld): Promise<string> {
+  const res = await dbClient().createDatabase({ organizationId: w.org, name: `matrix-${++serial}`, region: "fsn1", tier: "micro" });
+  w.ids.add(res.database!.id);
+  return res.database!.id;
+}
+
+async function freshMember(w: MatrixWorld): Promise<string> {
+  const m = await join(identity, w.org, w.users.owner.id, "viewer");
+  w.ids.add(m.memberId);
+  return m.memberId;
+}
+
+async function freshInvitation(w: MatrixWorld): Promise<string> {
+  const res = await identity.client.createInvitation({
+    organizationId: w.org,
+    actor: { userId: w.users.owner.id, role: Role.OWNER },
+    email: uniqueEmail("invitee"),
+    role: "viewer",
+  });
+  w.ids.add(res.invitation!.id);
+  return res.invitation!.id;
+}
+
+async function freshApiKey(w: MatrixWorld, scopes: string[] = []): Promise<{ id: string; secret: string }> {
+  const res = await identity.client.createApiKey({ organizationId: w.org, userId: w.users.owner.id, name: "matrix", scopes });
+  w.ids.add(res.apiKey!.id);
+  return { id: res.apiKey!.id, secret: res.secret };
+}
+
+async function setupWorld(label: string, opts: { database: boolean }): Promise<MatrixWorld> {
+  const world = await createWorld(identity, label);
+  const w: MatrixWorld = { ...world, key: "", database: "", ids: new Set(Object.values(world.users).map((u) => u.memberId)) };
+  w.key = (await freshApiKey(w, KEY_SCOPES)).secret;
+  await freshInvitation(w);
+  if (opts.database) w.database = await freshDatabase(w);
+  return w;
+}
+
+const resource = (w: MatrixWorld, suffix = "") => `/v1/databases/${w.database}${suffix}`;
+
+const MATRIX: Record<string, ProtectedExpectation | PublicExpectation> = {
+  "POST /v1/auth/signup": {
+    public: true,
+    success: 201,
+    request: async () => ({
+      path: "/v1/auth/signup",
+      body: { email: uniqueEmail("signup"), password: PASSWORD, name: "N", organization_name: "O" },
+    }),
+  },
+  "POST /v1/auth/token": {
+    public: true,
+    success: 200,
+    request: async () => ({ path: "/v1/auth/token", body: { email: A.users.viewer.email, password: PASSWORD } }),
+  },
+  "POST /v1/invitations/accept": {
+    public: true,
+    success: 201,
+    request: async () => {
+      const email = uniqueEmail("accept");
+      await identity.client.createInvitation({ organizationId: A.org, actor: { userId: A.users.owner.id, role: Role.OWNER }, email, role: "viewer" });
+      return { path: "/v1/invitations/accept", body: { token: await mailedToken(identity, email), name: "New", password: PASSWORD } };
+    },
+  },
+  "GET /v1/openapi.json": { public: true, success: 200, request: async () => ({ path: "/v1/openapi.json" }) },
+
+  "POST /v1/databases": {
+    permission: "databases:write",
+    success: 201,
+    scope: "organization",
+    request: async () => ({ path: "/v1/databases", body: { name: `new-${++serial}`, region: "fsn1", tier: "micro" } }),
+  },
+  "GET /v1/databases": {
+    permission: "databases:read",
+    success: 200,
+    scope: "organization",
+    list: "databases",
+    request: async () => ({ path: "/v1/databases?per_page=100" }),
+  },
+  "GET /v1/databases/:id": { permission: "databases:read", success: 200, scope: "resource", request: async (t) => ({ path: resource(t.world) }) },
+  "PATCH /v1/databases/:id": {
+    permission: "databases:write",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: resource(t.world), body: { name: `renamed-${++serial}` } }),
+  },
+  "DELETE /v1/databases/:id": {
+    permission: "databases:write",
+    success: 204,
+    scope: "resource",
+    request: async (t) => ({ path: `/v1/databases/${await freshDatabase(t.world)}` }),
+  },
+  "POST /v1/databases/:id/start": { permission: "databases:write", success: 200, scope: "resource", request: async (t) => ({ path: resource(t.world, "/start") }) },
+  "POST /v1/databases/:id/stop": { permission: "databases:write", success: 200, scope: "resource", request: async (t) => ({ path: resource(t.world, "/stop") }) },
+  "POST /v1/databases/:id/restart": { permission: "databases:write", success: 200, scope: "resource", request: async (t) => ({ path: resource(t.world, "/restart") }) },
+  "POST /v1/databases/:id/resize": {
+    permission: "databases:write",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: resource(t.world, "/resize"), body: { tier: "small" } }),
+  },
+  "POST /v1/databases/:id/reset-password": {
+    permission: "databases:write",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: resource(t.world, "/reset-password") }),
+  },
+  "GET /v1/databases/:id/operations": { permission: "databases:read", success: 200, scope: "resource", request: async (t) => ({ path: resource(t.world, "/operations") }) },
+  "GET /v1/databases/:id/ca-certificate": {
+    permission: "databases:read",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: resource(t.world, "/ca-certificate") }),
+  },
+  "GET /v1/regions": { permission: "databases:read", success: 200, scope: "organization", request: async () => ({ path: "/v1/regions" }) },
+  "GET /v1/tiers": { permission: "databases:read", success: 200, scope: "organization", request: async () => ({ path: "/v1/tiers" }) },
+  "GET /v1/versions": { permission: "databases:read", success: 200, scope: "organization", request: async () => ({ path: "/v1/versions" }) },
+
+  "GET /v1/billing/usage": { permission: "billing:read", success: 200, scope: "organization", request: async () => ({ path: "/v1/billing/usage" }) },
+
+  "GET /v1/organization": { permission: "members:read", success: 200, scope: "organization", request: async () => ({ path: "/v1/organization" }) },
+  "PATCH /v1/organization": {
+    permission: "settings:write",
+    success: 200,
+    scope: "organization",
+    request: async () => ({ path: "/v1/organization", body: { name: `Renamed ${++serial}` } }),
+  },
+  "DELETE /v1/organization": {
+    permission: "organization:delete",
+    success: 204,
+    scope: "organization",
+    ownerOnly: true,
+    destructive: true,
+    request: async () => ({ path: "/v1/organization" }),
+  },
+  "GET /v1/organization/members": {
+    permission: "members:read",
+    success: 200,
+    scope: "organization",
+    list: "members",
+    request: async () => ({ path: "/v1/organization/members?per_page=100" }),
+  },
+  "POST /v1/organization/members": {
+    permission: "members:write",
+    success: 201,
+    scope: "organization",
+    request: async () => ({ path: "/v1/organization/members", body: { email: uniqueEmail("invited"), role: "viewer" } }),
+  },
+  "PATCH /v1/organization/members/:id": {
+    permission: "members:write",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: `/v1/organization/members/${await freshMember(t.world)}`, body: { role: "developer" } }),
+  },
+  "DELETE /v1/organization/members/:id": {
+    permission: "members:write",
+    success: 204,
+    scope: "resource",
+    request: async (t) => ({ path: `/v1/organization/members/${await freshMember(t.world)}` }),
+  },
+  "GET /v1/organization/invitations": {
+    permission: "members:read",
+    success: 200,
+    scope: "organization",
+    list: "invitations",
+    request: async () => ({ path: "/v1/organization/invitations?per_page=100" }),
+  },
+  "DELETE /v1/organization/invitations/:id": {
+    permission: "members:write",
+    success: 204,
+    scope: "resource",
+    request: async (t) => ({ path: `/v1/organization/invitations/${await freshInvitation(t.world)}` }),
+  },
+  "POST /v1/organization/transfer": {
+    permission: "members:write",
+    success: 200,
+    scope: "organization",
+    ownerOnly: true,
+    destructive: true,
+    request: async (t) => ({ path: "/v1/organization/transfer", body: { new_owner_id: t.world.users.admin.id, password: PASSWORD } }),
+  },
+  "GET /v1/organization/api-keys": {
+    permission: "settings:write",
+    success: 200,
+    scope: "organization",
+    list: "api_keys",
+    request: async () => ({ path: "/v1/organization/api-keys?per_page=100" }),
+  },
+  "POST /v1/organization/api-keys": {
+    permission: "settings:write",
+    success: 201,
+    scope: "organization",
+    request: async () => ({ path: "/v1/organization/api-keys", body: { name: `key ${++serial}` } }),
+  },
+  "DELETE /v1/organization/api-keys/:id": {
+    permission: "settings:write",
+    success: 204,
+    scope: "resource",
+    request: async (t) => ({ path: `/v1/organization/api-keys/${(await freshApiKey(t.world)).id}` }),
+  },
+};
+
+const routeKey = (r: { method: string; path: string }) => `${r.method} ${r.path}`;
+
+function permitted(caller: Caller, permission: Permission): boolean {
+  if (caller === "key") return SPEC_2_7.owner.includes(permission) && KEY_SCOPES.includes(permission);
+  return SPEC_2_7[caller].includes(permission);
+}
+
+function expected(e: ProtectedExpectation, caller: Caller, other: boolean): { status: number; code?: string } {
+  if (!permitted(caller, e.permission)) return { status: 403, code: "insufficient_permissions" };
+  if (e.ownerOnly && caller !== "owner") return { status: 403, code: "insufficient_permissions" };
+  if (other) return { status: 404, code: "resource_not_found" };
+  return { status: e.success };
+}
+
+const tokenOf = (w: MatrixWorld, caller: Caller) => (caller === "key" ? w.key : w.users[caller].token);
+
+beforeAll(async () => {
+  stubs = await startStubs();
+  identity = await startRealIdentity(stubs.databasesUrl);
+  gw = await startGateway({ ...stubs, identityUrl: identity.url });
+  await waitForRevocationFeed(gw);
+  [A, B] = await Promise.all([setupWorld("Matrix A", { database: true }), setupWorld("Matrix B", { database: true })]);
+}, 60_000);
+
+afterAll(async () => {
+  await gw?.close();
+  await identity?.close();
+  await stubs?.close();
+});
+
+describe("the matrix covers the route table exactly", () => {
+  it("has an expectation for every route", () => {
+    const missing = ROUTES.map(routeKey).filter((k) => !(k in MATRIX));
+    expect(missing, "routes without a matrix expectation").toEqual([]);
+  });
+
+  it("has no expectation for a route that does not exist", () => {
+    const known = new Set(ROUTES.map(routeKey));
+    expect(Object.keys(MATRIX).filter((k) => !known.has(k))).toEqual([]);
+  });
+
+  it("agrees with the table on which routes are public", () => {
+    for (const route of ROUTES) {
+      const e = MATRIX[routeKey(route)];
+      if (e) expect("public" in e, routeKey(route)).toBe(!("permission" in route));
+    }
+  });
+});
+
+describe.each(ROUTES.map((r) => [routeKey(r), r] as const))("%s", (key, route) => {
+  const e = MATRIX[key];
+
+  if (e && "public" in e) {
+    it("is open to anyone: no credential, or a bad one, is not asked for", async () => {
+      for (const token of [undefined, "not-a-credential"]) {
+        const req = await e.request();
+        const res = await api(gw.url, req.path, { method: route.method, token, body: req.body });
+        expect(res.status, `${key} with token ${token}: ${res.text}`).toBe(e.success);
+      }
+    });
+    return;
+  }
+
+  it.each(CALLERS)("as %s, in its own organization and another's", async (caller) => {
+    expect(e, `no matrix expectation for ${key}`).toBeDefined();
+    const p = e as ProtectedExpectation;
+    for (const other of p.scope === "resource" ? [false, true] : [false]) {
+      const caller_ = p.destructive ? await setupWorld(`Fresh ${caller}`, { database: false }) : A;
+      const target = other ? B : caller_;
+      const req = await p.request({ world: target });
+      const res = await api(gw.url, req.path, { method: route.method, token: tokenOf(caller_, caller), body: req.body ?? (route.method === "GET" || route.method === "DELETE" ? undefined : {}) });
+      const want = expected(p, caller, other);
+      const where = `${caller} → ${other ? "another organization's" : "own"} ${req.path}: ${res.text}`;
+      expect(res.status, where).toBe(want.status);
+      if (want.code) expect(res.body.error.code, where).toBe(want.code);
+      if (want.status < 300 && p.list) {
+        const items: Array<{ id: string }> = res.body.data[p.list];
+        expect(items.some((i) => caller_.ids.has(i.id)), `${where}: own items listed`).toBe(true);
+        expect(items.filter((i) => B.ids.has(i.id)), `${where}: another organization's items`).toEqual([]);
+      }
+    }
+  });
+});

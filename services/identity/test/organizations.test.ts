@@ -1,0 +1,126 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { actor, addMember, createHarness, expectError, PASSWORD, signupUser, violations, type Harness } from "./harness.ts";
+
+let h: Harness;
+beforeAll(async () => {
+  h = await createHarness();
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+describe("UpdateOrganization", () => {
+  it("renames and changes the plan; the new plan shows on the next Authenticate", async () => {
+    const owner = await signupUser(h);
+    const org = owner.organization!.id;
+    const renamed = await h.client.updateOrganization({ organizationId: org, name: "  Renamed  " });
+    expect(renamed.organization).toMatchObject({ id: org, name: "Renamed", plan: "free" });
+    const sub = h.ctx.revocations.subscribe()!;
+    try {
+      const upgraded = await h.client.updateOrganization({ organizationId: org, plan: "enterprise" });
+      expect(upgraded.organization).toMatchObject({ name: "Renamed", plan: "enterprise" });
+      expect(await sub.next(1000, new AbortController().signal)).toEqual({ organizationId: org, userId: "", credentialId: "" });
+    } finally {
+      sub.close();
+    }
+    expect((await h.client.authenticate({ bearer: owner.token!.accessToken })).principal!.plan).toBe("enterprise");
+    expect((await h.client.getOrganization({ organizationId: org })).organization).toMatchObject({ id: org, name: "Renamed", plan: "enterprise" });
+  });
+
+  it("refuses unknown plans and bad names, per field, changing nothing", async () => {
+    const owner = await signupUser(h);
+    const org = owner.organization!.id;
+    const err = await expectError(h.client.updateOrganization({ organizationId: org, name: "", plan: "platinum" }), Code.InvalidArgument);
+    expect(violations(err)).toEqual([
+      { field: "name", message: "is required" },
+      { field: "plan", message: "must be one of: free, pro, enterprise" },
+    ]);
+    expect((await h.client.getOrganization({ organizationId: org })).organization).toEqual(owner.organization);
+    await expectError(h.client.updateOrganization({ organizationId: "org-missing", name: "x" }), Code.NotFound);
+  });
+});
+
+describe("DeleteOrganization", () => {
+  it("deletes the organization with every membership, session, key and invitation of it", async () => {
+    const owner = await signupUser(h);
+    const org = owner.organization!.id;
+    const as = actor(owner.user!.id, "owner");
+    const dev = await addMember(h, org, "developer");
+    const { secret } = await h.client.createApiKey({ organizationId: org, userId: owner.user!.id, name: "k" });
+    await h.client.createInvitation({ organizationId: org, actor: as, email: "later@example.com", role: "viewer" });
+
+    const sub = h.ctx.revocations.subscribe()!;
+    try {
+      await h.client.deleteOrganization({ organizationId: org, actor: as });
+      expect(await sub.next(1000, new AbortController().signal)).toEqual({ organizationId: org, userId: "", credentialId: "" });
+    } finally {
+      sub.close();
+    }
+    for (const bearer of [owner.token!.accessToken, dev.accessToken, secret]) {
+      await expectError(h.client.authenticate({ bearer }), Code.Unauthenticated);
+    }
+    await expectError(h.client.getOrganization({ organizationId: org }), Code.NotFound);
+    for (const table of ["memberships", "api_keys", "invitations"]) {
+      const left = await h.ctx.pool.query(`SELECT 1 FROM ${table} WHERE organization_id = $1`, [org]);
+      expect(left.rowCount, table).toBe(0);
+    }
+    const mail = await h.ctx.pool.query("SELECT 1 FROM mail_outbox WHERE recipient = 'later@example.com'");
+    expect(mail.rowCount).toBe(0);
+    // The users remain; without an organization they cannot log in anywhere.
+    const login = await expectError(h.client.createToken({ email: owner.user!.email, password: PASSWORD }), Code.PermissionDenied);
+    expect(login.rawMessage).toBe("this account is not a member of any organization");
+  });
+
+  it("refuses while the organization has live databases, asking the databases service", async () => {
+    const owner = await signupUser(h);
+    const org = owner.organization!.id;
+    h.databases.totals.set(org, 2);
+    const err = await expectError(h.client.deleteOrganization({ organizationId: org, actor: actor(owner.user!.id, "owner") }), Code.FailedPrecondition);
+    expect(err.rawMessage).toBe("the organization still has 2 databases; delete them first");
+    await h.client.authenticate({ bearer: owner.token!.accessToken });
+    h.databases.totals.set(org, 0);
+    await h.client.deleteOrganization({ organizationId: org, actor: actor(owner.user!.id, "owner") });
+  });
+
+  it("answers UNAVAILABLE, whatever the databases service said, when it cannot be asked", async () => {
+    const owner = await signupUser(h);
+    h.databases.failure = new ConnectError("missing or invalid internal credential", Code.Unauthenticated);
+    try {
+      const err = await expectError(
+        h.client.deleteOrganization({ organizationId: owner.organization!.id, actor: actor(owner.user!.id, "owner") }),
+        Code.Unavailable,
+      );
+      expect(err.rawMessage).toBe("could not check the organization's databases; try again shortly");
+    } finally {
+      h.databases.failure = undefined;
+    }
+    await h.client.getOrganization({ organizationId: owner.organization!.id });
+  });
+
+  it("is the owner's alone", async () => {
+    const owner = await signupUser(h);
+    const org = owner.organization!.id;
+    const admin = await addMember(h, org, "admin");
+    await expectError(h.client.deleteOrganization({ organizationId: org, actor: actor(admin.user.id, "admin") }), Code.PermissionDenied);
+    await h.client.getOrganization({ organizationId: org });
+  });
+});
+
+describe("DeleteOrganization without DATABASES_URL", () => {
+  it("refuses rather than guess whether databases are left", async () => {
+    const bare = await createHarness();
+    try {
+      bare.ctx.databases = undefined;
+      const owner = await signupUser(bare);
+      const err = await expectError(
+        bare.client.deleteOrganization({ organizationId: owner.organization!.id, actor: actor(owner.user!.id, "owner") }),
+        Code.Unavailable,
+      );
+      expect(err.rawMessage).toBe("organization deletion is not available");
+      await bare.client.getOrganization({ organizationId: owner.organization!.id });
+    } finally {
+      await bare.close();
+    }
+  });
+});
