@@ -1,23 +1,13 @@
+import { SCOPES, type Scope } from "@dbaas/kit";
 import type { Principal } from "@dbaas/proto/identity";
 import type { GatewayContext } from "../context.ts";
 import type { Reply } from "../middleware/envelope.ts";
 import type { BodySchema, Infer, QuerySchema, QueryValues } from "../schema.ts";
 
 /** Scope names of DESIGN.md; identity computes which of them a principal has. */
-export const PERMISSIONS = [
-  "databases:read",
-  "databases:write",
-  "backups:write",
-  "metrics:read",
-  "members:read",
-  "members:write",
-  "settings:write",
-  "billing:read",
-  "billing:write",
-  "organization:delete",
-] as const;
+export const PERMISSIONS = SCOPES;
 
-export type Permission = (typeof PERMISSIONS)[number];
+export type Permission = Scope;
 
 export type Method = "GET" | "POST" | "PATCH" | "DELETE";
 

@@ -1,3 +1,4 @@
+import { SCOPES } from "@dbaas/kit";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
@@ -22,18 +23,7 @@ import {
  */
 export const SECRET = "gateway-test-internal-secret";
 
-export const ALL_PERMISSIONS = [
-  "databases:read",
-  "databases:write",
-  "backups:write",
-  "metrics:read",
-  "members:read",
-  "members:write",
-  "settings:write",
-  "billing:read",
-  "billing:write",
-  "organization:delete",
-];
+export const ALL_PERMISSIONS = [...SCOPES];
 
 const T0 = new Date("2025-03-01T10:00:00Z");
 

@@ -1,3 +1,4 @@
+import { SCOPES, type Scope } from "@dbaas/kit";
 import { Role } from "@dbaas/proto/identity";
 
 /**
@@ -5,20 +6,9 @@ import { Role } from "@dbaas/proto/identity";
  * spec 2.7 expressed in the scope names of DESIGN.md. A principal's effective
  * permissions are what its role allows AND what its credential's scopes allow.
  */
-export const SCOPES = [
-  "databases:read",
-  "databases:write",
-  "backups:write",
-  "metrics:read",
-  "members:read",
-  "members:write",
-  "settings:write",
-  "billing:read",
-  "billing:write",
-  "organization:delete",
-] as const;
+export { SCOPES };
 
-export type Scope = (typeof SCOPES)[number];
+export type { Scope };
 
 export const ROLE_NAMES = ["owner", "admin", "developer", "viewer"] as const;
 export type RoleName = (typeof ROLE_NAMES)[number];

@@ -9,3 +9,4 @@ export * from "./telemetry.ts";
 export * from "./client.ts";
 export * from "./server.ts";
 export * from "./catalogue.ts";
+export * from "./scopes.ts";

@@ -1,0 +1,19 @@
+/**
+ * The credential scopes of DESIGN.md, which are also the permission names the
+ * gateway's routes require. Identity decides which of them a principal has;
+ * this list is shared so both sides name the same things.
+ */
+export const SCOPES = [
+  "databases:read",
+  "databases:write",
+  "backups:write",
+  "metrics:read",
+  "members:read",
+  "members:write",
+  "settings:write",
+  "billing:read",
+  "billing:write",
+  "organization:delete",
+] as const;
+
+export type Scope = (typeof SCOPES)[number];
