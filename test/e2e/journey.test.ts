@@ -3,6 +3,7 @@
  * as `npm start` runs it (embedded metadata PostgreSQL, every service its own
  * process) and a real PostgreSQL 17 instance per database.
  */
+import { readdirSync, readFileSync } from "node:fs";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApi, waitFor } from "../support/api.ts";
@@ -148,9 +149,22 @@ describe("walking skeleton journey", () => {
   });
 
   it("stops everything on Ctrl-C and brings the same databases back on the next start", async () => {
+    const pids = await Promise.all(["identity", "billing", "databases", "agent-fsn1", "gateway"].map((s) => stack.pid(s)));
     expect(await stack.stop()).toBe(0);
     const url = new URL(db.connection_string);
     await expect(query(db.connection_string, "SELECT 1")).rejects.toThrow();
+    // Every service process is gone, and so is every PostgreSQL server of the stack.
+    for (const pid of pids) expect(() => process.kill(pid, 0)).toThrow();
+    const leftovers = readdirSync("/proc")
+      .filter((p) => /^\d+$/.test(p))
+      .filter((p) => {
+        try {
+          return readFileSync(`/proc/${p}/cmdline`, "utf8").includes(stack.dataDir);
+        } catch {
+          return false;
+        }
+      });
+    expect(leftovers).toEqual([]);
     expect(Number(url.port)).toBe(db.port);
 
     stack = await restartStack(stack);
