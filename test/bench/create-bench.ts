@@ -70,7 +70,7 @@ async function main() {
   try {
     create = summary(await createToRunning(stack.baseUrl, COUNT));
   } finally {
-    await stack.stop();
+    await stack.destroy();
   }
   process.stdout.write(`  create→running p50 ${fmt(create.p50)} ms, p95 ${fmt(create.p95)} ms (min ${fmt(create.min)}, max ${fmt(create.max)})\n`);
   const ratio = create.p50 / bare.p50;

@@ -84,7 +84,7 @@ async function main() {
     process.stdout.write("written to docs/benchmarks.md\n");
   } finally {
     bare?.kill("SIGTERM");
-    await stack.stop();
+    await stack.destroy();
   }
 }
 

@@ -142,7 +142,7 @@ async function main() {
     );
     process.stdout.write("written to docs/benchmarks.md\n");
   } finally {
-    await stack.stop();
+    await stack.destroy();
   }
 }
 

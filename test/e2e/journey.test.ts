@@ -19,7 +19,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  await stack?.stop();
+  await stack?.destroy();
 });
 
 describe("walking skeleton journey", () => {

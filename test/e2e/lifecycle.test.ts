@@ -3,6 +3,7 @@
  * driven by the agents, with two agents placed by region.
  */
 import { execFile } from "node:child_process";
+import { readdirSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -22,7 +23,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  await stack?.stop();
+  await stack?.destroy();
   await meta?.drop();
 });
 
@@ -219,6 +220,22 @@ describe("crash safety", () => {
     process.kill(await stack.pid("agent-fsn1"), "SIGKILL");
     await waitStatus(api, res.body.data.id, "stopped", 90_000);
     await refused(res.body.data.connection_string);
+  });
+
+  it("converges after the agent is killed -9 in the middle of resizing", async () => {
+    const api = await account();
+    const db = await createRunning(api, { name: "crash-resize", region: "fsn1", tier: "micro" });
+    const before = (await query(db.connection_string, "SELECT current_setting('max_connections') AS mc"))[0].mc;
+    await api.post(`/v1/databases/${db.id}/resize`, { tier: "medium" });
+    process.kill(await stack.pid("agent-fsn1"), "SIGKILL");
+    await waitStatus(api, db.id, "running", 90_000);
+    const after = (await query(db.connection_string, "SELECT current_setting('max_connections') AS mc"))[0].mc;
+    expect(Number(after)).toBeGreaterThan(Number(before));
+    // Exactly one instance directory and one postmaster for the database: nothing duplicated or orphaned.
+    const dirs = readdirSync(join(stack.dataDir, "agents", "agent-fsn1", "instances"), { withFileTypes: true })
+      .filter((d) => d.isDirectory() && d.name.startsWith(db.id))
+      .map((d) => d.name);
+    expect(dirs).toEqual([db.id]);
   });
 
   it("converges after the databases service is killed -9", async () => {

@@ -85,7 +85,7 @@ afterAll(async () => {
     gateway2.process.kill("SIGTERM");
     await exited;
   }
-  await stack?.stop();
+  await stack?.destroy();
   await smtp?.stop();
   await sql?.end();
   await metadata?.drop();

@@ -25,7 +25,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  await stack?.stop();
+  await stack?.destroy();
   await meta?.drop();
 });
 

@@ -1,3 +1,10 @@
+import { Ajv2020, type ValidateFunction } from "ajv/dist/2020.js";
+import addFormatsModule from "ajv-formats";
+
+// ajv-formats is CommonJS with an ES-style default export: under NodeNext the default
+// import is the module object, whose `default` is the plugin.
+const addFormats = addFormatsModule.default;
+
 /** A tiny JSON client for the public API, returning status, headers and parsed body. */
 export interface ApiResponse<T = any> {
   status: number;
@@ -5,6 +12,12 @@ export interface ApiResponse<T = any> {
   body: T;
 }
 
+/**
+ * Every response this client receives is checked against the OpenAPI
+ * document the gateway serves (fetched once per base URL), so a test fails as
+ * soon as behaviour and document disagree: an undocumented status, content
+ * type, header or field.
+ */
 export function createApi(baseUrl: string) {
   let token: string | undefined;
   const call = async <T = any>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiResponse<T>> => {
@@ -24,6 +37,8 @@ export function createApi(baseUrl: string) {
     } catch {
       // Not JSON (a PEM, say): hand back the text.
     }
+    const checker = await conformance(baseUrl);
+    checker.check({ method, path, status: res.status, headers: res.headers, text, body: parsed });
     return { status: res.status, headers: res.headers, body: parsed as T };
   };
   return {
@@ -61,4 +76,168 @@ export async function waitFor<T>(fn: () => Promise<T | undefined | false>, timeo
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ""}`);
+}
+
+/** One response as received, for `ConformanceChecker.check`. */
+export interface ReceivedResponse {
+  method: string;
+  /** Path and query, as requested. */
+  path: string;
+  status: number;
+  headers: Headers;
+  text: string;
+  /** Parsed JSON, or the text when it is not JSON. */
+  body: unknown;
+}
+
+export interface ConformanceChecker {
+  /** Throws an error naming the route, the status and what does not match the document. */
+  check(res: ReceivedResponse): void;
+}
+
+type Json = Record<string, any>;
+
+const checkers = new Map<string, Promise<ConformanceChecker>>();
+
+/** The checker for the document the gateway at `baseUrl` serves, fetched on first use. */
+export function conformance(baseUrl: string): Promise<ConformanceChecker> {
+  let checker = checkers.get(baseUrl);
+  if (!checker) {
+    checker = (async () => {
+      const res = await fetch(`${baseUrl}/v1/openapi.json`);
+      if (res.status !== 200) throw new Error(`GET ${baseUrl}/v1/openapi.json answered ${res.status}: ${await res.text()}`);
+      return createConformanceChecker((await res.json()) as Json);
+    })();
+    checkers.set(baseUrl, checker);
+    // A failed fetch (the stack not up yet) is not remembered: the next call tries again.
+    checker.catch(() => checkers.delete(baseUrl));
+  }
+  return checker;
+}
+
+/** Statuses the gateway answers on paths or methods the document does not have (DESIGN.md §2). */
+const UNDOCUMENTED_PATH_STATUSES = [404, 429, 503];
+const UNDOCUMENTED_METHOD_STATUSES = [405, 429, 503];
+const ALWAYS_REQUIRED_HEADERS = ["x-request-id", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"];
+
+/**
+ * Validates responses against an OpenAPI 3.1 document: the status must be
+ * documented for the path and method, and so must the content type, the body
+ * (JSON Schema 2020-12, formats included) and the headers (required ones
+ * present, every documented one well-formed). Requests outside the document
+ * (unknown routes, other methods) must get the documented error envelope.
+ */
+export function createConformanceChecker(doc: Json): ConformanceChecker {
+  // Strict, so a schema the document gets wrong (a keyword misspelt, `properties` without
+  // `type: object`) fails too; union types are how OpenAPI 3.1 says nullable.
+  const ajv = new Ajv2020({ allErrors: true, strict: true, allowUnionTypes: true });
+  addFormats(ajv);
+  // The document's own top-level fields, so that it can be registered whole and its
+  // schemas referenced by JSON pointer ($refs inside them then resolve as in the document).
+  ajv.addVocabulary(["openapi", "info", "jsonSchemaDialect", "servers", "paths", "webhooks", "components", "security", "tags", "externalDocs"]);
+  ajv.addSchema(doc, "openapi.json");
+  // Compiled once per schema location; $refs resolve inside the document.
+  const validators = new Map<string, ValidateFunction>();
+  const validatorAt = (pointer: string): ValidateFunction => {
+    let v = validators.get(pointer);
+    if (!v) {
+      v = ajv.compile({ $ref: `openapi.json#${pointer}` });
+      validators.set(pointer, v);
+    }
+    return v;
+  };
+  const resolve = (node: Json): Json => {
+    let n = node;
+    while (typeof n.$ref === "string") n = pointerGet(doc, n.$ref.slice(1));
+    return n;
+  };
+  const routes = Object.entries(doc.paths as Record<string, Json>).map(([template, item]) => ({
+    template,
+    item,
+    pattern: new RegExp(`^${template.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\{[^}]+\}/g, "[^/]+")}/?$`),
+  }));
+
+  return {
+    check(res) {
+      const path = res.path.split("?")[0]!;
+      const method = res.method.toLowerCase();
+      const route = routes.find((r) => r.pattern.test(path));
+      const fail = (what: string): never => {
+        const where = `${res.method} ${route ? route.template : `${path} (not in the document)`} → ${res.status}`;
+        throw new Error(`OpenAPI conformance: ${where}: ${what}\nbody: ${res.text.slice(0, 500)}`);
+      };
+      let response: Json;
+      let responsePointer: string;
+      const operation = route?.item[method] as Json | undefined;
+      if (!route || !operation) {
+        const allowed = route ? UNDOCUMENTED_METHOD_STATUSES : UNDOCUMENTED_PATH_STATUSES;
+        if (!allowed.includes(res.status)) fail(`expected one of ${allowed.join(", ")} for a request outside the document`);
+        checkMediaType(res, "application/json", fail);
+        checkBody(validatorAt("/components/schemas/Error"), res.body, fail);
+        checkHeaders(ALWAYS_REQUIRED_HEADERS.map((name) => [name, { required: true, schema: { type: "string" } }]), res.headers, ajv, fail);
+        if (res.status === 405 && !res.headers.get("allow")) fail("405 without an Allow header");
+        return;
+      }
+      const key = String(res.status);
+      if (!(key in operation.responses)) {
+        fail(`status not documented (documented: ${Object.keys(operation.responses).join(", ")})`);
+      }
+      const raw = operation.responses[key] as Json;
+      response = resolve(raw);
+      responsePointer =
+        typeof raw.$ref === "string" ? raw.$ref.slice(1) : `/paths/${escapePointer(route.template)}/${method}/responses/${key}`;
+
+      const headers = Object.entries((response.headers ?? {}) as Record<string, Json>).map(
+        ([name, h]) => [name.toLowerCase(), resolve(h)] as [string, Json],
+      );
+      for (const name of ALWAYS_REQUIRED_HEADERS) {
+        if (!headers.some(([n, h]) => n === name && h.required)) fail(`the document does not require the ${name} header`);
+      }
+      checkHeaders(headers, res.headers, ajv, fail);
+
+      const content = response.content as Record<string, Json> | undefined;
+      if (!content) {
+        if (res.text !== "") fail("documented without a body, but one was sent");
+        return;
+      }
+      const mediaType = (res.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
+      if (!(mediaType in content)) fail(`content type "${mediaType}" not documented (documented: ${Object.keys(content).join(", ")})`);
+      if (mediaType === "application/json" && typeof res.body === "string") fail("declared JSON but does not parse");
+      checkBody(validatorAt(`${responsePointer}/content/${escapePointer(mediaType)}/schema`), res.body, fail);
+    },
+  };
+}
+
+function checkMediaType(res: ReceivedResponse, expected: string, fail: (what: string) => never): void {
+  const mediaType = (res.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
+  if (mediaType !== expected) fail(`content type "${mediaType}", expected ${expected}`);
+}
+
+function checkBody(validate: ValidateFunction, body: unknown, fail: (what: string) => never): void {
+  if (validate(body)) return;
+  const errors = (validate.errors ?? []).map((e) => `${e.instancePath || "(body)"} ${e.message}${e.params ? ` ${JSON.stringify(e.params)}` : ""}`);
+  fail(`body does not match the schema:\n  ${errors.join("\n  ")}`);
+}
+
+/** Header values are strings: an integer schema is checked against the number the string spells. */
+function checkHeaders(documented: [string, Json][], actual: Headers, ajv: Ajv2020, fail: (what: string) => never): void {
+  for (const [name, spec] of documented) {
+    const value = actual.get(name);
+    if (value === null) {
+      if (spec.required) fail(`required header ${name} missing`);
+      continue;
+    }
+    const schema = spec.schema ?? {};
+    const typed = (schema.type === "integer" || schema.type === "number") && /^-?\d+(\.\d+)?$/.test(value) ? Number(value) : value;
+    if (!ajv.validate(schema, typed)) fail(`header ${name}: "${value}" ${ajv.errorsText()}`);
+  }
+}
+
+const escapePointer = (s: string) => s.replace(/~/g, "~0").replace(/\//g, "~1");
+
+function pointerGet(doc: Json, pointer: string): Json {
+  let node: any = doc;
+  for (const part of pointer.split("/").slice(1)) node = node?.[part.replace(/~1/g, "/").replace(/~0/g, "~")];
+  if (node === undefined) throw new Error(`OpenAPI document has nothing at #${pointer}`);
+  return node;
 }

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtemp, readFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -44,6 +44,8 @@ export interface Stack {
   pid(service: string): Promise<number>;
   /** Ctrl-C equivalent: resolves when the runner exited. */
   stop(): Promise<number | null>;
+  /** Stops and removes the stack's data directory (instances included). */
+  destroy(): Promise<void>;
 }
 
 /**
@@ -116,6 +118,10 @@ async function launchStack(env: Record<string, string>, dataDir: string): Promis
       if (child.exitCode !== null) return child.exitCode;
       child.kill("SIGINT");
       return await exited;
+    },
+    async destroy() {
+      await this.stop();
+      await rm(dataDir, { recursive: true, force: true });
     },
   };
 }
