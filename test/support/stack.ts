@@ -106,7 +106,7 @@ async function launchStack(env: Record<string, string>, dataDir: string): Promis
       fail(new Error(`stack exited (${code}) before ready:\n${output.slice(-4000)}`));
     });
   });
-  return {
+  const stack: Stack = {
     baseUrl: `http://127.0.0.1:${env.PORT}`,
     async pid(service: string) {
       return Number((await readFile(join(dataDir, "run", `${service}.pid`), "utf8")).trim());
@@ -120,8 +120,9 @@ async function launchStack(env: Record<string, string>, dataDir: string): Promis
       return await exited;
     },
     async destroy() {
-      await this.stop();
+      await stack.stop();
       await rm(dataDir, { recursive: true, force: true });
     },
   };
+  return stack;
 }
