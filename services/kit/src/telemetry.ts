@@ -3,14 +3,15 @@ import { ConnectError, type Interceptor } from "@connectrpc/connect";
 
 /**
  * Starts OpenTelemetry tracing when OTEL_EXPORTER_OTLP_ENDPOINT is set, and is a
- * no-op otherwise. Call it first in a service's main. Returns a shutdown hook
- * that flushes pending spans.
+ * no-op otherwise. Call it first in a service's main. The exporter follows the
+ * standard OTEL_* variables (OTLP over HTTP, protobuf unless
+ * OTEL_EXPORTER_OTLP_PROTOCOL=http/json). Returns a shutdown hook that flushes
+ * pending spans.
  */
 export async function startTelemetry(serviceName: string): Promise<() => Promise<void>> {
   if (!process.env.OTEL_EXPORTER_OTLP_ENDPOINT) return async () => {};
   const { NodeSDK } = await import("@opentelemetry/sdk-node");
-  const { OTLPTraceExporter } = await import("@opentelemetry/exporter-trace-otlp-proto");
-  const sdk = new NodeSDK({ serviceName, traceExporter: new OTLPTraceExporter() });
+  const sdk = new NodeSDK({ serviceName, instrumentations: [] });
   sdk.start();
   return () => sdk.shutdown();
 }
