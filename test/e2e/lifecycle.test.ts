@@ -87,6 +87,26 @@ describe("lifecycle on real instances", () => {
     for (const o of ops.body.data.operations) expect(o.finished_at >= o.started_at).toBe(true);
   });
 
+  it("bills compute only while running", async () => {
+    const api = await account();
+    const db = await createRunning(api, { name: "life-bill", region: "fsn1", tier: "small" });
+    await api.post(`/v1/databases/${db.id}/stop`);
+    await waitStatus(api, db.id, "stopped");
+    const hours = async () => (await api.get("/v1/billing/usage")).body.data.usage.compute.hours as number;
+    // The outbox delivers the stop; after that the meter must stand still.
+    const { stopped } = await waitFor(async () => {
+      const a = await hours();
+      await new Promise((r) => setTimeout(r, 1500));
+      return a === (await hours()) ? { stopped: a } : undefined;
+    }, 30_000, "meter stopped");
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(await hours()).toBe(stopped);
+
+    await api.post(`/v1/databases/${db.id}/start`);
+    await waitStatus(api, db.id, "running");
+    await waitFor(async () => (await hours()) > stopped, 30_000, "meter running again");
+  });
+
   it("resizes up and down, visible through SHOW; same tier is 422", async () => {
     const api = await account();
     const db = await createRunning(api, { name: "life-2", region: "fsn1", tier: "micro" });
