@@ -2,7 +2,7 @@ import { fileURLToPath } from "node:url";
 import { createLogger, migrate, onShutdown, startServer, startTelemetry } from "@dbaas/kit";
 import { readConfig } from "./config.ts";
 import { createContext } from "./context.ts";
-import { startBackgroundWork } from "./outbox-relay.ts";
+import { startBackgroundWork } from "./background.ts";
 import { routes } from "./routes.ts";
 
 const stopTelemetry = await startTelemetry("databases");

@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { StatusEventSchema } from "@dbaas/proto/billing";
@@ -59,48 +58,4 @@ export async function relayOutboxOnce(ctx: AppContext, batchSize = 100): Promise
   });
   if ("error" in result) throw result.error;
   return result.delivered;
-}
-
-/** Marks deleted databases past their retention window for purging by their agent. */
-export async function sweepExpiredDeletions(ctx: AppContext): Promise<number> {
-  return await withTransaction(ctx.pool, async (db) => {
-    const { rows } = await db.query<{ agent_id: string }>(
-      `UPDATE databases SET desired_state = 'purged', generation = generation + 1, updated_at = now()
-       WHERE desired_state = 'deleted' AND purge_after <= now() RETURNING agent_id`,
-    );
-    for (const agentId of new Set(rows.map((r) => r.agent_id))) {
-      await db.query("SELECT pg_notify('dbaas_agent_changed', $1)", [agentId]);
-    }
-    return rows.length;
-  });
-}
-
-/**
- * Runs the relay continuously (every `intervalMs`, and right away while there
- * is a backlog) plus the retention sweep, until `signal` aborts.
- */
-export function startBackgroundWork(ctx: AppContext, signal: AbortSignal, intervalMs = 500): Promise<void> {
-  let lastSweep = 0;
-  let failures = 0;
-  return (async () => {
-    while (!signal.aborted) {
-      let delivered = 0;
-      try {
-        delivered = await relayOutboxOnce(ctx);
-        if (failures > 0) ctx.log.info("billing reachable again; outbox draining");
-        failures = 0;
-        if (Date.now() - lastSweep > ctx.cfg.purgeSweepIntervalMs) {
-          lastSweep = Date.now();
-          const n = await sweepExpiredDeletions(ctx);
-          if (n > 0) ctx.log.info("deleted databases past retention marked for purge", { count: n });
-        }
-      } catch (err) {
-        if (failures++ === 0) ctx.log.warn("outbox delivery failed; will retry", { error: err });
-      }
-      if (delivered === 0) {
-        const backoff = Math.min(intervalMs * 2 ** Math.min(failures, 5), 10_000);
-        await sleep(backoff, undefined, { signal }).catch(() => {});
-      }
-    }
-  })();
 }

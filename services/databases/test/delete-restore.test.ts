@@ -1,7 +1,7 @@
 import { Code } from "@connectrpc/connect";
 import { DesiredState, ObservedState } from "@dbaas/proto/agent";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { sweepExpiredDeletions } from "../src/outbox-relay.ts";
+import { sweepExpiredDeletions } from "../src/background.ts";
 import {
   createDb,
   createHarness,

@@ -1,0 +1,89 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { withTransaction } from "@dbaas/kit";
+import type { AppContext } from "./context.ts";
+import { relayOutboxOnce } from "./outbox-relay.ts";
+import { finishOperations, notifyAgent, setStatus, type DatabaseRow } from "./records.ts";
+
+const TRANSITIONAL = ["provisioning", "starting", "stopping", "restarting", "resizing"];
+
+/** Marks deleted databases past their retention window for purging by their agent. */
+export async function sweepExpiredDeletions(ctx: AppContext): Promise<number> {
+  return await withTransaction(ctx.pool, async (db) => {
+    const { rows } = await db.query<{ agent_id: string }>(
+      `UPDATE databases SET desired_state = 'purged', generation = generation + 1, updated_at = now()
+       WHERE desired_state = 'deleted' AND purge_after <= now() RETURNING agent_id`,
+    );
+    for (const agentId of new Set(rows.map((r) => r.agent_id))) await notifyAgent(db, agentId);
+    return rows.length;
+  });
+}
+
+/**
+ * A database in a transitional status whose agent has gone silent cannot get
+ * there: it is marked `failed`, naming the host, instead of waiting forever.
+ * Nothing else changes — when the agent reports again and the instance is in
+ * the desired state, the report moves it out of `failed` like any other.
+ */
+export async function failStrandedOperations(ctx: AppContext): Promise<number> {
+  return await withTransaction(ctx.pool, async (db) => {
+    const { rows } = await db.query<DatabaseRow & { last_seen_at: Date }>(
+      `SELECT d.*, a.last_seen_at FROM databases d JOIN agents a ON a.id = d.agent_id
+       WHERE d.deleted_at IS NULL AND d.status = ANY ($1::text[])
+         AND a.last_seen_at < now() - make_interval(secs => $2)
+       FOR UPDATE OF d SKIP LOCKED`,
+      [TRANSITIONAL, ctx.cfg.agentTimeoutSeconds],
+    );
+    for (const row of rows) {
+      const reason = `host ${row.agent_id} has not reported since ${row.last_seen_at.toISOString()}; the ${row.status} operation could not complete`;
+      await setStatus(db, row, "failed", reason);
+      await finishOperations(db, row.id, row.generation, reason);
+    }
+    return rows.length;
+  });
+}
+
+/**
+ * The databases service's background work until `signal` aborts, in two
+ * independent loops so a billing outage never holds up the sweeps: the outbox
+ * relay (every `intervalMs`, at once while there is a backlog, backing off
+ * while billing fails) and the sweeps (stranded operations every few seconds,
+ * retention at `purgeSweepIntervalMs`).
+ */
+export function startBackgroundWork(ctx: AppContext, signal: AbortSignal, intervalMs = 500): Promise<void> {
+  const pause = (ms: number) => sleep(ms, undefined, { signal }).catch(() => {});
+
+  const relay = async () => {
+    let failures = 0;
+    while (!signal.aborted) {
+      let delivered = 0;
+      try {
+        delivered = await relayOutboxOnce(ctx);
+        if (failures > 0) ctx.log.info("billing reachable again; outbox draining");
+        failures = 0;
+      } catch (err) {
+        if (failures++ === 0) ctx.log.warn("outbox delivery failed; will retry", { error: err });
+      }
+      if (delivered === 0) await pause(Math.min(intervalMs * 2 ** Math.min(failures, 5), 10_000));
+    }
+  };
+
+  const sweeps = async () => {
+    let lastPurgeSweep = 0;
+    while (!signal.aborted) {
+      try {
+        const stranded = await failStrandedOperations(ctx);
+        if (stranded > 0) ctx.log.warn("operations on silent hosts marked failed", { count: stranded });
+        if (Date.now() - lastPurgeSweep > ctx.cfg.purgeSweepIntervalMs) {
+          lastPurgeSweep = Date.now();
+          const purged = await sweepExpiredDeletions(ctx);
+          if (purged > 0) ctx.log.info("deleted databases past retention marked for purge", { count: purged });
+        }
+      } catch (err) {
+        ctx.log.warn("sweep failed; will retry", { error: err });
+      }
+      await pause(Math.min(5_000, ctx.cfg.purgeSweepIntervalMs));
+    }
+  };
+
+  return Promise.all([relay(), sweeps()]).then(() => {});
+}
