@@ -20,6 +20,8 @@ export interface GatewayConfig {
   /** Limits for callers without a credential (signup, token, unknown routes), per client IP. */
   ipLimitPerMinute: number;
   ipLimitPerDay: number;
+  /** One info line per request; off with LOG_LEVEL=silent, which mutes info lines anyway. */
+  requestLog: boolean;
 }
 
 type Env = Record<string, string | undefined>;
@@ -57,5 +59,6 @@ export function readConfig(env: Env = process.env): GatewayConfig {
     trustProxyHops: positive("TRUST_PROXY_HOPS", envInt(env, "TRUST_PROXY_HOPS", 0), 0),
     ipLimitPerMinute: positive("IP_RATE_LIMIT_PER_MINUTE", envInt(env, "IP_RATE_LIMIT_PER_MINUTE", 60)),
     ipLimitPerDay: positive("IP_RATE_LIMIT_PER_DAY", envInt(env, "IP_RATE_LIMIT_PER_DAY", 1000)),
+    requestLog: env.LOG_LEVEL !== "silent",
   };
 }

@@ -56,6 +56,19 @@ const STATUS_OF: Record<PublicCode, number> = {
   internal_error: 500,
 };
 
+/** Every public code, for the OpenAPI document. */
+export const PUBLIC_CODES = Object.keys(STATUS_OF) as PublicCode[];
+
+/**
+ * The public codes a response of `status` can carry, for the OpenAPI
+ * document: each code's own status, and validation_error also at 400
+ * (malformed rather than invalid requests).
+ */
+export function publicCodesOf(status: number): PublicCode[] {
+  const codes = PUBLIC_CODES.filter((c) => STATUS_OF[c] === status);
+  return status === 400 ? ["validation_error", ...codes] : codes;
+}
+
 interface Mapping {
   status: number;
   code: PublicCode;

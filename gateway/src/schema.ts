@@ -87,6 +87,12 @@ export type QueryType = "string" | "integer";
 export interface QuerySpec {
   type: QueryType;
   description: string;
+  /** For the document: the bounds `pagination` enforces (422 outside them). */
+  minimum?: number;
+  maximum?: number;
+  default?: number;
+  /** For the document: the values the service accepts (422 for others). */
+  enum?: readonly string[];
 }
 
 export type QuerySchema = Record<string, QuerySpec>;
@@ -119,9 +125,12 @@ export function parseQuery(schema: QuerySchema, query: Record<string, unknown>):
   return out;
 }
 
+const PAGE = { minimum: 1, default: 1 };
+const PER_PAGE = { minimum: 1, maximum: 100, default: 20 };
+
 export const PAGINATION_QUERY: QuerySchema = {
-  page: { type: "integer", description: "Page number, from 1 (default 1)." },
-  per_page: { type: "integer", description: "Items per page, 1 to 100 (default 20)." },
+  page: { type: "integer", description: "Page number.", ...PAGE },
+  per_page: { type: "integer", description: "Items per page.", ...PER_PAGE },
 };
 
 export interface Page {
@@ -134,11 +143,13 @@ export interface Page {
  * services receive explicit values and never have to tell "absent" from 0.
  */
 export function pagination(query: QueryValues): Page {
-  const page = (query.page as number | undefined) ?? 1;
-  const perPage = (query.per_page as number | undefined) ?? 20;
+  const page = (query.page as number | undefined) ?? PAGE.default;
+  const perPage = (query.per_page as number | undefined) ?? PER_PAGE.default;
   const details: ErrorDetail[] = [];
-  if (page < 1) details.push({ field: "page", message: "must be at least 1" });
-  if (perPage < 1 || perPage > 100) details.push({ field: "per_page", message: "must be between 1 and 100" });
+  if (page < PAGE.minimum) details.push({ field: "page", message: `must be at least ${PAGE.minimum}` });
+  if (perPage < PER_PAGE.minimum || perPage > PER_PAGE.maximum) {
+    details.push({ field: "per_page", message: `must be between ${PER_PAGE.minimum} and ${PER_PAGE.maximum}` });
+  }
   if (details.length > 0) throw unprocessable("request failed validation", details);
   return { page, perPage };
 }

@@ -115,7 +115,7 @@ describe("GET /v1/openapi.json", () => {
       } else {
         expect(op.security).toEqual([]);
       }
-      expect(op.responses[String(route.success)]).toBeDefined();
+      expect(op.responses[String(route.response.status)]).toBeDefined();
     }
     const operations = Object.values(doc.paths).flatMap((p: any) => Object.keys(p));
     expect(operations).toHaveLength(ROUTES.length);
@@ -137,15 +137,20 @@ describe("GET /v1/openapi.json", () => {
 
   it("documents path and query parameters, and the PEM response", () => {
     const list = doc.paths["/v1/databases"].get;
-    expect(list.parameters.map((p: any) => `${p.in}:${p.name}:${p.schema.type}`)).toEqual([
+    const params = list.parameters.filter((p: any) => !p.$ref);
+    expect(params.map((p: any) => `${p.in}:${p.name}:${p.schema.type}`)).toEqual([
       "query:page:integer",
       "query:per_page:integer",
       "query:status:string",
       "query:region:string",
     ]);
+    expect(params[1].schema).toMatchObject({ minimum: 1, maximum: 100, default: 20 });
+    expect(params[3].schema.enum).toEqual(["fsn1", "nbg1", "hel1"]);
     expect(doc.paths["/v1/databases/{id}"].get.parameters).toEqual([
-      { name: "id", in: "path", required: true, schema: { type: "string" } },
+      { name: "id", in: "path", required: true, description: "Identifier of the resource.", schema: { type: "string" } },
+      { $ref: "#/components/parameters/RequestId" },
     ]);
+    expect(doc.paths["/v1/databases/{id}/start"].post.parameters).toContainEqual({ $ref: "#/components/parameters/IdempotencyKey" });
     expect(doc.paths["/v1/databases/{id}/ca-certificate"].get.responses["200"].content).toHaveProperty(
       "application/x-pem-file",
     );

@@ -29,7 +29,7 @@ describe("auth routes (public)", () => {
     expect(res.status).toBe(201);
     expect(res.body.data).toEqual({
       user: { id: "user-new", email: "ada@example.com", name: "Ada" },
-      organization: { id: "org-new", name: "Analytical", plan: "free" },
+      organization: { id: "org-new", name: "Analytical", plan: "free", created_at: "2025-03-01T10:00:00.000Z" },
       access_token: "tok-new",
       token_type: "Bearer",
       expires_at: "2025-03-01T10:00:00.000Z",

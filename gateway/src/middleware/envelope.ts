@@ -30,15 +30,29 @@ export const file = (contentType: string, filename: string, body: string): Reply
 
 export const document = (body: unknown): Reply => ({ kind: "document", body });
 
+/**
+ * Writes a JSON body without Express's res.json/res.send: those look the
+ * content type up, re-parse it to add a charset and evaluate freshness
+ * (304s), none of which applies to an API whose responses are no-store.
+ * Node drops the body of a HEAD response by itself.
+ */
+function sendJson(res: Response, status: number, body: unknown): void {
+  const json = JSON.stringify(body);
+  res.statusCode = status;
+  res.setHeader("Content-Type", "application/json; charset=utf-8");
+  res.setHeader("Content-Length", Buffer.byteLength(json));
+  res.end(json);
+}
+
 export function sendReply(res: Response, reply: Reply): void {
   const meta = { request_id: res.locals.requestId };
   switch (reply.kind) {
     case "data":
-      res.status(reply.status).json({ data: reply.data, meta });
+      sendJson(res, reply.status, { data: reply.data, meta });
       return;
     case "list": {
       const { page, perPage, total } = reply.page;
-      res.status(200).json({
+      sendJson(res, 200, {
         data: { [reply.name]: reply.items },
         meta: { ...meta, page, per_page: perPage, total, total_pages: Math.ceil(total / perPage) },
       });
@@ -55,14 +69,14 @@ export function sendReply(res: Response, reply: Reply): void {
         .send(reply.body);
       return;
     case "document":
-      res.status(200).json(reply.body);
+      sendJson(res, 200, reply.body);
       return;
   }
 }
 
 export function sendError(res: Response, err: ApiError): void {
-  res.set(err.headers);
-  res.status(err.status).json({
+  for (const [name, value] of Object.entries(err.headers)) res.setHeader(name, value);
+  sendJson(res, err.status, {
     error: { code: err.code, message: err.message, details: err.details },
     meta: { request_id: res.locals.requestId },
   });

@@ -5,11 +5,9 @@ import { ipWindows, planWindows, type Decision } from "../rate-limit/limiter.ts"
 import "../locals.ts";
 
 function setHeaders(res: Response, d: Decision): void {
-  res.set({
-    "X-RateLimit-Limit": String(d.limit),
-    "X-RateLimit-Remaining": String(d.remaining),
-    "X-RateLimit-Reset": String(d.reset),
-  });
+  res.setHeader("X-RateLimit-Limit", String(d.limit));
+  res.setHeader("X-RateLimit-Remaining", String(d.remaining));
+  res.setHeader("X-RateLimit-Reset", String(d.reset));
   res.locals.rateLimited = true;
 }
 

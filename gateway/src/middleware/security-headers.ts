@@ -15,8 +15,9 @@ export function securityHeaders(publicBaseUrl: string): RequestHandler {
     "Cache-Control": "no-store",
   };
   if (publicBaseUrl.startsWith("https://")) headers["Strict-Transport-Security"] = "max-age=31536000; includeSubDomains";
+  const entries = Object.entries(headers);
   return (_req, res, next) => {
-    res.set(headers);
+    for (const [name, value] of entries) res.setHeader(name, value);
     next();
   };
 }

@@ -1,5 +1,5 @@
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
-import { Role } from "@dbaas/proto/identity";
+import { Role, type Organization } from "@dbaas/proto/identity";
 
 /** ISO 8601 UTC, or null for an unset timestamp. */
 export function iso(ts: Timestamp | undefined): string | null {
@@ -25,3 +25,8 @@ const ROLE_NAMES: Record<Role, string> = {
 
 /** The public name of a role (spec 2.7). */
 export const roleName = (role: Role): string => ROLE_NAMES[role];
+
+/** An organization as every route shows it. */
+export function organization(org: Organization) {
+  return { id: org.id, name: org.name, plan: org.plan, created_at: iso(org.createdAt) };
+}

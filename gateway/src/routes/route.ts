@@ -3,6 +3,7 @@ import type { Principal } from "@dbaas/proto/identity";
 import type { GatewayContext } from "../context.ts";
 import type { Reply } from "../middleware/envelope.ts";
 import type { BodySchema, Infer, QuerySchema, QueryValues } from "../schema.ts";
+import type { SchemaName } from "./responses.ts";
 
 /** Scope names of DESIGN.md; identity computes which of them a principal has. */
 export const PERMISSIONS = SCOPES;
@@ -28,13 +29,35 @@ interface RouteBase {
   path: string;
   /** One line for the OpenAPI document. */
   summary: string;
-  /** Status of the success response (for the OpenAPI document; the handler's reply decides). */
-  success: 200 | 201 | 204;
-  /** Content type of a success response that is not the JSON envelope. */
-  produces?: string;
+  /** The success response, for the OpenAPI document (the handler's reply decides; the e2e tests compare). */
+  response: SuccessResponse;
+  /**
+   * Error statuses the route's upstream can answer beyond those the gateway
+   * derives from its shape (see `errorStatuses` in openapi.ts), e.g. 402.
+   */
+  errors?: ErrorStatus[];
   query?: QuerySchema;
   body?: BodySchema;
 }
+
+export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 409 | 413 | 422 | 429 | 500 | 503 | 504;
+
+/** What a route answers on success. */
+export type SuccessResponse =
+  /** `{data, meta}`, `data` as the named schema. */
+  | { status: 200 | 201; data: SchemaName }
+  /** `{data: {<name>: [...]}, meta}` with page meta. */
+  | { status: 200; list: string; item: SchemaName }
+  | { status: 204 }
+  /** A file in its own content type, not the envelope. */
+  | { status: 200; file: string }
+  /** JSON that is a document in its own right (the OpenAPI description). */
+  | { status: 200; document: SchemaName };
+
+export const json = (status: 200 | 201, data: SchemaName): SuccessResponse => ({ status, data });
+export const listOf = (list: string, item: SchemaName): SuccessResponse => ({ status: 200, list, item });
+export const NO_CONTENT: SuccessResponse = { status: 204 };
+export const fileOf = (contentType: string): SuccessResponse => ({ status: 200, file: contentType });
 
 export interface PublicRoute extends RouteBase {
   public: true;

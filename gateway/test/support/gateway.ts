@@ -1,10 +1,13 @@
 import type { AddressInfo } from "node:net";
 import type { Server } from "node:http";
 import type { Clock, Logger } from "@dbaas/kit";
+import { createConformanceChecker } from "@dbaas/test/support/api";
 import { createApp } from "../../src/app.ts";
 import { readConfig } from "../../src/config.ts";
 import { createContext, type GatewayContext } from "../../src/context.ts";
 import type { RevocationFeedOptions } from "../../src/middleware/auth.ts";
+import { openApiDocument } from "../../src/routes/openapi.ts";
+import { ROUTES } from "../../src/routes/table.ts";
 import { SECRET, type Stubs } from "./stubs.ts";
 
 export interface TestGateway {
@@ -58,8 +61,22 @@ export interface RequestOptions {
   /** Serialized as JSON unless it is already a string. */
   body?: unknown;
   headers?: Record<string, string>;
+  /**
+   * false: skip the OpenAPI check, for tests whose stub makes an upstream
+   * answer what the real one never does (e.g. any Connect code on a GET).
+   */
+  conform?: boolean;
 }
 
+// Built from the generator rather than fetched, so that checking costs no request
+// (rate-limit tests count every one).
+const conformance = createConformanceChecker(openApiDocument(ROUTES, "http://gateway.test"));
+
+/**
+ * One request; every answer to a /v1 request is checked against the OpenAPI
+ * document, as the end-to-end client does. Preflights (OPTIONS) and HEAD are
+ * browser and HTTP mechanics, not operations of the API, so they are not.
+ */
 export async function api(base: string, path: string, opts: RequestOptions = {}): Promise<ApiResponse> {
   const headers: Record<string, string> = { ...opts.headers };
   if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
@@ -71,7 +88,12 @@ export async function api(base: string, path: string, opts: RequestOptions = {})
   const res = await fetch(base + path, { method: opts.method ?? "GET", headers, body });
   const text = await res.text();
   const isJson = res.headers.get("content-type")?.includes("application/json") ?? false;
-  return { status: res.status, headers: res.headers, body: isJson && text !== "" ? JSON.parse(text) : undefined, text };
+  const parsed = isJson && text !== "" ? JSON.parse(text) : undefined;
+  const method = opts.method ?? "GET";
+  if (opts.conform !== false && path.startsWith("/v1") && method !== "OPTIONS" && method !== "HEAD") {
+    conformance.check({ method, path, status: res.status, headers: res.headers, text, body: isJson ? parsed : text });
+  }
+  return { status: res.status, headers: res.headers, body: parsed, text };
 }
 
 /** Resolves once the gateway's revocation feed is subscribed, i.e. its principal cache is in use. */

@@ -1,6 +1,6 @@
 import { created, ok, type Reply } from "../../middleware/envelope.ts";
 import { optional, required, type Infer } from "../../schema.ts";
-import { iso, present } from "../mappers.ts";
+import { iso, organization, present } from "../mappers.ts";
 import type { Call } from "../route.ts";
 import type { Token } from "@dbaas/proto/identity";
 
@@ -32,7 +32,7 @@ export async function signup({ ctx, body }: Call<Infer<typeof signupBody>>): Pro
   const org = present(res.organization, "organization");
   return created({
     user: { id: user.id, email: user.email, name: user.name },
-    organization: { id: org.id, name: org.name, plan: org.plan },
+    organization: organization(org),
     ...tokenJson(present(res.token, "token")),
   });
 }

@@ -1,7 +1,9 @@
+import { REGIONS } from "@dbaas/kit";
 import type { Database, Operation } from "@dbaas/proto/databases";
 import { created, file, list, noContent, ok, type Reply } from "../../middleware/envelope.ts";
 import { optional, pagination, PAGINATION_QUERY, required, type Infer, type QuerySchema } from "../../schema.ts";
 import { iso, orNull, present } from "../mappers.ts";
+import { DATABASE_STATUSES } from "../responses.ts";
 import type { AuthedCall } from "../route.ts";
 
 export const createBody = {
@@ -21,8 +23,8 @@ export const resizeBody = {
 
 export const listQuery: QuerySchema = {
   ...PAGINATION_QUERY,
-  status: { type: "string", description: "Only databases in this status." },
-  region: { type: "string", description: "Only databases in this region." },
+  status: { type: "string", description: "Only databases in this status.", enum: DATABASE_STATUSES },
+  region: { type: "string", description: "Only databases in this region.", enum: REGIONS.map((r) => r.code) },
 };
 
 export const operationsQuery: QuerySchema = PAGINATION_QUERY;

@@ -1,8 +1,8 @@
-import type { Invitation, Member, Organization } from "@dbaas/proto/identity";
+import type { Invitation, Member } from "@dbaas/proto/identity";
 import { insufficientPermissions } from "../../errors.ts";
 import { created, list, noContent, ok, type Reply } from "../../middleware/envelope.ts";
 import { optional, pagination, PAGINATION_QUERY, required, type Infer, type QuerySchema } from "../../schema.ts";
-import { iso, present, roleName } from "../mappers.ts";
+import { iso, organization, present, roleName } from "../mappers.ts";
 import type { AuthedCall, Call } from "../route.ts";
 
 export const updateOrganizationBody = {
@@ -31,10 +31,6 @@ export const acceptBody = {
 };
 
 export const listQuery: QuerySchema = PAGINATION_QUERY;
-
-function organization(org: Organization) {
-  return { id: org.id, name: org.name, plan: org.plan, created_at: iso(org.createdAt) };
-}
 
 /** Spec 2.2. */
 function member(m: Member) {

@@ -1,0 +1,220 @@
+import { REGIONS, SCOPES, TIERS } from "@dbaas/kit";
+
+/**
+ * JSON Schemas (2020-12, as OpenAPI 3.1 uses) of what each route puts in
+ * `data`. Every object is closed (`additionalProperties: false`) and names
+ * every field it always carries as required, so the end-to-end tests, which
+ * validate every response against the published document, fail on a field
+ * the document does not know or one a mapper forgot.
+ */
+export type JsonSchema = Record<string, unknown>;
+
+const ref = (name: string): JsonSchema => ({ $ref: `#/components/schemas/${name}` });
+const str = (description?: string): JsonSchema => ({ type: "string", ...(description && { description }) });
+const dateTime = (description?: string): JsonSchema => ({ type: "string", format: "date-time", ...(description && { description }) });
+const nullableDateTime = (description: string): JsonSchema => ({ type: ["string", "null"], format: "date-time", description });
+const oneOf = (values: readonly string[], description?: string): JsonSchema => ({
+  type: "string",
+  enum: [...values],
+  ...(description && { description }),
+});
+const int = (description?: string): JsonSchema => ({ type: "integer", ...(description && { description }) });
+const num = (description?: string): JsonSchema => ({ type: "number", ...(description && { description }) });
+const arrayOf = (items: JsonSchema): JsonSchema => ({ type: "array", items });
+
+/** A closed object: every property required except those named in `optional`. */
+function object(description: string, properties: Record<string, JsonSchema>, optional: string[] = []): JsonSchema {
+  return {
+    type: "object",
+    description,
+    properties,
+    required: Object.keys(properties).filter((k) => !optional.includes(k)),
+    additionalProperties: false,
+  };
+}
+
+/** DESIGN.md §2 "Databases": the statuses a database is reported in. */
+export const DATABASE_STATUSES = ["provisioning", "running", "starting", "stopping", "stopped", "restarting", "resizing", "failed"];
+const ROLES = ["owner", "admin", "developer", "viewer"];
+// `internal` is set by support only, for our own tooling (benchmarks, synthetic checks).
+const PLANS = ["free", "pro", "enterprise", "internal"];
+
+const id = (prefix: string) => ({ type: "string", pattern: `^${prefix}`, description: `Identifier, prefix \`${prefix}\`.` });
+const region = oneOf(REGIONS.map((r) => r.code), "Region code.");
+const tier = oneOf(TIERS.map((t) => t.name), "Instance tier.");
+const version = { type: "string", pattern: "^[0-9]+$", description: "PostgreSQL major version." };
+const databaseStatus = oneOf(DATABASE_STATUSES, "Lifecycle status.");
+const role = oneOf(ROLES);
+const accessToken = {
+  access_token: str("Bearer credential for the Authorization header."),
+  token_type: { const: "Bearer" },
+  expires_at: dateTime("When the token stops working (1 hour after issue)."),
+};
+
+const apiKeyFields = {
+  id: id("key-"),
+  name: str(),
+  scopes: arrayOf(oneOf(SCOPES)),
+  prefix: str("First characters of the secret, to recognise it."),
+  role: oneOf(ROLES, "The creator's role when the key was created; the key keeps it."),
+  created_by: str("User id of the creator."),
+  created_at: dateTime(),
+  expires_at: nullableDateTime("Null: never expires."),
+};
+
+const SCHEMAS = {
+  Database: object(
+    "A database as GET and PATCH return it: the connection string's password masked.",
+    {
+      id: id("db-"),
+      name: str("3-63 characters."),
+      type: { const: "postgres" },
+      region,
+      tier,
+      version,
+      status: databaseStatus,
+      status_reason: str("Why the database is `failed`; absent otherwise."),
+      host: str("`<id>.<database domain>`."),
+      port: int(),
+      database: str(),
+      username: str(),
+      connection_string: str("`postgresql://<username>:********@<host>:<port>/<database>?sslmode=require`."),
+      created_at: dateTime(),
+      updated_at: dateTime(),
+    },
+    ["status_reason"],
+  ),
+  CreatedDatabase: object("A new database, with its password: shown this once.", {
+    id: id("db-"),
+    name: str(),
+    type: { const: "postgres" },
+    region,
+    tier,
+    version,
+    status: databaseStatus,
+    host: str(),
+    port: int(),
+    database: str(),
+    username: str(),
+    password: str(),
+    connection_string: str("With the password in clear."),
+    created_at: dateTime(),
+  }),
+  DatabaseListItem: object("A database as lists show it.", {
+    id: id("db-"),
+    name: str(),
+    region,
+    tier,
+    version,
+    status: databaseStatus,
+    created_at: dateTime(),
+  }),
+  DatabaseStatus: object("The database's status after start, stop or restart was accepted.", {
+    id: id("db-"),
+    status: databaseStatus,
+  }),
+  ResizedDatabase: object("The database's new tier and status after a resize was accepted.", {
+    id: id("db-"),
+    tier,
+    status: databaseStatus,
+  }),
+  Credentials: object("New credentials; the previous password no longer works.", {
+    password: str(),
+    connection_string: str("With the password in clear."),
+  }),
+  Operation: object("One operation run on a database.", {
+    id: id("op-"),
+    type: oneOf(["create", "start", "stop", "restart", "resize", "delete", "restore"]),
+    status: oneOf(["running", "succeeded", "failed"]),
+    started_at: dateTime(),
+    finished_at: nullableDateTime("Null while running."),
+    error: { type: ["string", "null"], description: "Why it failed; null otherwise." },
+  }),
+  Regions: object("Regions a database can be created in.", {
+    regions: arrayOf(object("A region.", { code: region, name: str("Location.") })),
+  }),
+  Tiers: object("Instance tiers.", {
+    tiers: arrayOf(
+      object("A tier.", {
+        name: tier,
+        vcpu: int(),
+        memory_gb: num(),
+        storage_gb: num(),
+        hourly_price: num("USD per hour while running."),
+      }),
+    ),
+  }),
+  Versions: object("PostgreSQL versions.", {
+    versions: arrayOf(object("A version.", { version, default: { type: "boolean" } })),
+  }),
+  Usage: object("Month-to-date usage of the organization and its price (spec 2.4).", {
+    period: object("The billing period, half-open.", {
+      start: dateTime(),
+      end: dateTime("First instant of the next month."),
+    }),
+    usage: object("Quantities and amounts per meter.", {
+      compute: object("Running time.", { hours: num(), amount: num() }),
+      storage: object("Stored data.", { gb: num("GB-months."), amount: num() }),
+      data_transfer: object("Data transferred.", { gb: num(), amount: num() }),
+      replicas: object("Replica running time.", { hours: num(), amount: num() }),
+    }),
+    total: num(),
+    currency: str("Three-letter currency code."),
+  }),
+  Organization: object("An organization.", {
+    id: id("org-"),
+    name: str(),
+    plan: oneOf(PLANS, "Rate limits follow the plan (spec 8)."),
+    created_at: dateTime(),
+  }),
+  User: object("A user.", { id: id("user-"), email: str(), name: str() }),
+  Member: object("A member of the organization (spec 2.2).", {
+    id: id("member-"),
+    user: ref("User"),
+    role,
+    joined_at: dateTime(),
+  }),
+  Invitation: object("An invitation (spec 2.3).", {
+    id: id("invite-"),
+    email: str(),
+    role,
+    status: oneOf(["pending", "expired"]),
+    expires_at: dateTime(),
+    created_at: dateTime(),
+  }),
+  Transfer: object("Both member records after an ownership transfer.", {
+    owner: ref("Member"),
+    previous_owner: ref("Member"),
+  }),
+  ApiKey: object("An API key (never its secret).", apiKeyFields),
+  CreatedApiKey: object("A new API key with its secret, shown this once.", {
+    ...apiKeyFields,
+    secret: str("The key itself, for `Authorization: Bearer`."),
+  }),
+  Token: object("A login token.", accessToken),
+  Signup: object("The new user, their organization and a login token.", {
+    user: ref("User"),
+    organization: ref("Organization"),
+    ...accessToken,
+  }),
+  Acceptance: object("The organization joined, the new membership and a login token acting in it.", {
+    organization: ref("Organization"),
+    member: ref("Member"),
+    ...accessToken,
+  }),
+  OpenApiDocument: {
+    type: "object",
+    description: "An OpenAPI 3.1 document.",
+    properties: {
+      openapi: { type: "string", pattern: "^3\\.1\\." },
+      info: { type: "object" },
+      paths: { type: "object" },
+    },
+    required: ["openapi", "info", "paths"],
+  },
+} satisfies Record<string, JsonSchema>;
+
+export type SchemaName = keyof typeof SCHEMAS;
+
+/** The schemas of `components.schemas`, by name. */
+export const RESPONSE_SCHEMAS: Readonly<Record<SchemaName, JsonSchema>> = SCHEMAS;
