@@ -10,6 +10,7 @@ import { randomBytes } from "node:crypto";
 import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
 import http from "node:http";
 import http2 from "node:http2";
+import net from "node:net";
 import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
@@ -119,6 +120,18 @@ async function waitHealthy(svc: Service, timeoutMs: number) {
   throw new Error(`${svc.name} did not become healthy within ${timeoutMs / 1000}s`);
 }
 
+/** Fails fast, naming the setting to change, when a port the stack needs is taken. */
+async function assertPortsFree(wanted: Array<[string, number]>): Promise<void> {
+  for (const [setting, port] of wanted) {
+    const free = await new Promise<boolean>((done) => {
+      const probe = net.createServer();
+      probe.once("error", () => done(false));
+      probe.listen(port, "127.0.0.1", () => probe.close(() => done(true)));
+    });
+    if (!free) throw new Error(`port ${port} is already in use (another stack running?); set ${setting} to use another`);
+  }
+}
+
 async function internalSecret(): Promise<string> {
   if (env.INTERNAL_AUTH_SECRET) return env.INTERNAL_AUTH_SECRET;
   // Kept in the data dir so a service restarted on its own still talks to the others.
@@ -133,6 +146,14 @@ async function internalSecret(): Promise<string> {
 }
 
 async function main() {
+  await assertPortsFree([
+    ["PORT", gatewayPort],
+    ["IDENTITY_PORT", ports.identity],
+    ["DATABASES_PORT", ports.databases],
+    ["BILLING_PORT", ports.billing],
+    ...agentRegions.map((_, i): [string, number] => ["AGENT_BASE_PORT", ports.agentBase + i]),
+    ...(env.DATABASE_URL ? [] : [["METADATA_PG_PORT", ports.metadata] as [string, number]]),
+  ]);
   await mkdir(dataDir, { recursive: true });
   // PostgreSQL runs as an unprivileged user below this directory: it must be able to traverse it.
   await chmod(dataDir, 0o755);
