@@ -5,6 +5,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -12,7 +13,7 @@ import { openApiDocument } from "../src/routes/openapi.ts";
 import { ROUTES } from "../src/routes/table.ts";
 
 const gatewayDir = join(dirname(fileURLToPath(import.meta.url)), "..");
-const redocly = join(gatewayDir, "../node_modules/@redocly/cli/bin/cli.js");
+const redocly = join(dirname(createRequire(import.meta.url).resolve("@redocly/cli/package.json")), "bin/cli.js");
 
 /** Runs `redocly lint` on `doc`; `ok` only without a single problem. */
 export function lintOpenApi(doc: unknown): { ok: boolean; output: string } {

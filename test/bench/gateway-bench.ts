@@ -1,18 +1,23 @@
 /**
  * `npm run bench:gateway`: throughput and latency of `GET /v1/databases/{id}`
  * through the full path (auth, rate limit, Connect call, PostgreSQL) against a
- * bare Express route returning the same JSON, same machine, same run.
+ * bare Express route returning the same JSON, same machine, same run. Also
+ * where the CPU goes: CPU time per request of every process involved, read
+ * from /proc, so the ratio can be explained and not just printed.
  */
 import { execFile, spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { promisify } from "node:util";
 import autocannon from "autocannon";
-import { createApi } from "../support/api.ts";
-import { startStack } from "../support/stack.ts";
+import { createApi, waitFor } from "../support/api.ts";
+import { startStack, type Stack } from "../support/stack.ts";
 import { writeSection } from "./report.ts";
 
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
+// Linux reports process CPU time in clock ticks of 10 ms.
+const TICK_US = 10_000;
 
 interface Result {
   rps: number;
@@ -20,14 +25,84 @@ interface Result {
   p99: number;
   non2xx: number;
   errors: number;
+  /** CPU microseconds per request, by component. */
+  cpu: Map<string, number>;
 }
 
-async function load(url: string, headers: Record<string, string>): Promise<Result> {
+interface Proc {
+  ppid: number;
+  ticks: number;
+  cmdline: string;
+}
+
+function processes(): Map<number, Proc> {
+  const out = new Map<number, Proc>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      // Fields after "(comm)": state ppid … utime(14) stime(15), counted from the state.
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, "utf8").replace(/\0/g, " ");
+      out.set(Number(entry), { ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]), cmdline });
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return out;
+}
+
+/** Names every process that matters here; the rest is "other" (the machine is shared). */
+function classify(procs: Map<number, Proc>, named: Map<number, string>, dataDir: string): (pid: number) => string {
+  const memo = new Map<number, string>();
+  const of = (pid: number): string => {
+    const hit = memo.get(pid) ?? named.get(pid);
+    if (hit) return hit;
+    const p = procs.get(pid);
+    let name = "other";
+    if (p) {
+      if (p.cmdline.includes(`${dataDir}/metadata`)) name = "metadata PostgreSQL";
+      else if (p.cmdline.includes(`${dataDir}/agents`)) name = "database instance";
+      else if (p.cmdline.startsWith("redis-server")) name = "Redis";
+      else if (p.ppid > 1) {
+        // PostgreSQL backends are children of their postmaster.
+        const parent = of(p.ppid);
+        if (parent === "metadata PostgreSQL" || parent === "database instance") name = parent;
+      }
+    }
+    memo.set(pid, name);
+    return name;
+  };
+  return of;
+}
+
+async function load(url: string, headers: Record<string, string>, named: Map<number, string>, dataDir: string): Promise<Result> {
   // A short warm-up so JIT and connection set-up are not measured.
   await autocannon({ url, connections: CONNECTIONS, duration: 2, headers });
+  const before = processes();
+  const selfBefore = process.cpuUsage();
   const r = await autocannon({ url, connections: CONNECTIONS, duration: DURATION, headers });
-  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors };
+  const self = process.cpuUsage(selfBefore);
+  const after = processes();
+  const name = classify(after, named, dataDir);
+  const cpu = new Map<string, number>([["load generator (autocannon)", (self.user + self.system) / r.requests.total]]);
+  for (const [pid, p] of after) {
+    if (pid === process.pid) continue;
+    const used = (p.ticks - (before.get(pid)?.ticks ?? 0)) * TICK_US;
+    if (used > 0) cpu.set(name(pid), (cpu.get(name(pid)) ?? 0) + used / r.requests.total);
+  }
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors, cpu };
 }
+
+async function servicePids(stack: Stack): Promise<Map<number, string>> {
+  const named = new Map<number, string>();
+  for (const service of ["gateway", "identity", "databases", "billing", "agent-fsn1"]) {
+    named.set(await stack.pid(service), service === "agent-fsn1" ? "provisioner agent" : `${service} service`);
+  }
+  return named;
+}
+
+const us = (n: number | undefined) => (n === undefined ? "–" : n.toFixed(0));
 
 async function main() {
   const machine = `${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`;
@@ -47,31 +122,44 @@ async function main() {
     api.setToken(token);
     const created = await api.post("/v1/databases", { name: "bench", region: "fsn1", tier: "micro" });
     const id = created.body.data.id as string;
-    const sample = await api.get(`/v1/databases/${id}`);
-    if (sample.status !== 200) throw new Error(`GET failed: ${sample.status} ${JSON.stringify(sample.body)}`);
+    // Provisioning (copying the data directory, starting PostgreSQL) must not overlap either run.
+    const sample = await waitFor(async () => {
+      const res = await api.get(`/v1/databases/${id}`);
+      return res.status === 200 && res.body.data.status === "running" ? res : undefined;
+    }, 60_000, "the benchmark database running");
 
     bare = spawn(process.execPath, ["--import", "tsx", "test/bench/bare-express.ts"], {
       env: { ...process.env, BARE_BODY: JSON.stringify(sample.body) },
       stdio: ["ignore", "pipe", "inherit"],
     });
     const bareUrl = await new Promise<string>((resolve) => bare!.stdout!.once("data", (d: Buffer) => resolve(d.toString().trim())));
+    const named = await servicePids(stack);
+    named.set(bare.pid!, "bare Express");
 
     process.stdout.write("bare express…\n");
-    const base = await load(`${bareUrl}/v1/databases/${id}`, {});
+    const base = await load(`${bareUrl}/v1/databases/${id}`, {}, named, stack.dataDir);
     process.stdout.write(`  ${base.rps.toFixed(0)} req/s, p50 ${base.p50} ms, p99 ${base.p99} ms\n`);
     process.stdout.write("full path (auth, rate limit, Connect, PostgreSQL)…\n");
-    const full = await load(`${stack.baseUrl}/v1/databases/${id}`, { authorization: `Bearer ${token}` });
+    const full = await load(`${stack.baseUrl}/v1/databases/${id}`, { authorization: `Bearer ${token}` }, named, stack.dataDir);
     process.stdout.write(`  ${full.rps.toFixed(0)} req/s, p50 ${full.p50} ms, p99 ${full.p99} ms, non-2xx ${full.non2xx}, errors ${full.errors}\n`);
     const ratio = full.rps / base.rps;
     process.stdout.write(`ratio full/bare req/s: ${ratio.toFixed(2)} (target ≥ 0.5); full-path p99 ${full.p99} ms (target < 25 ms)\n`);
     const redis = process.env.REDIS_URL ? `Redis at ${process.env.REDIS_URL}` : "in-process limiter (REDIS_URL unset)";
 
+    const components = [...new Set([...full.cpu.keys(), ...base.cpu.keys()])]
+      .filter((c) => c !== "other" && ((full.cpu.get(c) ?? 0) >= 1 || (base.cpu.get(c) ?? 0) >= 1))
+      .sort((a, b) => (full.cpu.get(b) ?? 0) - (full.cpu.get(a) ?? 0));
+    const total = (r: Result) => [...r.cpu].filter(([c]) => c !== "other").reduce((s, [, v]) => s + v, 0);
+    const cpuRows = components.map((c) => `| ${c} | ${us(full.cpu.get(c))} | ${us(base.cpu.get(c))} |`);
+    for (const row of [...cpuRows, `| total | ${us(total(full))} | ${us(total(base))} |`]) process.stdout.write(`  ${row}\n`);
+    const cores = cpus().length;
+
     await writeSection(
       "Gateway throughput",
       [
-        "Command: `npm run bench:gateway` (test/bench/gateway-bench.ts): autocannon, " +
+        "Command: `REDIS_URL=redis://127.0.0.1:6379 npm run bench:gateway` (test/bench/gateway-bench.ts): autocannon, " +
           `${CONNECTIONS} connections, ${DURATION} s after a 2 s warm-up, against \`GET /v1/databases/{id}\`.`,
-        `Machine: ${machine}, shared and noisy; the load generator runs on the same 2 cores. Rate limiter: ${redis}.`,
+        `Machine: ${machine}, shared and noisy; the load generator runs on the same ${cores} cores. Rate limiter: ${redis}.`,
         "",
         "| target | req/s | p50 ms | p99 ms | non-2xx |",
         "|---|---|---|---|---|",
@@ -79,6 +167,17 @@ async function main() {
         `| bare Express, same JSON | ${base.rps.toFixed(0)} | ${base.p50} | ${base.p99} | ${base.non2xx} |`,
         "",
         `Ratio full/bare: **${ratio.toFixed(2)}** (target ≥ 0.5); full-path p99 ${full.p99} ms (target < 25 ms).`,
+        "",
+        "Where the CPU goes: CPU time (user + system, from /proc) per request of each process during the measured run, µs.",
+        "",
+        "| process | full path µs/req | bare µs/req |",
+        "|---|---|---|",
+        ...cpuRows,
+        `| total | ${us(total(full))} | ${us(total(base))} |`,
+        "",
+        `With ${cores} cores the full path cannot exceed ${((cores * 1e6) / total(full)).toFixed(0)} req/s at this cost ` +
+          `(bare: ${((cores * 1e6) / total(base)).toFixed(0)}): every request crosses four processes (gateway, Redis, databases ` +
+          "service, PostgreSQL) where the bare route crosses one, and each crossing is a socket write and a wake-up on each side.",
       ].join("\n"),
     );
     process.stdout.write("written to docs/benchmarks.md\n");

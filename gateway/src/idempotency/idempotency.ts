@@ -10,7 +10,8 @@ type Outcome =
   | { reply: Reply }
   | { error: { status: number; code: PublicCode; message: string; details: ErrorDetail[]; headers: Record<string, string> } };
 
-const KEY_FORMAT = /^[\x21-\x7e]{1,255}$/;
+/** What an Idempotency-Key may be: 1-255 visible ASCII characters. */
+export const IDEMPOTENCY_KEY_FORMAT = /^[\x21-\x7e]{1,255}$/;
 
 // Answers that say the request was not carried out: the client may retry them with the same key.
 const NOT_EXECUTED = new Set(["rate_limit_exceeded", "service_unavailable", "maintenance_mode"]);
@@ -65,7 +66,7 @@ export async function runIdempotent(
 ): Promise<Reply> {
   const header = req.get("idempotency-key");
   if (req.method !== "POST" || header === undefined) return await execute();
-  if (!KEY_FORMAT.test(header)) {
+  if (!IDEMPOTENCY_KEY_FORMAT.test(header)) {
     throw badRequest("malformed Idempotency-Key", [
       { field: "Idempotency-Key", message: "must be 1-255 visible ASCII characters" },
     ]);

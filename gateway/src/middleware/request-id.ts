@@ -2,7 +2,8 @@ import { randomFillSync } from "node:crypto";
 import type { RequestHandler } from "express";
 import "../locals.ts";
 
-const SANE_ID = /^[A-Za-z0-9._-]{1,128}$/;
+/** A client's X-Request-Id is echoed only when it matches this (the generated ones do too). */
+export const SANE_REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 const ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
 // Bytes at or above this are rejected: 252 is the largest multiple of 36 below 256 (no modulo bias).
 const LIMIT = 256 - (256 % ALPHABET.length);
@@ -38,7 +39,7 @@ export function requestId(): RequestHandler {
   const newId = createIdSource();
   return (req, res, next) => {
     const supplied = req.headers["x-request-id"];
-    const id = typeof supplied === "string" && SANE_ID.test(supplied) ? supplied : newId();
+    const id = typeof supplied === "string" && SANE_REQUEST_ID.test(supplied) ? supplied : newId();
     res.locals.requestId = id;
     res.setHeader("X-Request-Id", id);
     next();

@@ -1,4 +1,6 @@
 import { PUBLIC_CODES, publicCodesOf } from "../errors.ts";
+import { IDEMPOTENCY_KEY_FORMAT } from "../idempotency/idempotency.ts";
+import { SANE_REQUEST_ID } from "../middleware/request-id.ts";
 import type { BodySchema, FieldType, QuerySchema, QuerySpec } from "../schema.ts";
 import { RESPONSE_SCHEMAS, type JsonSchema } from "./responses.ts";
 import type { ErrorStatus, Route, SuccessResponse } from "./route.ts";
@@ -53,10 +55,16 @@ function queryParameters(query: QuerySchema): JsonSchema[] {
   }));
 }
 
+const REQUEST_ID_PATTERN = SANE_REQUEST_ID.source;
+
 const header = (description: string, schema: JsonSchema, required: boolean) => ({ description, required, schema });
 
 const HEADERS = {
-  RequestId: header("The request's id, also in `meta.request_id`: a sane client `X-Request-Id`, or a new one.", { type: "string" }, true),
+  RequestId: header(
+    "The request's id, also in `meta.request_id`: a sane client `X-Request-Id`, or a new one (`req_…`).",
+    { type: "string", pattern: REQUEST_ID_PATTERN },
+    true,
+  ),
   RateLimitLimit: header("Requests allowed in the window closest to exhaustion.", { type: "integer", minimum: 0 }, true),
   RateLimitRemaining: header("Requests left in that window.", { type: "integer", minimum: 0 }, true),
   RateLimitReset: header("When that window resets, Unix time in seconds.", { type: "integer", minimum: 0 }, true),
@@ -190,7 +198,7 @@ const PARAMETERS = {
     in: "header",
     required: false,
     description: "Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made).",
-    schema: { type: "string", pattern: "^[A-Za-z0-9._-]{1,128}$" },
+    schema: { type: "string", pattern: REQUEST_ID_PATTERN },
   },
   IdempotencyKey: {
     name: "Idempotency-Key",
@@ -199,7 +207,7 @@ const PARAMETERS = {
     description:
       "Makes a retry safe: the first response is stored for 24 h and replayed (Idempotent-Replayed: true); " +
       "the same key with a different request is 422, while the first is still running 409.",
-    schema: { type: "string", pattern: "^[\\x21-\\x7e]{1,255}$" },
+    schema: { type: "string", pattern: IDEMPOTENCY_KEY_FORMAT.source },
   },
 };
 

@@ -42,6 +42,39 @@ import {
 } from "../records.ts";
 import { generatePassword, scramVerifier } from "../scram.ts";
 
+/**
+ * Every column of DatabaseRow, named: GET /v1/databases/{id} is the API's
+ * hottest read, so it is a named statement (parsed and planned once per
+ * connection), and a prepared `SELECT *` would fail on every open connection
+ * ("cached plan must not change result type") once a migration adds a column.
+ */
+const DATABASE_COLUMNS = [
+  "id",
+  "organization_id",
+  "name",
+  "region",
+  "tier",
+  "version",
+  "status",
+  "status_reason",
+  "agent_id",
+  "port",
+  "desired_state",
+  "generation",
+  "observed_generation",
+  "scram_verifier",
+  "credentials_generation",
+  "applied_credentials_generation",
+  "created_at",
+  "updated_at",
+  "deleted_at",
+  "purge_after",
+] as const satisfies readonly (keyof DatabaseRow)[];
+// Fails to compile when DatabaseRow gains a field the list above lacks.
+type OnlyNever<T extends never> = T;
+type AllColumnsNamed = OnlyNever<Exclude<keyof DatabaseRow, (typeof DATABASE_COLUMNS)[number]>>;
+const GET_DATABASE = `SELECT ${DATABASE_COLUMNS.join(", ")} FROM databases WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL`;
+
 export const STATUSES = ["provisioning", "running", "starting", "stopping", "stopped", "restarting", "resizing", "failed"];
 
 /** A database name after trimming: 3–63 characters, no control characters. */
@@ -156,10 +189,11 @@ export function databasesHandlers(ctx: AppContext): Partial<ServiceImpl<typeof D
     },
 
     async getDatabase(req) {
-      const { rows } = await ctx.pool.query<DatabaseRow>(
-        "SELECT * FROM databases WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL",
-        [req.id, req.organizationId],
-      );
+      const { rows } = await ctx.pool.query<DatabaseRow>({
+        name: "get-database",
+        text: GET_DATABASE,
+        values: [req.id, req.organizationId],
+      });
       if (!rows[0]) throw notFound("database");
       return create(GetDatabaseResponseSchema, { database: toDatabase(rows[0], domain) });
     },
