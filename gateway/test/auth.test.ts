@@ -4,7 +4,7 @@ import { RevocationSchema } from "@dbaas/proto/identity";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ROUTES } from "../src/routes/table.ts";
 import { api, startGateway, waitForRevocationFeed, type TestGateway } from "./support/gateway.ts";
-import { captureLog } from "./support/log.ts";
+import { captureLog } from "@dbaas/test/support/log";
 import { ALL_PERMISSIONS, principal, startStubs, type Stubs } from "./support/stubs.ts";
 
 let stubs: Stubs;

@@ -4,7 +4,7 @@ import { promisify } from "node:util";
 import type { Clock } from "@dbaas/kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { api, startGateway, type TestGateway } from "./support/gateway.ts";
-import { captureLog } from "./support/log.ts";
+import { captureLog } from "@dbaas/test/support/log";
 import { inspector, REDIS_URL, startRelay, uniquePrefix } from "./support/redis.ts";
 import { ALL_PERMISSIONS, principal, startStubs, type Stubs } from "./support/stubs.ts";
 

@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { hashSecret } from "../src/credentials.ts";
 import { createLogSender, createMailRelay, createSealer, createSmtpSender, retryDelayMs, type MailRelay } from "../src/mail.ts";
 import { actor, createHarness, signupInput, signupUser, type Harness } from "./harness.ts";
-import { captureLog } from "./log.ts";
+import { captureLog } from "@dbaas/test/support/log";
 
 let h: Harness;
 const servers: SmtpServer[] = [];

@@ -9,7 +9,7 @@ import { readConfig } from "../src/config.ts";
 import { createContext, MIGRATIONS_DIR, type AppContext } from "../src/context.ts";
 import { routes } from "../src/routes.ts";
 import { actor, CapturingSender, FakeDatabases, PASSWORD } from "./harness.ts";
-import { captureLog } from "./log.ts";
+import { captureLog } from "@dbaas/test/support/log";
 
 /**
  * WatchRevocations over real HTTP/2, with two identity replicas on one

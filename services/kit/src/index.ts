@@ -10,3 +10,4 @@ export * from "./client.ts";
 export * from "./server.ts";
 export * from "./catalogue.ts";
 export * from "./scopes.ts";
+export * from "./support.ts";

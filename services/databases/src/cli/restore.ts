@@ -7,10 +7,8 @@
  * stack's, read from $DBAAS_DATA_DIR/internal-auth-secret). Calls the internal
  * RestoreDatabase RPC as caller "support"; the public gateway has no such route.
  */
-import { readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
 import { ConnectError } from "@connectrpc/connect";
-import { createInternalClient } from "@dbaas/kit";
+import { createInternalClient, operatorSecret } from "@dbaas/kit";
 import { DatabasesService } from "@dbaas/proto/databases";
 
 const id = process.argv[2];
@@ -18,9 +16,7 @@ if (!id || !/^db-[a-z0-9]+$/.test(id)) {
   process.stderr.write("usage: restore.ts <database-id>   (e.g. db-k3x9…)\n");
   process.exit(2);
 }
-const secret =
-  process.env.INTERNAL_AUTH_SECRET ||
-  readFileSync(join(resolve(process.env.DBAAS_DATA_DIR ?? ".dbaas"), "internal-auth-secret"), "utf8").trim();
+const secret = operatorSecret();
 const client = createInternalClient(DatabasesService, process.env.DATABASES_URL ?? "http://127.0.0.1:8082", {
   secret,
   caller: "support",

@@ -7,10 +7,8 @@
  * Env: IDENTITY_URL (default http://127.0.0.1:8081), INTERNAL_AUTH_SECRET (default: the local
  * stack's, from $DBAAS_DATA_DIR/internal-auth-secret). Calls UpdateOrganization as caller "support".
  */
-import { readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
 import { ConnectError } from "@connectrpc/connect";
-import { createInternalClient } from "@dbaas/kit";
+import { createInternalClient, operatorSecret } from "@dbaas/kit";
 import { IdentityService } from "@dbaas/proto/identity";
 
 const [organizationId, plan] = process.argv.slice(2);
@@ -18,9 +16,7 @@ if (!organizationId || !plan) {
   process.stderr.write("usage: set-plan.ts <organization-id> <free|pro|enterprise|internal>\n");
   process.exit(2);
 }
-const secret =
-  process.env.INTERNAL_AUTH_SECRET ||
-  readFileSync(join(resolve(process.env.DBAAS_DATA_DIR ?? ".dbaas"), "internal-auth-secret"), "utf8").trim();
+const secret = operatorSecret();
 const client = createInternalClient(IdentityService, process.env.IDENTITY_URL ?? "http://127.0.0.1:8081", {
   secret,
   caller: "support",

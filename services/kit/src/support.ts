@@ -1,0 +1,16 @@
+import { readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+
+/**
+ * The internal secret for operator tools (support CLIs): INTERNAL_AUTH_SECRET,
+ * else the one the local stack keeps in `$DBAAS_DATA_DIR/internal-auth-secret`.
+ */
+export function operatorSecret(env: Record<string, string | undefined> = process.env): string {
+  if (env.INTERNAL_AUTH_SECRET) return env.INTERNAL_AUTH_SECRET;
+  const file = join(resolve(env.DBAAS_DATA_DIR ?? ".dbaas"), "internal-auth-secret");
+  try {
+    return readFileSync(file, "utf8").trim();
+  } catch {
+    throw new Error(`set INTERNAL_AUTH_SECRET (or run next to a local stack: ${file} not found)`);
+  }
+}
