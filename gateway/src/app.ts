@@ -1,3 +1,4 @@
+import { tracingEnabled } from "@dbaas/kit";
 import express, { type ErrorRequestHandler, type Express, type RequestHandler } from "express";
 import type { GatewayContext } from "./context.ts";
 import { classify, methodNotAllowed, routeNotFound } from "./errors.ts";
@@ -112,7 +113,7 @@ export function createApp(ctx: GatewayContext): Express {
   app.disable("etag");
   app.set("case sensitive routing", true);
   app.set("trust proxy", ctx.config.trustProxyHops);
-  app.use(tracing());
+  if (tracingEnabled()) app.use(tracing());
   app.use(requestId());
   // Not even installed when it would log nothing: it costs a listener and a closure per request.
   if (ctx.config.requestLog) app.use(accessLog(ctx));

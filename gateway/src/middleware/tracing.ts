@@ -5,7 +5,7 @@ import type { RequestHandler } from "express";
  * The root span of every public request, continuing a caller's W3C trace
  * context. Internal Connect calls made while handling the request become its
  * children (the kit's client interceptor injects the active context), so one
- * trace covers gateway → service → agent. A no-op without an OTLP endpoint.
+ * trace covers gateway → service → agent. Installed only when the process traces.
  */
 export function tracing(): RequestHandler {
   const tracer = trace.getTracer("dbaas-gateway");

@@ -1,8 +1,9 @@
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { internalCredentialInterceptor } from "./internal-auth.ts";
 import { clientTracingInterceptor } from "./telemetry.ts";
+import { createUnaryTransport } from "./unary-transport.ts";
 
 export interface InternalClientOptions {
   /** Shared secret for internal credentials. */
@@ -32,23 +33,20 @@ function retryUnavailable(retries: number): Interceptor {
 /**
  * A client for an internal service over one HTTP/2 connection (Connect
  * protocol, binary), carrying internal credentials and trace context. Build it
- * once per process and share it.
+ * once per process and share it. Unary calls take the lean transport of
+ * unary-transport.ts, streams connect-node's, on the same session.
  */
 export function createInternalClient<S extends DescService>(
   service: S,
   baseUrl: string,
   opts: InternalClientOptions,
 ): Client<S> {
-  const transport = createConnectTransport({
-    baseUrl,
-    httpVersion: "2",
-    useBinaryFormat: true,
-    pingIntervalMs: 10_000,
-    interceptors: [
-      retryUnavailable(opts.retries ?? 2),
-      clientTracingInterceptor(),
-      internalCredentialInterceptor(opts.secret, opts.caller),
-    ],
-  });
-  return createClient(service, transport);
+  const interceptors = [
+    retryUnavailable(opts.retries ?? 2),
+    clientTracingInterceptor(),
+    internalCredentialInterceptor(opts.secret, opts.caller),
+  ];
+  const sessionManager = new Http2SessionManager(baseUrl, { pingIntervalMs: 10_000 });
+  const streams = createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: true, sessionManager, interceptors });
+  return createClient(service, createUnaryTransport({ baseUrl, sessionManager, streams, interceptors }));
 }

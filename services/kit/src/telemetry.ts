@@ -13,8 +13,23 @@ export async function startTelemetry(serviceName: string): Promise<() => Promise
   const { NodeSDK } = await import("@opentelemetry/sdk-node");
   const sdk = new NodeSDK({ serviceName, instrumentations: [] });
   sdk.start();
+  enabled = true;
   return () => sdk.shutdown();
 }
+
+let enabled = false;
+
+/**
+ * Whether this process traces. Without an SDK every span is a no-op and the
+ * propagator injects nothing, so the tracing interceptors and middleware are
+ * left out altogether rather than paying for no-op spans on every call: they
+ * are built after `startTelemetry` (first thing in every main).
+ */
+export function tracingEnabled(): boolean {
+  return enabled;
+}
+
+const passThrough: Interceptor = (next) => next;
 
 const tracer = () => trace.getTracer("dbaas");
 
@@ -34,6 +49,7 @@ function spanName(req: { service: { typeName: string }; method: { name: string }
  * request headers (http2 is not auto-instrumented, so we do it here).
  */
 export function clientTracingInterceptor(): Interceptor {
+  if (!enabled) return passThrough;
   return (next) => async (req) => {
     return await tracer().startActiveSpan(spanName(req), { kind: SpanKind.CLIENT }, async (span) => {
       propagation.inject(context.active(), req.header, headerSetter);
@@ -51,6 +67,7 @@ export function clientTracingInterceptor(): Interceptor {
 
 /** Server spans continuing the caller's trace. */
 export function serverTracingInterceptor(): Interceptor {
+  if (!enabled) return passThrough;
   return (next) => async (req) => {
     const parent = propagation.extract(context.active(), req.header, headerGetter);
     return await context.with(parent, () =>

@@ -1,0 +1,214 @@
+import http2 from "node:http2";
+import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethodUnary } from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  createContextValues,
+  type Interceptor,
+  type Transport,
+  type UnaryRequest,
+  type UnaryResponse,
+} from "@connectrpc/connect";
+import { Http2SessionManager } from "@connectrpc/connect-node";
+import { errorFromJsonBytes, requestHeader, trailerDemux, validateResponse } from "@connectrpc/connect/protocol-connect";
+
+/** What a unary response may weigh before the call is abandoned (connect-node's default is unlimited). */
+export const UNARY_READ_MAX_BYTES = 16 * 1024 * 1024;
+
+const { NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM, NGHTTP2_ENHANCE_YOUR_CALM, NGHTTP2_NO_ERROR } = http2.constants;
+
+export interface UnaryTransportOptions {
+  baseUrl: string;
+  /** The connection this transport shares with `streams`: one HTTP/2 session per upstream. */
+  sessionManager: Http2SessionManager;
+  /** Carries streaming calls (connect-node's own transport on the same session). */
+  streams: Transport;
+  interceptors: Interceptor[];
+}
+
+/**
+ * A Connect transport for what internal calls overwhelmingly are: unary,
+ * binary, on one long-lived HTTP/2 session. The bytes on the wire are the
+ * Connect protocol exactly as connect-node writes them (request headers and
+ * error decoding come from connect's own protocol module), and interceptors
+ * run as connect runs them. What it leaves out is connect-node's generic
+ * machinery — async-iterable bodies, a linked AbortController per call that is
+ * aborted (a DOMException) when every call ends — which costs more CPU than
+ * the call itself at gateway rates. Streaming calls go to `streams`.
+ */
+export function createUnaryTransport(opts: UnaryTransportOptions): Transport {
+  const { sessionManager, streams, interceptors } = opts;
+  const base = opts.baseUrl.replace(/\/$/, "");
+  return {
+    stream: (...args) => streams.stream(...args),
+    async unary<I extends DescMessage, O extends DescMessage>(
+      method: DescMethodUnary<I, O>,
+      signal: AbortSignal | undefined,
+      timeoutMs: number | undefined,
+      header: ConstructorParameters<typeof Headers>[0],
+      input: unknown,
+      contextValues?: ReturnType<typeof createContextValues>,
+    ): Promise<UnaryResponse<I, O>> {
+      const deadline = timeoutMs !== undefined && timeoutMs > 0 ? Date.now() + timeoutMs : undefined;
+      const path = `/${method.parent.typeName}/${method.name}`;
+      const req: UnaryRequest<I, O> = {
+        stream: false,
+        service: method.parent,
+        method,
+        requestMethod: "POST",
+        url: base + path,
+        header: requestHeader("unary", true, undefined, header, true),
+        contextValues: contextValues ?? createContextValues(),
+        message: (isMessage(input, method.input) ? input : create(method.input, input as never)) as UnaryRequest<I, O>["message"],
+        signal: signal ?? neverAborted,
+      };
+      const send = (r: UnaryRequest<I, O>) => exchange(sessionManager, path, r, deadline);
+      const next = interceptors.reduceRight<(r: UnaryRequest<I, O>) => Promise<UnaryResponse<I, O>>>(
+        (n, interceptor) => interceptor(n as never) as never,
+        send,
+      );
+      return await next(req);
+    },
+  };
+}
+
+const neverAborted = new AbortController().signal;
+
+/** One request/response exchange on a stream of the shared session. */
+async function exchange<I extends DescMessage, O extends DescMessage>(
+  sessionManager: Http2SessionManager,
+  path: string,
+  req: UnaryRequest<I, O>,
+  deadline: number | undefined,
+): Promise<UnaryResponse<I, O>> {
+  const remaining = deadline === undefined ? undefined : deadline - Date.now();
+  if (remaining !== undefined && remaining <= 0) throw new ConnectError("the operation timed out", Code.DeadlineExceeded);
+  if (req.signal.aborted) throw ConnectError.from(req.signal.reason, Code.Canceled);
+  const headers: http2.OutgoingHttpHeaders = {};
+  req.header.forEach((value, key) => (headers[key] = value));
+  if (remaining !== undefined) headers["connect-timeout-ms"] = String(remaining);
+  const body = toBinary(req.method.input, req.message);
+  let stream: http2.ClientHttp2Stream;
+  try {
+    stream = await sessionManager.request("POST", path, headers, {});
+  } catch (err) {
+    throw errorFromNodeReason(err);
+  }
+  return await new Promise<UnaryResponse<I, O>>((resolve, reject) => {
+    let status = 0;
+    let responseHeaders: http2.IncomingHttpHeaders = {};
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let settled = false;
+    const settle = (err: ConnectError | undefined, res?: UnaryResponse<I, O>) => {
+      if (settled) return;
+      settled = true;
+      if (timer) clearTimeout(timer);
+      req.signal.removeEventListener("abort", onAbort);
+      if (err) {
+        if (!stream.closed) stream.close(err.code === Code.Canceled || err.code === Code.DeadlineExceeded ? NGHTTP2_CANCEL : NGHTTP2_NO_ERROR);
+        reject(err);
+      } else resolve(res!);
+    };
+    const onAbort = () => settle(ConnectError.from(req.signal.reason, Code.Canceled));
+    req.signal.addEventListener("abort", onAbort);
+    const timer =
+      remaining === undefined
+        ? undefined
+        : setTimeout(() => settle(new ConnectError("the operation timed out", Code.DeadlineExceeded)), remaining);
+    stream.on("response", (h) => {
+      status = Number(h[":status"] ?? 0);
+      responseHeaders = h;
+    });
+    stream.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > UNARY_READ_MAX_BYTES) {
+        settle(new ConnectError(`message size is larger than configured readMaxBytes ${UNARY_READ_MAX_BYTES}`, Code.ResourceExhausted));
+        return;
+      }
+      chunks.push(chunk);
+      sessionManager.notifyResponseByteRead(stream);
+    });
+    stream.on("end", () => {
+      try {
+        settle(undefined, decodeResponse(req, status, responseHeaders, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+      } catch (err) {
+        settle(ConnectError.from(err));
+      }
+    });
+    stream.on("error", (err) => settle(errorFromNodeReason(err)));
+    stream.on("close", () => settle(errorFromResetCode(stream.rstCode)));
+    stream.end(body);
+  });
+}
+
+/** Turns the HTTP response into connect's UnaryResponse, or throws the error it carries. */
+function decodeResponse<I extends DescMessage, O extends DescMessage>(
+  req: UnaryRequest<I, O>,
+  status: number,
+  nodeHeaders: http2.IncomingHttpHeaders,
+  body: Uint8Array,
+): UnaryResponse<I, O> {
+  const all = new Headers();
+  for (const key in nodeHeaders) {
+    if (key.startsWith(":")) continue;
+    const value = nodeHeaders[key];
+    if (Array.isArray(value)) for (const v of value) all.append(key, v);
+    else if (value !== undefined) all.set(key, String(value));
+  }
+  const encoding = all.get("content-encoding");
+  if (encoding !== null && encoding.toLowerCase() !== "identity") {
+    throw new ConnectError(`unsupported response encoding "${encoding}"`, Code.Internal, all);
+  }
+  const { isUnaryError, unaryError } = validateResponse("unary", true, status, all);
+  const [header, trailer] = trailerDemux(all);
+  if (isUnaryError) {
+    for (const [k, v] of trailer) header.append(k, v);
+    throw errorFromJsonBytes(body, header, unaryError!);
+  }
+  return {
+    stream: false,
+    service: req.service,
+    method: req.method,
+    header,
+    message: fromBinary(req.method.output, body) as UnaryResponse<I, O>["message"],
+    trailer,
+  };
+}
+
+/** Node's error codes mapped the way connect-node maps them. */
+function errorFromNodeReason(reason: unknown): ConnectError {
+  if (reason instanceof ConnectError) return reason;
+  const codes = new Set<string>();
+  for (let e: unknown = reason; e instanceof Error; e = e.cause) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string") codes.add(code);
+  }
+  let code = Code.Internal;
+  if (["ERR_STREAM_WRITE_AFTER_END", "ERR_STREAM_DESTROYED", "ERR_HTTP2_INVALID_STREAM", "ECONNRESET"].some((c) => codes.has(c))) {
+    code = Code.Aborted;
+  } else if (["ETIMEDOUT", "ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED"].some((c) => codes.has(c))) {
+    code = Code.Unavailable;
+  }
+  const ce = ConnectError.from(reason, code);
+  if (ce !== reason) ce.cause = reason;
+  return ce;
+}
+
+/** A stream that closed before its response ended: what its RST_STREAM code means (as connect-node reads it). */
+function errorFromResetCode(rstCode: number | undefined): ConnectError {
+  const message = `http/2 stream closed with error code 0x${(rstCode ?? 0).toString(16)}`;
+  switch (rstCode) {
+    case NGHTTP2_REFUSED_STREAM:
+      return new ConnectError(message, Code.Unavailable);
+    case NGHTTP2_CANCEL:
+      return new ConnectError(message, Code.Canceled);
+    case NGHTTP2_ENHANCE_YOUR_CALM:
+      return new ConnectError(message, Code.ResourceExhausted);
+    case http2.constants.NGHTTP2_INADEQUATE_SECURITY:
+    case http2.constants.NGHTTP2_HTTP_1_1_REQUIRED:
+      return new ConnectError(message, Code.PermissionDenied);
+    default:
+      return new ConnectError(message, Code.Internal);
+  }
+}
