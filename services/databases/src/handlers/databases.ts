@@ -30,6 +30,7 @@ import {
 } from "@dbaas/proto/databases";
 import type { AppContext } from "../context.ts";
 import { placeDatabase } from "../placement.ts";
+import { createReadBatcher } from "../read-batcher.ts";
 import {
   connectionString,
   notifyAgent,
@@ -73,7 +74,55 @@ const DATABASE_COLUMNS = [
 // Fails to compile when DatabaseRow gains a field the list above lacks.
 type OnlyNever<T extends never> = T;
 type AllColumnsNamed = OnlyNever<Exclude<keyof DatabaseRow, (typeof DATABASE_COLUMNS)[number]>>;
-const GET_DATABASE = `SELECT ${DATABASE_COLUMNS.join(", ")} FROM databases WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL`;
+/**
+ * The live databases of a batch of (id, organization) keys, each row tagged
+ * with the 0-based position of the key it matched. The join matches both
+ * columns, so a row only ever answers the key of its own organization.
+ * The keys travel as two arrays, so the text never changes and the statement
+ * stays prepared. The `OFFSET 0` fence hides the arrays' length from the
+ * planner: were it seen, every custom plan would look cheaper than the generic
+ * one and PostgreSQL would plan the statement anew on each execution.
+ */
+const GET_DATABASES =
+  `SELECT (k.i - 1)::int AS key_index, ${DATABASE_COLUMNS.map((c) => `d.${c}`).join(", ")} ` +
+  "FROM (SELECT $1::text[] AS ids, $2::text[] AS organization_ids OFFSET 0) p " +
+  "CROSS JOIN LATERAL unnest(p.ids, p.organization_ids) WITH ORDINALITY AS k(id, organization_id, i) " +
+  "JOIN databases d ON d.id = k.id AND d.organization_id = k.organization_id WHERE d.deleted_at IS NULL";
+/** Keys per GET_DATABASES query: bounds its size and plan; a bigger batch is split. */
+const GET_DATABASES_BATCH_SIZE = 100;
+
+interface DatabaseKey {
+  id: string;
+  organizationId: string;
+}
+
+async function loadLiveDatabases(pool: pg.Pool, keys: DatabaseKey[]): Promise<(DatabaseRow | undefined)[]> {
+  const { rows } = await pool.query<DatabaseRow & { key_index: number }>({
+    name: "get-databases",
+    text: GET_DATABASES,
+    values: [keys.map((k) => k.id), keys.map((k) => k.organizationId)],
+  });
+  const found = new Array<DatabaseRow | undefined>(keys.length);
+  for (const row of rows) found[row.key_index] = row;
+  return found;
+}
+
+/** PostgreSQL text cannot hold NUL: such a key matches no row, and sent along it would fail its whole batch. */
+const storable = (key: DatabaseKey) => !key.id.includes("\0") && !key.organizationId.includes("\0");
+
+/**
+ * The live database `key` names, looked up together with the other lookups of
+ * the same event-loop iteration: GET /v1/databases/{id} is the API's hottest
+ * read, and under load its calls arrive many at a time.
+ */
+function liveDatabaseReader(pool: pg.Pool): (key: DatabaseKey) => Promise<DatabaseRow | undefined> {
+  const batched = createReadBatcher((keys: DatabaseKey[]) => loadLiveDatabases(pool, keys), {
+    maxBatchSize: GET_DATABASES_BATCH_SIZE,
+    // Unambiguous: keys holding NUL never get here.
+    keyOf: (k) => `${k.id}\0${k.organizationId}`,
+  });
+  return (key) => (storable(key) ? batched(key) : Promise.resolve(undefined));
+}
 
 export const STATUSES = ["provisioning", "running", "starting", "stopping", "stopped", "restarting", "resizing", "failed"];
 
@@ -125,6 +174,7 @@ interface Transition {
 
 export function databasesHandlers(ctx: AppContext): Partial<ServiceImpl<typeof DatabasesService>> {
   const domain = ctx.cfg.databaseDomain;
+  const liveDatabase = liveDatabaseReader(ctx.pool);
 
   /** Moves a database into a transitional status and bumps its spec for the agent. */
   const transition = (orgId: string, id: string, t: Transition) =>
@@ -189,13 +239,9 @@ export function databasesHandlers(ctx: AppContext): Partial<ServiceImpl<typeof D
     },
 
     async getDatabase(req) {
-      const { rows } = await ctx.pool.query<DatabaseRow>({
-        name: "get-database",
-        text: GET_DATABASE,
-        values: [req.id, req.organizationId],
-      });
-      if (!rows[0]) throw notFound("database");
-      return create(GetDatabaseResponseSchema, { database: toDatabase(rows[0], domain) });
+      const row = await liveDatabase({ id: req.id, organizationId: req.organizationId });
+      if (!row) throw notFound("database");
+      return create(GetDatabaseResponseSchema, { database: toDatabase(row, domain) });
     },
 
     async listDatabases(req) {
