@@ -52,10 +52,50 @@ export function internalCredentialInterceptor(secret: string, caller: string): I
   };
 }
 
+/** How many verified credentials one server remembers: a few per calling process is plenty. */
+const REMEMBERED_CREDENTIALS = 256;
+
+/**
+ * Credentials this server has already verified, with their expiry. A caller
+ * presents the same credential on every call for half its lifetime, so after
+ * the first call checking it is a map lookup instead of an HMAC. Only valid
+ * credentials are remembered (garbage cannot fill the map), and an unseen
+ * credential still goes through the timing-safe comparison.
+ */
+class VerifiedCredentials {
+  private readonly byToken = new Map<string, { caller: string; expiresAtMs: number }>();
+
+  constructor(private readonly secret: string) {}
+
+  /** The caller named by `token` if it is valid now, as verifyInternalToken decides. */
+  verify(token: string | null, now = Date.now()): string | undefined {
+    if (!token) return undefined;
+    const known = this.byToken.get(token);
+    if (known !== undefined) {
+      if (known.expiresAtMs >= now) return known.caller;
+      this.byToken.delete(token);
+      return undefined;
+    }
+    const caller = verifyInternalToken(this.secret, token, now);
+    if (caller !== undefined) this.remember(token, caller, now);
+    return caller;
+  }
+
+  /** Keeps `token`, first dropping expired entries, then the oldest if still full. */
+  private remember(token: string, caller: string, now: number): void {
+    if (this.byToken.size >= REMEMBERED_CREDENTIALS) {
+      for (const [t, entry] of this.byToken) if (entry.expiresAtMs < now) this.byToken.delete(t);
+      if (this.byToken.size >= REMEMBERED_CREDENTIALS) this.byToken.delete(this.byToken.keys().next().value!);
+    }
+    this.byToken.set(token, { caller, expiresAtMs: Number(token.split(".")[2]) * 1000 });
+  }
+}
+
 /** Server side: refuses calls without a valid credential, and records the caller. */
 export function requireInternalAuth(secret: string): Interceptor {
+  const credentials = new VerifiedCredentials(secret);
   return (next) => async (req) => {
-    const caller = verifyInternalToken(secret, req.header.get(INTERNAL_AUTH_HEADER));
+    const caller = credentials.verify(req.header.get(INTERNAL_AUTH_HEADER));
     if (!caller) throw new ConnectError("missing or invalid internal credential", Code.Unauthenticated);
     req.contextValues.set(callerKey, caller);
     return await next(req);

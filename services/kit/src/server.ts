@@ -1,10 +1,11 @@
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { compressionBrotli, compressionGzip, connectNodeAdapter } from "@connectrpc/connect-node";
 import { requireInternalAuth } from "./internal-auth.ts";
 import type { Logger } from "./logger.ts";
 import { serverTracingInterceptor } from "./telemetry.ts";
+import { createUnaryFastPath } from "./unary-server.ts";
 
 export interface ServerOptions {
   port: number;
@@ -17,6 +18,8 @@ export interface ServerOptions {
   /** Reported by GET /healthz (no credential needed: for load balancers and the stack runner). */
   health?: () => Promise<Record<string, unknown>>;
   interceptors?: Interceptor[];
+  /** Largest request message accepted, in bytes (connect's default, ~4 GiB, when unset). */
+  readMaxBytes?: number;
 }
 
 export interface RunningServer {
@@ -29,15 +32,22 @@ export interface RunningServer {
 
 /**
  * Serves Connect routes over cleartext HTTP/2, so the same port speaks Connect,
- * gRPC and gRPC-Web. `close()` refuses new calls, ends streams, lets in-flight
+ * gRPC and gRPC-Web. Binary Connect unary calls — nearly all internal traffic —
+ * take the lean path of unary-server.ts; everything else goes through
+ * connect-node. `close()` refuses new calls, ends streams, lets in-flight
  * unary calls finish (up to 5 s) and then drops what is left.
  */
 export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const host = opts.host ?? (process.env.HOST || "127.0.0.1");
   const shutdown = new AbortController();
+  const interceptors = [serverTracingInterceptor(), requireInternalAuth(opts.internalSecret), ...(opts.interceptors ?? [])];
+  const acceptCompression = [compressionGzip, compressionBrotli];
+  const fastPath = createUnaryFastPath({ interceptors, shutdownSignal: shutdown.signal, acceptCompression, readMaxBytes: opts.readMaxBytes });
   const handler = connectNodeAdapter({
-    routes: opts.routes,
-    interceptors: [serverTracingInterceptor(), requireInternalAuth(opts.internalSecret), ...(opts.interceptors ?? [])],
+    routes: fastPath.record(opts.routes),
+    interceptors,
+    acceptCompression,
+    readMaxBytes: opts.readMaxBytes,
     shutdownSignal: shutdown.signal,
     fallback(req, res) {
       if (req.url === "/healthz" && req.method === "GET") {
@@ -59,6 +69,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     },
   });
   const server = http2.createServer(handler);
+  takeStreamsFirst(server, fastPath.serve);
   const sessions = new Set<http2.ServerHttp2Session>();
   server.on("session", (s) => {
     sessions.add(s);
@@ -89,6 +100,25 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       return closing;
     },
   };
+}
+
+/**
+ * Puts `serve` in front of Node's http2 compat layer: a stream it takes never
+ * costs a compat request/response pair; any other is handed to the compat
+ * listener Node attached for the request handler, so those requests see
+ * exactly what they saw before (including Node's CONNECT and Expect handling).
+ */
+function takeStreamsFirst(
+  server: http2.Http2Server,
+  serve: (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => boolean,
+): void {
+  const compat = server.listeners("stream");
+  if (compat.length !== 1) throw new Error("expected exactly Node's http2 compat listener on 'stream'");
+  const toCompat = compat[0] as (...args: unknown[]) => void;
+  server.removeListener("stream", toCompat);
+  server.on("stream", (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
+    if (!serve(stream, headers)) toCompat(stream, headers, flags, rawHeaders);
+  });
 }
 
 /**

@@ -1,0 +1,369 @@
+import http2 from "node:http2";
+import type { DescMessage, DescMethod, DescService } from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  createContextValues,
+  createMethodImplSpec,
+  createServiceImplSpec,
+  type ConnectRouter,
+  type HandlerContext,
+  type Interceptor,
+  type MethodImpl,
+  type MethodImplSpec,
+  type ServiceImpl,
+} from "@connectrpc/connect";
+import {
+  compressionNegotiate,
+  createMethodSerializationLookup,
+  createMethodUrl,
+  getAbortSignalReason,
+  invokeUnaryImplementation,
+  validateUniversalHandlerOptions,
+  type Compression,
+  type MethodSerializationLookup,
+  type UniversalHandler,
+  type UniversalHandlerOptions,
+} from "@connectrpc/connect/protocol";
+import {
+  codeToHttpStatus,
+  contentTypeUnaryJson,
+  contentTypeUnaryProto,
+  errorToJsonBytes,
+  headerContentType,
+  headerUnaryAcceptEncoding,
+  headerUnaryContentLength,
+  headerUnaryEncoding,
+  parseTimeout,
+  trailerMux,
+} from "@connectrpc/connect/protocol-connect";
+
+/**
+ * The common case of an internal call, served straight from the HTTP/2 stream:
+ * a unary call in the Connect protocol, binary, uncompressed. Everything else
+ * (gRPC, gRPC-Web, JSON, GET, streams, compressed requests, unknown paths) is
+ * left to connect-node.
+ *
+ * connect-node answers these calls through generic machinery whose cost
+ * exceeds the call's own at our rates: http2 compat request/response objects,
+ * async iterables for the body, Headers conversions, and two AbortControllers
+ * aborted (a DOMException each) when every call ends. Here the protocol
+ * details still come from connect (timeout parsing, serialization limits,
+ * interceptors and implementation invocation, error JSON, trailer muxing,
+ * compression negotiation), so the bytes on the wire are connect-node's; what
+ * is left out is the plumbing. One deliberate difference: `ctx.signal` aborts
+ * when the call is cancelled, times out, fails or the server shuts down, but
+ * not when it completes successfully.
+ */
+export interface UnaryFastPathOptions {
+  /** Run in this order around every implementation, as connect-node runs them. */
+  interceptors: Interceptor[];
+  shutdownSignal: AbortSignal;
+  /** Response compressions offered, in the adapter's order of preference. */
+  acceptCompression: Compression[];
+  readMaxBytes?: number;
+}
+
+export interface UnaryFastPath {
+  /** Wraps `routes` so that the unary methods it registers are served here too. */
+  record(routes: (router: ConnectRouter) => void): (router: ConnectRouter) => void;
+  /** Serves the stream if it is a call this path takes; false leaves it untouched for connect-node. */
+  serve(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): boolean;
+}
+
+type UnarySpec = MethodImplSpec & { kind: "unary" };
+
+interface UnaryMethod {
+  spec: UnarySpec;
+  serialization: MethodSerializationLookup<DescMessage, DescMessage>;
+}
+
+type Limits = ReturnType<typeof validateUniversalHandlerOptions>;
+
+export function createUnaryFastPath(options: UnaryFastPathOptions): UnaryFastPath {
+  const limits = validateUniversalHandlerOptions({
+    interceptors: options.interceptors,
+    shutdownSignal: options.shutdownSignal,
+    acceptCompression: options.acceptCompression,
+    readMaxBytes: options.readMaxBytes,
+  });
+  const methods = new Map<string, UnaryMethod>();
+  const inFlight = new Set<AbortController>();
+  options.shutdownSignal.addEventListener("abort", () => {
+    for (const controller of inFlight) controller.abort(getAbortSignalReason(options.shutdownSignal));
+  });
+  return {
+    record: (routes) => (router) => routes(new RecordingRouter(router, methods, limits)),
+    serve(stream, headers) {
+      const method = headers[":method"] === "POST" ? methods.get(headers[":path"] ?? "") : undefined;
+      if (method === undefined || !isPlainConnectUnary(headers)) return false;
+      answer(stream, headers, method, limits, inFlight).catch((reason: unknown) => {
+        console.error(`handler for rpc ${method.spec.method.name} of ${method.spec.method.parent.typeName} failed`, reason);
+        if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+      });
+      return true;
+    },
+  };
+}
+
+/**
+ * Binary, uncompressed, protocol version 1 (or unnamed, as connect-node
+ * accepts by default), nothing asking for HTTP semantics we do not implement.
+ */
+function isPlainConnectUnary(headers: http2.IncomingHttpHeaders): boolean {
+  const version = headers["connect-protocol-version"];
+  return (
+    headers["content-type"] === contentTypeUnaryProto &&
+    headers["content-encoding"] === undefined &&
+    (version === undefined || version === "1") &&
+    headers.expect === undefined &&
+    headers[":authority"] !== undefined
+  );
+}
+
+/**
+ * A ConnectRouter that registers everything on the adapter's router and also
+ * keeps the unary implementations for the fast path. Methods registered with
+ * their own handler options stay with connect-node alone.
+ */
+class RecordingRouter implements ConnectRouter {
+  constructor(
+    private readonly router: ConnectRouter,
+    private readonly methods: Map<string, UnaryMethod>,
+    private readonly limits: Limits,
+  ) {}
+
+  get handlers(): UniversalHandler[] {
+    return this.router.handlers;
+  }
+
+  service<T extends DescService>(service: T, impl: Partial<ServiceImpl<T>>, options?: Partial<UniversalHandlerOptions>): this {
+    this.router.service(service, impl, options);
+    for (const spec of Object.values(createServiceImplSpec(service, impl).methods)) this.keep(spec, options);
+    return this;
+  }
+
+  rpc<M extends DescMethod>(method: M, impl: MethodImpl<M>, options?: Partial<UniversalHandlerOptions>): this {
+    this.router.rpc(method, impl, options);
+    this.keep(createMethodImplSpec(method, impl), options);
+    return this;
+  }
+
+  private keep(spec: MethodImplSpec, options: Partial<UniversalHandlerOptions> | undefined): void {
+    const path = createMethodUrl("/", spec.method);
+    if (spec.kind !== "unary" || options !== undefined) {
+      this.methods.delete(path);
+      return;
+    }
+    this.methods.set(path, { spec, serialization: createMethodSerializationLookup(spec.method, undefined, undefined, this.limits) });
+  }
+}
+
+/** Runs one call and writes its answer exactly as connect's Connect unary handler would. */
+async function answer(
+  stream: http2.ServerHttp2Stream,
+  headers: http2.IncomingHttpHeaders,
+  method: UnaryMethod,
+  limits: Limits,
+  inFlight: Set<AbortController>,
+): Promise<void> {
+  const controller = new AbortController();
+  let answered = false;
+  stream.on("error", ignoreStreamError);
+  stream.once("close", () => {
+    if (!answered) controller.abort(errorFromResetCode(stream.rstCode));
+  });
+  if (limits.shutdownSignal?.aborted) controller.abort(getAbortSignalReason(limits.shutdownSignal));
+  inFlight.add(controller);
+  const timeout = parseTimeout(single(headers["connect-timeout-ms"]), limits.maxTimeoutMs);
+  const deadline = armDeadline(controller, timeout.timeoutMs);
+  const ctx = handlerContext(headers, method.spec, controller.signal, timeout.timeoutMs);
+  let status = 200;
+  let body: Uint8Array;
+  try {
+    if (timeout.error) throw timeout.error;
+    const input = method.serialization.getI(true).parse(await readBody(stream, limits.readMaxBytes, headers["content-length"]));
+    const output = await invokeUnaryImplementation(method.spec, ctx, input, limits.interceptors);
+    body = method.serialization.getO(true).serialize(output);
+  } catch (e) {
+    controller.abort(e);
+    const error = e instanceof ConnectError ? e : new ConnectError("internal error", Code.Internal, undefined, undefined, e);
+    status = codeToHttpStatus(error.code);
+    ctx.responseHeader.set(headerContentType, contentTypeUnaryJson);
+    error.metadata.forEach((value, key) => ctx.responseHeader.set(key, value));
+    body = errorToJsonBytes(error, limits.jsonOptions);
+  } finally {
+    if (deadline) clearTimeout(deadline);
+    inFlight.delete(controller);
+  }
+  if (body.byteLength >= limits.compressMinBytes) {
+    const compression = compressionNegotiate(limits.acceptCompression, null, single(headers["accept-encoding"]), headerUnaryAcceptEncoding).response;
+    if (compression) {
+      body = await compression.compress(body);
+      ctx.responseHeader.set(headerUnaryEncoding, compression.name);
+    }
+  }
+  const header = trailerMux(ctx.responseHeader, ctx.responseTrailer);
+  header.set(headerUnaryContentLength, body.byteLength.toString(10));
+  answered = true;
+  if (stream.destroyed || stream.closed) return;
+  stream.respond(nodeHeaders(status, header));
+  stream.end(body);
+}
+
+/**
+ * The context connect's createHandlerContext would build, without its
+ * deadline and linked AbortControllers: `signal` is the call's own.
+ */
+function handlerContext(
+  headers: http2.IncomingHttpHeaders,
+  spec: UnarySpec,
+  signal: AbortSignal,
+  timeoutMs: number | undefined,
+): HandlerContext {
+  const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
+  const path = headers[":path"]!;
+  return {
+    method: spec.method,
+    service: spec.method.parent,
+    signal,
+    timeoutMs: () => (deadline === undefined ? undefined : deadline - Date.now()),
+    requestMethod: "POST",
+    requestHeader: webHeaders(headers),
+    responseHeader: new Headers({ [headerContentType]: contentTypeUnaryProto }),
+    responseTrailer: new Headers(),
+    protocolName: "connect",
+    values: createContextValues(),
+    url: new URL(path, `http://${headers[":authority"]}`).toString(),
+  };
+}
+
+/** Aborts with connect's deadline error when the caller's timeout passes. */
+function armDeadline(controller: AbortController, timeoutMs: number | undefined): NodeJS.Timeout | undefined {
+  if (timeoutMs === undefined) return undefined;
+  const expire = () => controller.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded));
+  if (timeoutMs <= 0) {
+    expire();
+    return undefined;
+  }
+  return setTimeout(expire, timeoutMs);
+}
+
+/**
+ * The request body, with connect's limits and messages: a declared length
+ * over the limit is refused before anything is read, a body that differs from
+ * its declared length is a protocol error.
+ */
+function readBody(stream: http2.ServerHttp2Stream, readMaxBytes: number, contentLength: string | undefined): Promise<Uint8Array> {
+  const declared = contentLength === undefined ? NaN : parseInt(contentLength, 10);
+  const known = Number.isSafeInteger(declared) && declared >= 0;
+  if (known && declared > readMaxBytes) {
+    return Promise.reject(
+      new ConnectError(`message size ${declared} is larger than configured readMaxBytes ${readMaxBytes}`, Code.ResourceExhausted),
+    );
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.byteLength;
+      if (known && size > declared) {
+        fail(new ConnectError(`protocol error: promised ${declared} bytes, received ${size}`, Code.InvalidArgument));
+      } else if (!known && size > readMaxBytes) {
+        fail(new ConnectError(`message size is larger than configured readMaxBytes ${readMaxBytes}`, Code.ResourceExhausted));
+      } else {
+        chunks.push(chunk);
+      }
+    };
+    const onEnd = () => {
+      stream.off("data", onData);
+      stream.off("close", onClose);
+      if (known && size < declared) {
+        reject(new ConnectError(`protocol error: promised ${declared} bytes, received ${size}`, Code.InvalidArgument));
+      } else {
+        resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+      }
+    };
+    const onClose = () => fail(errorFromResetCode(stream.rstCode) ?? new ConnectError("request body cut short", Code.Aborted));
+    const fail = (err: ConnectError) => {
+      stream.off("data", onData);
+      stream.off("end", onEnd);
+      stream.off("close", onClose);
+      reject(err);
+    };
+    stream.on("data", onData);
+    stream.once("end", onEnd);
+    stream.once("close", onClose);
+  });
+}
+
+/** Request headers as connect-node's nodeHeaderToWebHeader builds them (pseudo-headers left out). */
+function webHeaders(headers: http2.IncomingHttpHeaders): Headers {
+  const out = new Headers();
+  for (const key in headers) {
+    if (key.charCodeAt(0) === 58 /* ":" */) continue;
+    const value = headers[key];
+    if (typeof value === "string") out.append(key, value);
+    else if (Array.isArray(value)) for (const v of value) out.append(key, v);
+  }
+  return out;
+}
+
+/** Response headers as connect-node's webHeaderToNodeHeaders writes them. */
+function nodeHeaders(status: number, header: Headers): http2.OutgoingHttpHeaders {
+  const out: http2.OutgoingHttpHeaders = { ":status": status };
+  header.forEach((value, key) => {
+    const existing = out[key];
+    if (existing === undefined) out[key] = value;
+    else if (Array.isArray(existing)) existing.push(value);
+    else out[key] = [String(existing), value];
+  });
+  return out;
+}
+
+function single(value: string | string[] | undefined): string | null {
+  return value === undefined ? null : Array.isArray(value) ? value.join(", ") : value;
+}
+
+/** The outcome is read from 'close'; without a listener an errored stream would crash the process. */
+function ignoreStreamError(): void {}
+
+const { constants } = http2;
+const resetCodes: Record<number, Code> = {
+  [constants.NGHTTP2_PROTOCOL_ERROR]: Code.Internal,
+  [constants.NGHTTP2_INTERNAL_ERROR]: Code.Internal,
+  [constants.NGHTTP2_FLOW_CONTROL_ERROR]: Code.Internal,
+  [constants.NGHTTP2_SETTINGS_TIMEOUT]: Code.Internal,
+  [constants.NGHTTP2_FRAME_SIZE_ERROR]: Code.Internal,
+  [constants.NGHTTP2_COMPRESSION_ERROR]: Code.Internal,
+  [constants.NGHTTP2_CONNECT_ERROR]: Code.Internal,
+  [constants.NGHTTP2_REFUSED_STREAM]: Code.Unavailable,
+  [constants.NGHTTP2_CANCEL]: Code.Canceled,
+  [constants.NGHTTP2_ENHANCE_YOUR_CALM]: Code.ResourceExhausted,
+  [constants.NGHTTP2_INADEQUATE_SECURITY]: Code.PermissionDenied,
+  [constants.NGHTTP2_HTTP_1_1_REQUIRED]: Code.PermissionDenied,
+};
+const resetNames: Record<number, string> = {
+  [constants.NGHTTP2_PROTOCOL_ERROR]: "PROTOCOL_ERROR",
+  [constants.NGHTTP2_INTERNAL_ERROR]: "INTERNAL_ERROR",
+  [constants.NGHTTP2_FLOW_CONTROL_ERROR]: "FLOW_CONTROL_ERROR",
+  [constants.NGHTTP2_SETTINGS_TIMEOUT]: "SETTINGS_TIMEOUT",
+  [constants.NGHTTP2_FRAME_SIZE_ERROR]: "FRAME_SIZE_ERROR",
+  [constants.NGHTTP2_COMPRESSION_ERROR]: "COMPRESSION_ERROR",
+  [constants.NGHTTP2_CONNECT_ERROR]: "CONNECT_ERROR",
+  [constants.NGHTTP2_REFUSED_STREAM]: "REFUSED_STREAM",
+  [constants.NGHTTP2_CANCEL]: "CANCEL",
+  [constants.NGHTTP2_ENHANCE_YOUR_CALM]: "ENHANCE_YOUR_CALM",
+  [constants.NGHTTP2_INADEQUATE_SECURITY]: "INADEQUATE_SECURITY",
+  [constants.NGHTTP2_HTTP_1_1_REQUIRED]: "HTTP_1_1_REQUIRED",
+};
+
+/**
+ * Why a stream closed before its answer, as connect-node's
+ * connectErrorFromH2ResetCode words it; undefined (a plain abort) otherwise.
+ */
+function errorFromResetCode(rstCode: number | undefined): ConnectError | undefined {
+  const code = rstCode === undefined ? undefined : resetCodes[rstCode];
+  if (code === undefined) return undefined;
+  return new ConnectError(`http/2 stream closed with error code ${resetNames[rstCode!]} (0x${rstCode!.toString(16)})`, code);
+}
