@@ -104,14 +104,16 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
       if (settled) return;
       settled = true;
       if (timer) clearTimeout(timer);
-      req.signal.removeEventListener("abort", onAbort);
+      if (cancellable) req.signal.removeEventListener("abort", onAbort);
       if (err) {
         if (!stream.closed) stream.close(err.code === Code.Canceled || err.code === Code.DeadlineExceeded ? NGHTTP2_CANCEL : NGHTTP2_NO_ERROR);
         reject(err);
       } else resolve(res!);
     };
     const onAbort = () => settle(ConnectError.from(req.signal.reason, Code.Canceled));
-    req.signal.addEventListener("abort", onAbort);
+    // The shared never-aborted signal of calls without one gets no listeners.
+    const cancellable = req.signal !== neverAborted;
+    if (cancellable) req.signal.addEventListener("abort", onAbort);
     const timer =
       remaining === undefined
         ? undefined
