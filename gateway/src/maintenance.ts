@@ -57,11 +57,11 @@ export function watchMaintenance(link: RedisLink, prefix: string, log: Logger, i
   const poll = async () => {
     if (!link.usable()) return;
     try {
-      const next = await readMaintenance(link.client, prefix);
+      const next = await link.run((client) => readMaintenance(client, prefix));
       if (next.on !== current.on) log.warn(next.on ? "maintenance mode on" : "maintenance mode off");
       current = next;
-    } catch (err) {
-      link.failed(err);
+    } catch {
+      // Marked down by run(); the last known state holds.
     }
   };
   void poll();

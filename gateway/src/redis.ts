@@ -74,7 +74,6 @@ export function createRedisClient(url: string, reconnect = true) {
     url,
     // Fail fast while disconnected instead of queueing: callers fall back to local state.
     disableOfflineQueue: true,
-    commandOptions: { timeout: 500 },
     socket: {
       connectTimeout: 1_000,
       reconnectStrategy: reconnect ? (retries: number) => Math.min(100 * 2 ** retries, 3_000) : false,
@@ -85,12 +84,38 @@ export function createRedisClient(url: string, reconnect = true) {
 
 export type GatewayRedisClient = ReturnType<typeof createRedisClient>;
 
+/** How long a command may go unanswered before the caller falls back to local state. */
+export const COMMAND_TIMEOUT_MS = 500;
+
+/**
+ * Fails `command` if Redis has not answered within COMMAND_TIMEOUT_MS, with
+ * a plain timer cleared on the answer. (node-redis's own per-command timeout
+ * is an AbortSignal.timeout that is never cleared: each one later fires and
+ * builds a DOMException, a measurable share of the gateway's CPU at
+ * thousands of requests per second.) A late answer is dropped.
+ */
+function withinDeadline<T>(command: Promise<T>): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`redis did not answer within ${COMMAND_TIMEOUT_MS} ms`)), COMMAND_TIMEOUT_MS);
+    command.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
+  });
+}
+
 /** A Redis connection that may be down at any time; `usable()` says whether to try it. */
 export interface RedisLink {
   client: GatewayRedisClient;
+  /** Runs a command with the gateway's deadline; a failure marks the link down for a moment. */
+  run<T>(command: (client: GatewayRedisClient) => Promise<T>): Promise<T>;
   usable(): boolean;
-  /** Records a failed command, so health reports degraded until the link proves itself again. */
-  failed(err: unknown): void;
   close(): Promise<void>;
 }
 
@@ -113,6 +138,14 @@ export function connectRedis(url: string, log: Logger): RedisLink {
   client.connect().catch(markDown);
   return {
     client,
+    async run(command) {
+      try {
+        return await withinDeadline(command(client));
+      } catch (err) {
+        markDown(err);
+        throw err;
+      }
+    },
     usable() {
       // A command that just failed on a "ready" socket (a timeout, say) sends the next ones local for a moment.
       if (!client.isReady || Date.now() - lastFailure < 1_000) return false;
@@ -122,7 +155,6 @@ export function connectRedis(url: string, log: Logger): RedisLink {
       }
       return true;
     },
-    failed: markDown,
     close: async () => {
       if (client.isOpen) client.destroy();
     },

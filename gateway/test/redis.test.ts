@@ -5,6 +5,7 @@ import type { Clock } from "@dbaas/kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { api, startGateway, type TestGateway } from "./support/gateway.ts";
 import { captureLog } from "@dbaas/test/support/log";
+import { COMMAND_TIMEOUT_MS } from "../src/redis.ts";
 import { inspector, REDIS_URL, startRelay, uniquePrefix } from "./support/redis.ts";
 import { ALL_PERMISSIONS, principal, startStubs, type Stubs } from "./support/stubs.ts";
 
@@ -124,6 +125,30 @@ describe("rate limits in Redis", () => {
     const warnings = gw.log.lines.filter((l) => l.level === "warn");
     expect(warnings).toHaveLength(1);
     expect(warnings[0]!.msg).toMatch(/redis unavailable/);
+  });
+
+  it("a Redis that stops answering costs a request at most the command deadline, then the local limiter decides", async () => {
+    const relay = await startRelay();
+    const env = { REDIS_URL: relay.url, REDIS_KEY_PREFIX: uniquePrefix() };
+    prefixes.push(env.REDIS_KEY_PREFIX);
+    const gw = await gateway(env, frozen);
+    await until("redis ok", async () => (await api(gw.url, "/healthz")).body.redis === "ok");
+    relay.stall();
+    const started = Date.now();
+    const stalled = await api(gw.url, "/v1/regions", { token: "tok-i2" });
+    const waited = Date.now() - started;
+    expect(stalled.status).toBe(200);
+    expect(stalled.headers.get("x-ratelimit-limit")).toBe("10000");
+    expect(waited).toBeGreaterThanOrEqual(COMMAND_TIMEOUT_MS - 50);
+    expect(waited).toBeLessThan(COMMAND_TIMEOUT_MS + 1_500);
+    expect((await api(gw.url, "/healthz")).body.redis).toBe("degraded");
+    // Marked down: the next request does not wait for Redis at all.
+    const next = Date.now();
+    expect((await api(gw.url, "/v1/regions", { token: "tok-i2" })).status).toBe(200);
+    expect(Date.now() - next).toBeLessThan(COMMAND_TIMEOUT_MS);
+    relay.resume();
+    await until("redis ok again", async () => (await api(gw.url, "/healthz")).body.redis === "ok");
+    await relay.cut();
   });
 
   it("falls back while Redis is away and returns to it when it is back", async () => {

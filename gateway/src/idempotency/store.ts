@@ -78,19 +78,14 @@ export function createRedisIdempotencyStore(
       const mine = `p|${randomToken(16)}|`;
       let existing: string | null;
       try {
-        existing = await link.client.claim(redisKey, mine + fingerprint, claimTtlMs);
-      } catch (err) {
-        link.failed(err);
+        existing = await link.run((client) => client.claim(redisKey, mine + fingerprint, claimTtlMs));
+      } catch {
         return await fallback.claim(key, fingerprint);
       }
       if (existing !== null) return parse(existing);
       // Settling is best effort: if Redis is gone by then, the claim simply expires.
       const settle = async (value: string) => {
-        try {
-          await link.client.settle(redisKey, mine, value, RESULT_TTL_MS);
-        } catch (err) {
-          link.failed(err);
-        }
+        await link.run((client) => client.settle(redisKey, mine, value, RESULT_TTL_MS)).catch(() => {});
       };
       return {
         kind: "claimed",

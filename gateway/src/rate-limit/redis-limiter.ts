@@ -18,13 +18,14 @@ export function createRedisLimiter(link: RedisLink, prefix: string, clock: Clock
       const expireAt = windows.map((w) => windowStart(nowS, w) + w.seconds + 1);
       let reply: number[];
       try {
-        reply = await link.client.rateLimit(
-          keys,
-          windows.map((w) => w.limit),
-          expireAt,
+        reply = await link.run((client) =>
+          client.rateLimit(
+            keys,
+            windows.map((w) => w.limit),
+            expireAt,
+          ),
         );
-      } catch (err) {
-        link.failed(err);
+      } catch {
         return await fallback.consume(subject, windows);
       }
       const [allowed, ...counts] = reply;

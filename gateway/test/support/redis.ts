@@ -35,11 +35,14 @@ export async function inspector() {
  */
 export async function startRelay(targetPort = Number(new URL(REDIS_URL).port || 6379)) {
   const sockets = new Set<Socket>();
+  const upstreams = new Set<Socket>();
   let server: Server | undefined;
   let port = 0;
   const listen = async () => {
     server = createServer((client) => {
       const upstream = connect(targetPort, "127.0.0.1");
+      upstreams.add(upstream);
+      upstream.on("close", () => upstreams.delete(upstream));
       for (const s of [client, upstream]) {
         sockets.add(s);
         s.on("close", () => sockets.delete(s));
@@ -64,5 +67,12 @@ export async function startRelay(targetPort = Number(new URL(REDIS_URL).port || 
       await closed;
     },
     restore: listen,
+    /** Redis goes silent: connections stay open but no answer gets through until `resume`. */
+    stall() {
+      for (const u of upstreams) u.pause();
+    },
+    resume() {
+      for (const u of upstreams) u.resume();
+    },
   };
 }

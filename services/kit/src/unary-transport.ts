@@ -139,7 +139,10 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
       }
     });
     stream.on("error", (err) => settle(errorFromNodeReason(err)));
-    stream.on("close", () => settle(errorFromResetCode(stream.rstCode)));
+    stream.on("close", () => {
+      // Also fires after every normal end: only build an error when it means one.
+      if (!settled) settle(errorFromResetCode(stream.rstCode));
+    });
     stream.end(body);
   });
 }
