@@ -10,7 +10,12 @@ import {
   type UnaryResponse,
 } from "@connectrpc/connect";
 import { Http2SessionManager } from "@connectrpc/connect-node";
-import { errorFromJsonBytes, requestHeader, trailerDemux, validateResponse } from "@connectrpc/connect/protocol-connect";
+import {
+  contentTypeUnaryProto,
+  errorFromJsonBytes,
+  requestHeader,
+  validateResponse,
+} from "@connectrpc/connect/protocol-connect";
 
 /** What a unary response may weigh before the call is abandoned (connect-node's default is unlimited). */
 export const UNARY_READ_MAX_BYTES = 16 * 1024 * 1024;
@@ -147,30 +152,41 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
   });
 }
 
-/** Turns the HTTP response into connect's UnaryResponse, or throws the error it carries. */
+/** Copies Node's response headers into `header`, pseudo-headers dropped and `trailer-*` (unprefixed) into `trailer`. */
+function toHeaders(nodeHeaders: http2.IncomingHttpHeaders, header: Headers, trailer: Headers): void {
+  for (const key in nodeHeaders) {
+    if (key.startsWith(":")) continue;
+    const value = nodeHeaders[key];
+    const [target, name] = key.startsWith("trailer-") ? [trailer, key.slice(8)] : [header, key];
+    if (Array.isArray(value)) for (const v of value) target.append(name, v);
+    else if (value !== undefined) target.set(name, String(value));
+  }
+}
+
+/**
+ * Turns the HTTP response into connect's UnaryResponse. The common answer
+ * (200, application/proto, no encoding) is read directly; anything else goes
+ * through connect's own validation and error decoding.
+ */
 function decodeResponse<I extends DescMessage, O extends DescMessage>(
   req: UnaryRequest<I, O>,
   status: number,
   nodeHeaders: http2.IncomingHttpHeaders,
   body: Uint8Array,
 ): UnaryResponse<I, O> {
-  const all = new Headers();
-  for (const key in nodeHeaders) {
-    if (key.startsWith(":")) continue;
-    const value = nodeHeaders[key];
-    if (Array.isArray(value)) for (const v of value) all.append(key, v);
-    else if (value !== undefined) all.set(key, String(value));
+  const encoding = nodeHeaders["content-encoding"];
+  const plain = encoding === undefined || encoding.toLowerCase() === "identity";
+  if (!(status === 200 && plain && nodeHeaders["content-type"] === contentTypeUnaryProto)) {
+    // An error's metadata is its headers and trailers together, as connect-node reports them.
+    const all = new Headers();
+    toHeaders(nodeHeaders, all, all);
+    if (!plain) throw new ConnectError(`unsupported response encoding "${encoding}"`, Code.Internal, all);
+    const { isUnaryError, unaryError } = validateResponse("unary", true, status, all);
+    if (isUnaryError) throw errorFromJsonBytes(body, all, unaryError!);
   }
-  const encoding = all.get("content-encoding");
-  if (encoding !== null && encoding.toLowerCase() !== "identity") {
-    throw new ConnectError(`unsupported response encoding "${encoding}"`, Code.Internal, all);
-  }
-  const { isUnaryError, unaryError } = validateResponse("unary", true, status, all);
-  const [header, trailer] = trailerDemux(all);
-  if (isUnaryError) {
-    for (const [k, v] of trailer) header.append(k, v);
-    throw errorFromJsonBytes(body, header, unaryError!);
-  }
+  const header = new Headers();
+  const trailer = new Headers();
+  toHeaders(nodeHeaders, header, trailer);
   return {
     stream: false,
     service: req.service,

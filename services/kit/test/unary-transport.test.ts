@@ -31,6 +31,7 @@ function routes(router: ConnectRouter) {
       observed.deadlineMs = ctx.timeoutMs();
       switch (req.bearer) {
         case "invalid":
+          ctx.responseTrailer.set("x-why", "bad bearer");
           throw invalidArgument([{ field: "bearer", message: "is malformed" }]);
         case "slow":
         case "hang":
@@ -107,6 +108,7 @@ describe("unary transport", () => {
     const ce = err as ConnectError;
     expect(ce.code).toBe(Code.InvalidArgument);
     expect(ce.rawMessage).toBe("request failed validation");
+    expect(ce.metadata.get("x-why")).toBe("bad bearer");
     expect(ce.findDetails(FieldViolationSchema).map((v) => [v.field, v.message])).toEqual([["bearer", "is malformed"]]);
   });
 
