@@ -11,6 +11,7 @@ import { refuseDuringMaintenance } from "./middleware/maintenance.ts";
 import { countByIp, limitByIp, limitByOrganization } from "./middleware/rate-limit.ts";
 import { requestId } from "./middleware/request-id.ts";
 import { securityHeaders } from "./middleware/security-headers.ts";
+import { series } from "./middleware/series.ts";
 import { tracing } from "./middleware/tracing.ts";
 import { methodsByPath } from "./routes/match.ts";
 import type { Method, Route } from "./routes/route.ts";
@@ -113,12 +114,17 @@ export function createApp(ctx: GatewayContext): Express {
   app.disable("etag");
   app.set("case sensitive routing", true);
   app.set("trust proxy", ctx.config.trustProxyHops);
-  if (tracingEnabled()) app.use(tracing());
-  app.use(requestId());
-  // Not even installed when it would log nothing: it costs a listener and a closure per request.
-  if (ctx.config.requestLog) app.use(accessLog(ctx));
-  app.use(securityHeaders(ctx.config.publicBaseUrl));
-  app.use(cors(ctx.config.corsOrigins, methodsOf));
+  // What every request goes through first, as one handler (see series.ts).
+  app.use(
+    series([
+      ...(tracingEnabled() ? [tracing()] : []),
+      requestId(),
+      // Not even installed when it would log nothing: it costs a listener and a closure per request.
+      ...(ctx.config.requestLog ? [accessLog(ctx)] : []),
+      securityHeaders(ctx.config.publicBaseUrl),
+      ...(ctx.config.corsOrigins.length > 0 ? [cors(ctx.config.corsOrigins, methodsOf)] : []),
+    ]),
+  );
 
   // Outside /v1 and its rate limits: load balancers poll it.
   app.get("/healthz", (_req, res) => {
@@ -128,7 +134,7 @@ export function createApp(ctx: GatewayContext): Express {
 
   for (const route of ROUTES) {
     const method = route.method.toLowerCase() as "get" | "post" | "patch" | "delete";
-    app[method](route.path, ...pipeline(ctx, route));
+    app[method](route.path, series(pipeline(ctx, route)));
   }
   app.use(unmatched(methodsOf));
   app.use(errorHandler(ctx));
