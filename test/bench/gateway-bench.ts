@@ -186,6 +186,8 @@ async function main() {
         ...cpuRows,
         `| total | ${us(total(full))} | ${us(total(base))} |`,
         "",
+        `CPU cost ratio (bare total / full total, steadier than req/s on a shared machine): **${(total(base) / total(full)).toFixed(2)}**.`,
+        "",
         `With ${cores} cores the full path cannot exceed ${((cores * 1e6) / total(full)).toFixed(0)} req/s at this cost ` +
           `(bare: ${((cores * 1e6) / total(base)).toFixed(0)}): every request crosses four processes (gateway, Redis, databases ` +
           "service, PostgreSQL) where the bare route crosses one, and each crossing is a socket write and a wake-up on each side.",
