@@ -10,6 +10,7 @@ import {
   type UnaryResponse,
 } from "@connectrpc/connect";
 import { Http2SessionManager } from "@connectrpc/connect-node";
+import { errorFromResetCode } from "./h2-errors.ts";
 import {
   contentTypeUnaryProto,
   errorFromJsonBytes,
@@ -20,7 +21,7 @@ import {
 /** What a unary response may weigh before the call is abandoned (connect-node's default is unlimited). */
 export const UNARY_READ_MAX_BYTES = 16 * 1024 * 1024;
 
-const { NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM, NGHTTP2_ENHANCE_YOUR_CALM, NGHTTP2_NO_ERROR } = http2.constants;
+const { NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
 
 export interface UnaryTransportOptions {
   baseUrl: string;
@@ -146,7 +147,9 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
     stream.on("error", (err) => settle(errorFromNodeReason(err)));
     stream.on("close", () => {
       // Also fires after every normal end: only build an error when it means one.
-      if (!settled) settle(errorFromResetCode(stream.rstCode));
+      if (!settled) {
+        settle(errorFromResetCode(stream.rstCode) ?? new ConnectError(`http/2 stream closed with error code 0x${(stream.rstCode ?? 0).toString(16)}`, Code.Internal));
+      }
     });
     stream.end(body);
   });
@@ -214,22 +217,4 @@ function errorFromNodeReason(reason: unknown): ConnectError {
   const ce = ConnectError.from(reason, code);
   if (ce !== reason) ce.cause = reason;
   return ce;
-}
-
-/** A stream that closed before its response ended: what its RST_STREAM code means (as connect-node reads it). */
-function errorFromResetCode(rstCode: number | undefined): ConnectError {
-  const message = `http/2 stream closed with error code 0x${(rstCode ?? 0).toString(16)}`;
-  switch (rstCode) {
-    case NGHTTP2_REFUSED_STREAM:
-      return new ConnectError(message, Code.Unavailable);
-    case NGHTTP2_CANCEL:
-      return new ConnectError(message, Code.Canceled);
-    case NGHTTP2_ENHANCE_YOUR_CALM:
-      return new ConnectError(message, Code.ResourceExhausted);
-    case http2.constants.NGHTTP2_INADEQUATE_SECURITY:
-    case http2.constants.NGHTTP2_HTTP_1_1_REQUIRED:
-      return new ConnectError(message, Code.PermissionDenied);
-    default:
-      return new ConnectError(message, Code.Internal);
-  }
 }
