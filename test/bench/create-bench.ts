@@ -11,7 +11,7 @@ import { findServerBinaries } from "../../services/provisioner-agent/src/instanc
 import { resolveRunAs, runCommand } from "../../services/provisioner-agent/src/instances/run-as.ts";
 import { createApi } from "../support/api.ts";
 import { freePortBlock, startStack } from "../support/stack.ts";
-import { fmt, summary, writeSection } from "./report.ts";
+import { fmt, summary, writeSection, runBench } from "./report.ts";
 
 const COUNT = Number(process.env.BENCH_COUNT ?? 20);
 
@@ -97,10 +97,4 @@ async function main() {
   process.stdout.write(`written to docs/benchmarks.md\n`);
 }
 
-main().then(
-  () => process.exit(0),
-  (err) => {
-    process.stderr.write(`bench failed: ${(err as Error).stack}\n`);
-    process.exit(1);
-  },
-);
+runBench(main);

@@ -12,7 +12,7 @@ import { promisify } from "node:util";
 import autocannon from "autocannon";
 import { createApi, waitFor } from "../support/api.ts";
 import { startStack, type Stack } from "../support/stack.ts";
-import { writeSection } from "./report.ts";
+import { writeSection, runBench } from "./report.ts";
 
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
@@ -200,10 +200,4 @@ async function main() {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (err) => {
-    process.stderr.write(`bench failed: ${(err as Error).stack}\n`);
-    process.exit(1);
-  },
-);
+runBench(main);

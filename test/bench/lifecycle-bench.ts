@@ -10,7 +10,7 @@ import { processMemory } from "../../services/provisioner-agent/src/instances/pr
 import { createApi } from "../support/api.ts";
 import { query } from "../support/pgclient.ts";
 import { startStack, type Stack } from "../support/stack.ts";
-import { fmt, summary, writeSection } from "./report.ts";
+import { fmt, summary, writeSection, runBench } from "./report.ts";
 
 const DENSITY = Number(process.env.BENCH_DENSITY ?? 200);
 const STARTS = Number(process.env.BENCH_STARTS ?? 10);
@@ -146,10 +146,4 @@ async function main() {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (err) => {
-    process.stderr.write(`bench failed: ${(err as Error).stack}\n`);
-    process.exit(1);
-  },
-);
+runBench(main);

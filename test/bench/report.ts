@@ -29,3 +29,14 @@ export async function writeSection(title: string, body: string): Promise<void> {
   const date = new Date().toISOString().slice(0, 10);
   await writeFile(file, `${text.trimEnd()}\n\n## ${title} (${date})\n\n${body}\n`);
 }
+
+/** Runs a bench's main and exits: 0 when it finished, 1 with the stack when it failed. */
+export function runBench(main: () => Promise<void>): void {
+  main().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      process.stderr.write(`bench failed: ${(err as Error).stack}\n`);
+      process.exit(1);
+    },
+  );
+}
