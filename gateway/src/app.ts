@@ -1,20 +1,19 @@
 import { tracingEnabled } from "@dbaas/kit";
 import express, { type ErrorRequestHandler, type Express, type RequestHandler } from "express";
 import type { GatewayContext } from "./context.ts";
-import { classify, methodNotAllowed, routeNotFound } from "./errors.ts";
+import { classify, maintenance, methodNotAllowed, routeNotFound } from "./errors.ts";
 import { runIdempotent } from "./idempotency/idempotency.ts";
 import { authenticate, requirePermission } from "./middleware/auth.ts";
 import { parseJsonBody } from "./middleware/body.ts";
 import { cors } from "./middleware/cors.ts";
 import { sendError, sendReply } from "./middleware/envelope.ts";
-import { refuseDuringMaintenance } from "./middleware/maintenance.ts";
 import { countByIp, limitByIp, limitByOrganization } from "./middleware/rate-limit.ts";
 import { requestId } from "./middleware/request-id.ts";
 import { securityHeaders } from "./middleware/security-headers.ts";
 import { series } from "./middleware/series.ts";
 import { tracing } from "./middleware/tracing.ts";
-import { methodsByPath } from "./routes/match.ts";
-import type { Method, Route } from "./routes/route.ts";
+import { createRouteTable, type RouteTable } from "./routes/match.ts";
+import type { Route } from "./routes/route.ts";
 import { ROUTES } from "./routes/table.ts";
 import { parseQuery, validateBody } from "./schema.ts";
 import "./locals.ts";
@@ -47,13 +46,30 @@ function pipeline(ctx: GatewayContext, route: Route): RequestHandler[] {
   return steps;
 }
 
-/** Answers 405 with `Allow` for a known path, 404 for anything else. */
-function unmatched(methodsOf: (path: string) => Method[]): RequestHandler {
-  return (req) => {
-    const allow: string[] = methodsOf(req.path);
-    if (allow.length === 0) throw routeNotFound();
-    if (allow.includes("GET")) allow.push("HEAD");
-    throw methodNotAllowed(allow);
+/**
+ * Everything after the preamble as one handler: health, the maintenance
+ * switch, then the route table — the matched route's pipeline, or 405 with
+ * `Allow` for a known path and 404 for anything else. One handler rather
+ * than one Express layer per route: Express would try each declared route's
+ * pattern in turn on every request.
+ */
+function dispatch(ctx: GatewayContext, table: RouteTable<RequestHandler>): RequestHandler {
+  return (req, res, next) => {
+    const path = req.path;
+    if ((path === "/healthz" || path === "/healthz/") && (req.method === "GET" || req.method === "HEAD")) {
+      res.json({ status: "ok", redis: ctx.redisHealth(), maintenance: ctx.maintenance.state().on });
+      return;
+    }
+    // Outside /v1 (health) load balancers must still reach while the API is switched off.
+    if (path === "/v1" || path.startsWith("/v1/")) {
+      const state = ctx.maintenance.state();
+      if (state.on) throw maintenance(state.retryAfter);
+    }
+    const match = table.match(req.method, path);
+    if (match.kind === "none") throw routeNotFound();
+    if (match.kind === "method") throw methodNotAllowed(match.allow);
+    req.params = match.params;
+    return match.value(req, res, next);
   };
 }
 
@@ -107,12 +123,13 @@ function accessLog(ctx: GatewayContext): RequestHandler {
 
 /** The gateway's HTTP surface, without listening: tests mount it on an ephemeral port. */
 export function createApp(ctx: GatewayContext): Express {
-  const methodsOf = methodsByPath(ROUTES);
+  const table = createRouteTable(
+    ROUTES.map((route) => ({ method: route.method, path: route.path, value: series(pipeline(ctx, route)) })),
+  );
   const app = express();
   app.disable("x-powered-by");
   // Every response body carries a fresh request id, so ETags would never match.
   app.disable("etag");
-  app.set("case sensitive routing", true);
   app.set("trust proxy", ctx.config.trustProxyHops);
   // What every request goes through first, as one handler (see series.ts).
   app.use(
@@ -122,21 +139,10 @@ export function createApp(ctx: GatewayContext): Express {
       // Not even installed when it would log nothing: it costs a listener and a closure per request.
       ...(ctx.config.requestLog ? [accessLog(ctx)] : []),
       securityHeaders(ctx.config.publicBaseUrl),
-      ...(ctx.config.corsOrigins.length > 0 ? [cors(ctx.config.corsOrigins, methodsOf)] : []),
+      ...(ctx.config.corsOrigins.length > 0 ? [cors(ctx.config.corsOrigins, table.methodsOf)] : []),
+      dispatch(ctx, table),
     ]),
   );
-
-  // Outside /v1 and its rate limits: load balancers poll it.
-  app.get("/healthz", (_req, res) => {
-    res.json({ status: "ok", redis: ctx.redisHealth(), maintenance: ctx.maintenance.state().on });
-  });
-  app.use(refuseDuringMaintenance(ctx.maintenance));
-
-  for (const route of ROUTES) {
-    const method = route.method.toLowerCase() as "get" | "post" | "patch" | "delete";
-    app[method](route.path, series(pipeline(ctx, route)));
-  }
-  app.use(unmatched(methodsOf));
   app.use(errorHandler(ctx));
   return app;
 }

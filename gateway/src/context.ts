@@ -15,6 +15,7 @@ import { createAuthCache, startRevocationFeed, type AuthCache, type RevocationFe
 import { createLocalLimiter, type RateLimiter } from "./rate-limit/limiter.ts";
 import { createRedisLimiter } from "./rate-limit/redis-limiter.ts";
 import { connectRedis } from "./redis.ts";
+import { coalesceGetDatabase } from "./upstream/coalesce.ts";
 
 export type RedisHealth = "ok" | "degraded" | "disabled";
 
@@ -97,7 +98,7 @@ export function createContext(config: GatewayConfig, overrides: ContextOverrides
     log,
     clock,
     identity: client(IdentityService, config.identityUrl, "identity", true),
-    databases: client(DatabasesService, config.databasesUrl, "databases", false),
+    databases: coalesceGetDatabase(client(DatabasesService, config.databasesUrl, "databases", false)),
     billing: client(BillingService, config.billingUrl, "billing", false),
     authCache,
   };

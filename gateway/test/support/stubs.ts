@@ -222,6 +222,22 @@ function databasesRoutes(state: StubState) {
       async getDatabase(req) {
         return { database: (await find(req.organizationId, req.id)).db };
       },
+      // What the gateway sends for concurrent GETs: each item answered as getDatabase would.
+      async batchGetDatabases(req) {
+        record(state, "batchGetDatabases", req);
+        const results = await Promise.all(
+          req.requests.map((r) =>
+            find(r.organizationId, r.id).then(
+              (entry) => ({ result: { case: "database" as const, value: entry.db } }),
+              (err: unknown) => {
+                const e = ConnectError.from(err);
+                return { result: { case: "error" as const, value: { code: e.code, message: e.rawMessage } } };
+              },
+            ),
+          ),
+        );
+        return { results };
+      },
       async listDatabases(req) {
         record(state, "listDatabases", req);
         const all = [...state.databases.values()]

@@ -1,10 +1,19 @@
 import { Code, ConnectError, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { createInternalClient, createPool, startServer, type RunningServer } from "@dbaas/kit";
-import { DatabasesService } from "@dbaas/proto/databases";
+import { DatabasesService, type BatchGetDatabasesResponse } from "@dbaas/proto/databases";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { routes } from "../src/routes.ts";
-import { SECRET, createDb, createHarness, eventually, registerAgent, type Harness } from "./harness.ts";
+import {
+  SECRET,
+  createDb,
+  createHarness,
+  eventually,
+  expectCode,
+  registerAgent,
+  violationsOf,
+  type Harness,
+} from "./harness.ts";
 
 let h: Harness;
 let pool: pg.Pool;
@@ -61,6 +70,31 @@ async function transactionsDuring<T>(fn: () => Promise<T>): Promise<{ result: T;
   const result = await fn();
   const after = await localTransactionId();
   return { result, transactions: after - before - 1 };
+}
+
+/**
+ * Runs `calls` while their query fails: the handlers' backend is made to wait
+ * on a table lock, then terminated. Resolves with what `calls` resolved with,
+ * and the pid of the backend that was terminated.
+ */
+async function whileQueryFails<T>(calls: () => Promise<T>): Promise<{ result: T; backend: number }> {
+  const { rows } = await pool.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
+  const backend = rows[0]!.pid;
+  const locker = await h.ctx.pool.connect();
+  try {
+    await locker.query("BEGIN");
+    await locker.query("LOCK TABLE databases IN ACCESS EXCLUSIVE MODE");
+    const pending = calls();
+    await eventually(async () => {
+      const waiting = await h.ctx.pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'", [backend]);
+      return waiting.rowCount === 1;
+    });
+    await h.ctx.pool.query("SELECT pg_terminate_backend($1)", [backend]);
+    return { result: await pending, backend };
+  } finally {
+    await locker.query("ROLLBACK");
+    locker.release();
+  }
 }
 
 interface Lookup {
@@ -168,36 +202,118 @@ describe("GetDatabase lookups made together", () => {
 
   it("all fail with the query's error when it fails, and the next lookups succeed", async () => {
     const [a0, a1] = ids[ORG_A]!;
-    const { rows } = await pool.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
-    const backend = rows[0]!.pid;
-    const locker = await h.ctx.pool.connect();
-    try {
-      await locker.query("BEGIN");
-      await locker.query("LOCK TABLE databases IN ACCESS EXCLUSIVE MODE");
-      const failing = Promise.all(
+    const { result: outcomes, backend } = await whileQueryFails(() =>
+      Promise.all(
         [a0, a1, a0, "db_does_not_exist"].map((id) =>
           dbs.getDatabase({ organizationId: ORG_A, id: id! }).then(
             () => "answered",
             (err: unknown) => ConnectError.from(err),
           ),
         ),
-      );
-      await eventually(async () => {
-        const waiting = await h.ctx.pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'", [backend]);
-        return waiting.rowCount === 1;
-      });
-      await h.ctx.pool.query("SELECT pg_terminate_backend($1)", [backend]);
-      const outcomes = await failing;
-      expect(outcomes.map((o) => (o instanceof ConnectError ? Code[o.code] : o))).toEqual(Array(4).fill("Internal"));
-    } finally {
-      await locker.query("ROLLBACK");
-      locker.release();
-    }
+      ),
+    );
+    expect(outcomes.map((o) => (o instanceof ConnectError ? Code[o.code] : o))).toEqual(Array(4).fill("Internal"));
     expect(await lookUpAll([{ organizationId: ORG_A, id: a0! }, { organizationId: ORG_A, id: a1! }])).toEqual([
       `${ORG_A}/${a0}`,
       `${ORG_A}/${a1}`,
     ]);
     const replaced = await pool.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
     expect(replaced.rows[0]!.pid).not.toBe(backend);
+  }, 15_000);
+});
+
+/** Each result of a BatchGetDatabases answer, written as lookUpAll writes a GetDatabase outcome. */
+function outcomesOf(res: BatchGetDatabasesResponse): string[] {
+  return res.results.map((r) => {
+    if (r.result.case === "database") return `${r.result.value.organizationId}/${r.result.value.id}`;
+    if (r.result.case === "error") return Code[r.result.value.code]!;
+    return "empty";
+  });
+}
+
+describe("BatchGetDatabases", () => {
+  it("answers each request in order, as GetDatabase would, from one query", async () => {
+    const [a0, a1] = ids[ORG_A]!;
+    const [b0] = ids[ORG_B]!;
+    const requests: Lookup[] = [
+      { organizationId: ORG_A, id: a1! },
+      { organizationId: ORG_A, id: b0! },
+      { organizationId: ORG_A, id: "db_does_not_exist" },
+      { organizationId: ORG_B, id: b0! },
+      { organizationId: ORG_A, id: deletedId },
+      { organizationId: ORG_A, id: a0! },
+      { organizationId: ORG_A, id: a1! },
+      { organizationId: ORG_A, id: `${a0!}\0` },
+    ];
+    const { result, transactions } = await transactionsDuring(() => dbs.batchGetDatabases({ requests }));
+    expect(outcomesOf(result)).toEqual([
+      `${ORG_A}/${a1}`,
+      "NotFound",
+      "NotFound",
+      `${ORG_B}/${b0}`,
+      "NotFound",
+      `${ORG_A}/${a0}`,
+      `${ORG_A}/${a1}`,
+      "NotFound",
+    ]);
+    expect(transactions).toBe(1);
+    // Item by item what the unary call answers: the same record, the same error code and message.
+    for (const [i, request] of requests.entries()) {
+      const unary = await dbs.getDatabase(request).then(
+        (res) => ({ database: res.database }),
+        (err: unknown) => ({ code: ConnectError.from(err).code, message: ConnectError.from(err).rawMessage }),
+      );
+      const item = result.results[i]!.result;
+      expect(item.case === "database" ? { database: item.value } : { code: item.value?.code, message: item.value?.message }).toEqual(unary);
+    }
+  });
+
+  it("never leaks another organization's database, however the batch mixes them", async () => {
+    const requests = [...ids[ORG_A]!, ...ids[ORG_B]!].map((id) => ({ organizationId: ORG_B, id }));
+    const res = await dbs.batchGetDatabases({ requests });
+    expect(outcomesOf(res)).toEqual([...ids[ORG_A]!.map(() => "NotFound"), ...ids[ORG_B]!.map((id) => `${ORG_B}/${id}`)]);
+    for (const r of res.results) if (r.result.case === "error") expect(r.result.value.message).toBe("database not found");
+  });
+
+  it("answers an empty batch with no results and no query", async () => {
+    const { result, transactions } = await transactionsDuring(() => dbs.batchGetDatabases({ requests: [] }));
+    expect(result.results).toEqual([]);
+    expect(transactions).toBe(0);
+  });
+
+  it("answers 100 requests and refuses 101 with invalid_argument", async () => {
+    const hundred = Array.from({ length: 100 }, (_, i) => ({ organizationId: ORG_A, id: ids[ORG_A]![i % 5]! }));
+    expect(outcomesOf(await dbs.batchGetDatabases({ requests: hundred }))).toEqual(hundred.map((r) => `${ORG_A}/${r.id}`));
+    const err = await expectCode(dbs.batchGetDatabases({ requests: [...hundred, hundred[0]!] }), Code.InvalidArgument);
+    expect(violationsOf(err)).toEqual([{ field: "requests", message: "must hold at most 100 requests" }]);
+  });
+
+  it("is served over HTTP/2 to the gateway's internal client", async () => {
+    const gateway = createInternalClient(DatabasesService, server.url, { secret: SECRET, caller: "gateway" });
+    const [a0] = ids[ORG_A]!;
+    const res = await gateway.batchGetDatabases({
+      requests: [
+        { organizationId: ORG_A, id: a0! },
+        { organizationId: ORG_B, id: a0! },
+      ],
+    });
+    expect(outcomesOf(res)).toEqual([`${ORG_A}/${a0}`, "NotFound"]);
+  });
+
+  it("answers every item with an internal error when the query fails, without failing the call", async () => {
+    const [a0, a1] = ids[ORG_A]!;
+    const { result: res } = await whileQueryFails(() =>
+      dbs.batchGetDatabases({
+        requests: [
+          { organizationId: ORG_A, id: a0! },
+          { organizationId: ORG_A, id: "db_does_not_exist" },
+        ],
+      }),
+    );
+    expect(res.results.map((r) => r.result.case === "error" && { code: Code[r.result.value.code], message: r.result.value.message })).toEqual([
+      { code: "Internal", message: "internal error" },
+      { code: "Internal", message: "internal error" },
+    ]);
+    expect(outcomesOf(await dbs.batchGetDatabases({ requests: [{ organizationId: ORG_A, id: a1! }] }))).toEqual([`${ORG_A}/${a1}`]);
   }, 15_000);
 });

@@ -11,3 +11,4 @@ export * from "./server.ts";
 export * from "./catalogue.ts";
 export * from "./scopes.ts";
 export * from "./support.ts";
+export * from "./read-batcher.ts";

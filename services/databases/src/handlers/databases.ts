@@ -7,12 +7,15 @@ import {
   Validator,
   callerKey,
   conflict,
+  createReadBatcher,
+  invalidArgument,
   newId,
   notFound,
   permissionDenied,
   withTransaction,
 } from "@dbaas/kit";
 import {
+  BatchGetDatabasesResponseSchema,
   CreateDatabaseResponseSchema,
   DatabasesService,
   DeleteDatabaseResponseSchema,
@@ -30,7 +33,6 @@ import {
 } from "@dbaas/proto/databases";
 import type { AppContext } from "../context.ts";
 import { placeDatabase } from "../placement.ts";
-import { createReadBatcher } from "../read-batcher.ts";
 import {
   connectionString,
   notifyAgent,
@@ -90,6 +92,8 @@ const GET_DATABASES =
   "JOIN databases d ON d.id = k.id AND d.organization_id = k.organization_id WHERE d.deleted_at IS NULL";
 /** Keys per GET_DATABASES query: bounds its size and plan; a bigger batch is split. */
 const GET_DATABASES_BATCH_SIZE = 100;
+/** Requests per BatchGetDatabases call, as the proto documents. */
+const BATCH_GET_MAX_REQUESTS = 100;
 
 interface DatabaseKey {
   id: string;
@@ -122,6 +126,16 @@ function liveDatabaseReader(pool: pg.Pool): (key: DatabaseKey) => Promise<Databa
     keyOf: (k) => `${k.id}\0${k.organizationId}`,
   });
   return (key) => (storable(key) ? batched(key) : Promise.resolve(undefined));
+}
+
+/**
+ * What the server would have answered a unary call failing with `err`: its
+ * Connect code and message, or a bare internal error, whose cause (e.g. a
+ * query's) must not reach the caller.
+ */
+function itemError(err: unknown): { code: Code; message: string } {
+  if (err instanceof ConnectError) return { code: err.code, message: err.rawMessage };
+  return { code: Code.Internal, message: "internal error" };
 }
 
 export const STATUSES = ["provisioning", "running", "starting", "stopping", "stopped", "restarting", "resizing", "failed"];
@@ -175,6 +189,13 @@ interface Transition {
 export function databasesHandlers(ctx: AppContext): Partial<ServiceImpl<typeof DatabasesService>> {
   const domain = ctx.cfg.databaseDomain;
   const liveDatabase = liveDatabaseReader(ctx.pool);
+
+  /** The database GetDatabase answers: a live one of the request's own organization, else NOT_FOUND. */
+  const ownedDatabase = async (req: DatabaseKey) => {
+    const row = await liveDatabase(req);
+    if (!row) throw notFound("database");
+    return toDatabase(row, domain);
+  };
 
   /** Moves a database into a transitional status and bumps its spec for the agent. */
   const transition = (orgId: string, id: string, t: Transition) =>
@@ -239,9 +260,23 @@ export function databasesHandlers(ctx: AppContext): Partial<ServiceImpl<typeof D
     },
 
     async getDatabase(req) {
-      const row = await liveDatabase({ id: req.id, organizationId: req.organizationId });
-      if (!row) throw notFound("database");
-      return create(GetDatabaseResponseSchema, { database: toDatabase(row, domain) });
+      return create(GetDatabaseResponseSchema, { database: await ownedDatabase(req) });
+    },
+
+    async batchGetDatabases(req) {
+      if (req.requests.length > BATCH_GET_MAX_REQUESTS) {
+        throw invalidArgument([{ field: "requests", message: `must hold at most ${BATCH_GET_MAX_REQUESTS} requests` }]);
+      }
+      // Through GetDatabase's read batcher: the items share one query, with the other lookups of this iteration.
+      const results = await Promise.all(
+        req.requests.map((item) =>
+          ownedDatabase(item).then(
+            (database) => ({ result: { case: "database" as const, value: database } }),
+            (err: unknown) => ({ result: { case: "error" as const, value: itemError(err) } }),
+          ),
+        ),
+      );
+      return create(BatchGetDatabasesResponseSchema, { results });
     },
 
     async listDatabases(req) {

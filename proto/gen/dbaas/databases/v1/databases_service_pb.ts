@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dbaas/databases/v1/databases_service.proto.
  */
 export const file_dbaas_databases_v1_databases_service: GenFile = /*@__PURE__*/
-  fileDesc("CipkYmFhcy9kYXRhYmFzZXMvdjEvZGF0YWJhc2VzX3NlcnZpY2UucHJvdG8SEmRiYWFzLmRhdGFiYXNlcy52MSLOAgoIRGF0YWJhc2USCgoCaWQYASABKAkSFwoPb3JnYW5pemF0aW9uX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSDgoGcmVnaW9uGAQgASgJEgwKBHRpZXIYBSABKAkSDwoHdmVyc2lvbhgGIAEoCRIOCgZzdGF0dXMYByABKAkSDAoEaG9zdBgIIAEoCRIMCgRwb3J0GAkgASgFEhAKCGRhdGFiYXNlGAogASgJEhAKCHVzZXJuYW1lGAsgASgJEhkKEWNvbm5lY3Rpb25fc3RyaW5nGAwgASgJEi4KCmNyZWF0ZWRfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDXN0YXR1c19yZWFzb24YDyABKAkibQoVQ3JlYXRlRGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEg4KBnJlZ2lvbhgDIAEoCRIMCgR0aWVyGAQgASgJEg8KB3ZlcnNpb24YBSABKAkidQoWQ3JlYXRlRGF0YWJhc2VSZXNwb25zZRIuCghkYXRhYmFzZRgBIAEoCzIcLmRiYWFzLmRhdGFiYXNlcy52MS5EYXRhYmFzZRIQCghwYXNzd29yZBgCIAEoCRIZChFjb25uZWN0aW9uX3N0cmluZxgDIAEoCSI5ChJHZXREYXRhYmFzZVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJIkUKE0dldERhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UibwoUTGlzdERhdGFiYXNlc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgwKBHBhZ2UYAiABKAUSEAoIcGVyX3BhZ2UYAyABKAUSDgoGc3RhdHVzGAQgASgJEg4KBnJlZ2lvbhgFIAEoCSJ3ChVMaXN0RGF0YWJhc2VzUmVzcG9uc2USLwoJZGF0YWJhc2VzGAEgAygLMhwuZGJhYXMuZGF0YWJhc2VzLnYxLkRhdGFiYXNlEg0KBXRvdGFsGAIgASgFEgwKBHBhZ2UYAyABKAUSEAoIcGVyX3BhZ2UYBCABKAUiWAoVVXBkYXRlRGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCRIRCgRuYW1lGAMgASgJSACIAQFCBwoFX25hbWUiSAoWVXBkYXRlRGF0YWJhc2VSZXNwb25zZRIuCghkYXRhYmFzZRgBIAEoCzIcLmRiYWFzLmRhdGFiYXNlcy52MS5EYXRhYmFzZSI8ChVEZWxldGVEYXRhYmFzZVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJIhgKFkRlbGV0ZURhdGFiYXNlUmVzcG9uc2UiOwoUU3RhcnREYXRhYmFzZVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJIkcKFVN0YXJ0RGF0YWJhc2VSZXNwb25zZRIuCghkYXRhYmFzZRgBIAEoCzIcLmRiYWFzLmRhdGFiYXNlcy52MS5EYXRhYmFzZSI6ChNTdG9wRGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSJGChRTdG9wRGF0YWJhc2VSZXNwb25zZRIuCghkYXRhYmFzZRgBIAEoCzIcLmRiYWFzLmRhdGFiYXNlcy52MS5EYXRhYmFzZSI9ChZSZXN0YXJ0RGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSJJChdSZXN0YXJ0RGF0YWJhc2VSZXNwb25zZRIuCghkYXRhYmFzZRgBIAEoCzIcLmRiYWFzLmRhdGFiYXNlcy52MS5EYXRhYmFzZSJKChVSZXNpemVEYXRhYmFzZVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJEgwKBHRpZXIYAyABKAkiSAoWUmVzaXplRGF0YWJhc2VSZXNwb25zZRIuCghkYXRhYmFzZRgBIAEoCzIcLmRiYWFzLmRhdGFiYXNlcy52MS5EYXRhYmFzZSI7ChRSZXNldFBhc3N3b3JkUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSCgoCaWQYAiABKAkiRAoVUmVzZXRQYXNzd29yZFJlc3BvbnNlEhAKCHBhc3N3b3JkGAEgASgJEhkKEWNvbm5lY3Rpb25fc3RyaW5nGAIgASgJIroBCglPcGVyYXRpb24SCgoCaWQYASABKAkSEwoLZGF0YWJhc2VfaWQYAiABKAkSDAoEdHlwZRgDIAEoCRIOCgZzdGF0dXMYBCABKAkSLgoKc3RhcnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWVycm9yGAcgASgJImUKFUxpc3RPcGVyYXRpb25zUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEwoLZGF0YWJhc2VfaWQYAiABKAkSDAoEcGFnZRgDIAEoBRIQCghwZXJfcGFnZRgEIAEoBSJ6ChZMaXN0T3BlcmF0aW9uc1Jlc3BvbnNlEjEKCm9wZXJhdGlvbnMYASADKAsyHS5kYmFhcy5kYXRhYmFzZXMudjEuT3BlcmF0aW9uEg0KBXRvdGFsGAIgASgFEgwKBHBhZ2UYAyABKAUSEAoIcGVyX3BhZ2UYBCABKAUiPgoXR2V0Q2FDZXJ0aWZpY2F0ZVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJIicKGEdldENhQ2VydGlmaWNhdGVSZXNwb25zZRILCgNwZW0YASABKAkiJAoWUmVzdG9yZURhdGFiYXNlUmVxdWVzdBIKCgJpZBgBIAEoCSJJChdSZXN0b3JlRGF0YWJhc2VSZXNwb25zZRIuCghkYXRhYmFzZRgBIAEoCzIcLmRiYWFzLmRhdGFiYXNlcy52MS5EYXRhYmFzZSIkCgZSZWdpb24SDAoEY29kZRgBIAEoCRIMCgRuYW1lGAIgASgJIhQKEkxpc3RSZWdpb25zUmVxdWVzdCJCChNMaXN0UmVnaW9uc1Jlc3BvbnNlEisKB3JlZ2lvbnMYASADKAsyGi5kYmFhcy5kYXRhYmFzZXMudjEuUmVnaW9uIl8KBFRpZXISDAoEbmFtZRgBIAEoCRIMCgR2Y3B1GAIgASgFEhEKCW1lbW9yeV9nYhgDIAEoBRISCgpzdG9yYWdlX2diGAQgASgFEhQKDGhvdXJseV9wcmljZRgFIAEoASISChBMaXN0VGllcnNSZXF1ZXN0IjwKEUxpc3RUaWVyc1Jlc3BvbnNlEicKBXRpZXJzGAEgAygLMhguZGJhYXMuZGF0YWJhc2VzLnYxLlRpZXIiLgoHVmVyc2lvbhIPCgd2ZXJzaW9uGAEgASgJEhIKCmlzX2RlZmF1bHQYAiABKAgiFQoTTGlzdFZlcnNpb25zUmVxdWVzdCJFChRMaXN0VmVyc2lvbnNSZXNwb25zZRItCgh2ZXJzaW9ucxgBIAMoCzIbLmRiYWFzLmRhdGFiYXNlcy52MS5WZXJzaW9uMvgMChBEYXRhYmFzZXNTZXJ2aWNlEmcKDkNyZWF0ZURhdGFiYXNlEikuZGJhYXMuZGF0YWJhc2VzLnYxLkNyZWF0ZURhdGFiYXNlUmVxdWVzdBoqLmRiYWFzLmRhdGFiYXNlcy52MS5DcmVhdGVEYXRhYmFzZVJlc3BvbnNlEl4KC0dldERhdGFiYXNlEiYuZGJhYXMuZGF0YWJhc2VzLnYxLkdldERhdGFiYXNlUmVxdWVzdBonLmRiYWFzLmRhdGFiYXNlcy52MS5HZXREYXRhYmFzZVJlc3BvbnNlEmQKDUxpc3REYXRhYmFzZXMSKC5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdERhdGFiYXNlc1JlcXVlc3QaKS5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdERhdGFiYXNlc1Jlc3BvbnNlEmcKDlVwZGF0ZURhdGFiYXNlEikuZGJhYXMuZGF0YWJhc2VzLnYxLlVwZGF0ZURhdGFiYXNlUmVxdWVzdBoqLmRiYWFzLmRhdGFiYXNlcy52MS5VcGRhdGVEYXRhYmFzZVJlc3BvbnNlEmcKDkRlbGV0ZURhdGFiYXNlEikuZGJhYXMuZGF0YWJhc2VzLnYxLkRlbGV0ZURhdGFiYXNlUmVxdWVzdBoqLmRiYWFzLmRhdGFiYXNlcy52MS5EZWxldGVEYXRhYmFzZVJlc3BvbnNlEmQKDVN0YXJ0RGF0YWJhc2USKC5kYmFhcy5kYXRhYmFzZXMudjEuU3RhcnREYXRhYmFzZVJlcXVlc3QaKS5kYmFhcy5kYXRhYmFzZXMudjEuU3RhcnREYXRhYmFzZVJlc3BvbnNlEmEKDFN0b3BEYXRhYmFzZRInLmRiYWFzLmRhdGFiYXNlcy52MS5TdG9wRGF0YWJhc2VSZXF1ZXN0GiguZGJhYXMuZGF0YWJhc2VzLnYxLlN0b3BEYXRhYmFzZVJlc3BvbnNlEmoKD1Jlc3RhcnREYXRhYmFzZRIqLmRiYWFzLmRhdGFiYXNlcy52MS5SZXN0YXJ0RGF0YWJhc2VSZXF1ZXN0GisuZGJhYXMuZGF0YWJhc2VzLnYxLlJlc3RhcnREYXRhYmFzZVJlc3BvbnNlEmcKDlJlc2l6ZURhdGFiYXNlEikuZGJhYXMuZGF0YWJhc2VzLnYxLlJlc2l6ZURhdGFiYXNlUmVxdWVzdBoqLmRiYWFzLmRhdGFiYXNlcy52MS5SZXNpemVEYXRhYmFzZVJlc3BvbnNlEmQKDVJlc2V0UGFzc3dvcmQSKC5kYmFhcy5kYXRhYmFzZXMudjEuUmVzZXRQYXNzd29yZFJlcXVlc3QaKS5kYmFhcy5kYXRhYmFzZXMudjEuUmVzZXRQYXNzd29yZFJlc3BvbnNlEmcKDkxpc3RPcGVyYXRpb25zEikuZGJhYXMuZGF0YWJhc2VzLnYxLkxpc3RPcGVyYXRpb25zUmVxdWVzdBoqLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0T3BlcmF0aW9uc1Jlc3BvbnNlEm0KEEdldENhQ2VydGlmaWNhdGUSKy5kYmFhcy5kYXRhYmFzZXMudjEuR2V0Q2FDZXJ0aWZpY2F0ZVJlcXVlc3QaLC5kYmFhcy5kYXRhYmFzZXMudjEuR2V0Q2FDZXJ0aWZpY2F0ZVJlc3BvbnNlEmoKD1Jlc3RvcmVEYXRhYmFzZRIqLmRiYWFzLmRhdGFiYXNlcy52MS5SZXN0b3JlRGF0YWJhc2VSZXF1ZXN0GisuZGJhYXMuZGF0YWJhc2VzLnYxLlJlc3RvcmVEYXRhYmFzZVJlc3BvbnNlEl4KC0xpc3RSZWdpb25zEiYuZGJhYXMuZGF0YWJhc2VzLnYxLkxpc3RSZWdpb25zUmVxdWVzdBonLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0UmVnaW9uc1Jlc3BvbnNlElgKCUxpc3RUaWVycxIkLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0VGllcnNSZXF1ZXN0GiUuZGJhYXMuZGF0YWJhc2VzLnYxLkxpc3RUaWVyc1Jlc3BvbnNlEmEKDExpc3RWZXJzaW9ucxInLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0VmVyc2lvbnNSZXF1ZXN0GiguZGJhYXMuZGF0YWJhc2VzLnYxLkxpc3RWZXJzaW9uc1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("CipkYmFhcy9kYXRhYmFzZXMvdjEvZGF0YWJhc2VzX3NlcnZpY2UucHJvdG8SEmRiYWFzLmRhdGFiYXNlcy52MSLOAgoIRGF0YWJhc2USCgoCaWQYASABKAkSFwoPb3JnYW5pemF0aW9uX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSDgoGcmVnaW9uGAQgASgJEgwKBHRpZXIYBSABKAkSDwoHdmVyc2lvbhgGIAEoCRIOCgZzdGF0dXMYByABKAkSDAoEaG9zdBgIIAEoCRIMCgRwb3J0GAkgASgFEhAKCGRhdGFiYXNlGAogASgJEhAKCHVzZXJuYW1lGAsgASgJEhkKEWNvbm5lY3Rpb25fc3RyaW5nGAwgASgJEi4KCmNyZWF0ZWRfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDXN0YXR1c19yZWFzb24YDyABKAkibQoVQ3JlYXRlRGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEg4KBnJlZ2lvbhgDIAEoCRIMCgR0aWVyGAQgASgJEg8KB3ZlcnNpb24YBSABKAkidQoWQ3JlYXRlRGF0YWJhc2VSZXNwb25zZRIuCghkYXRhYmFzZRgBIAEoCzIcLmRiYWFzLmRhdGFiYXNlcy52MS5EYXRhYmFzZRIQCghwYXNzd29yZBgCIAEoCRIZChFjb25uZWN0aW9uX3N0cmluZxgDIAEoCSI5ChJHZXREYXRhYmFzZVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJIkUKE0dldERhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiVAoYQmF0Y2hHZXREYXRhYmFzZXNSZXF1ZXN0EjgKCHJlcXVlc3RzGAEgAygLMiYuZGJhYXMuZGF0YWJhc2VzLnYxLkdldERhdGFiYXNlUmVxdWVzdCJZChlCYXRjaEdldERhdGFiYXNlc1Jlc3BvbnNlEjwKB3Jlc3VsdHMYASADKAsyKy5kYmFhcy5kYXRhYmFzZXMudjEuQmF0Y2hHZXREYXRhYmFzZXNSZXN1bHQiigEKF0JhdGNoR2V0RGF0YWJhc2VzUmVzdWx0EjAKCGRhdGFiYXNlGAEgASgLMhwuZGJhYXMuZGF0YWJhc2VzLnYxLkRhdGFiYXNlSAASMwoFZXJyb3IYAiABKAsyIi5kYmFhcy5kYXRhYmFzZXMudjEuQmF0Y2hJdGVtRXJyb3JIAEIICgZyZXN1bHQiLwoOQmF0Y2hJdGVtRXJyb3ISDAoEY29kZRgBIAEoBRIPCgdtZXNzYWdlGAIgASgJIm8KFExpc3REYXRhYmFzZXNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIMCgRwYWdlGAIgASgFEhAKCHBlcl9wYWdlGAMgASgFEg4KBnN0YXR1cxgEIAEoCRIOCgZyZWdpb24YBSABKAkidwoVTGlzdERhdGFiYXNlc1Jlc3BvbnNlEi8KCWRhdGFiYXNlcxgBIAMoCzIcLmRiYWFzLmRhdGFiYXNlcy52MS5EYXRhYmFzZRINCgV0b3RhbBgCIAEoBRIMCgRwYWdlGAMgASgFEhAKCHBlcl9wYWdlGAQgASgFIlgKFVVwZGF0ZURhdGFiYXNlUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSCgoCaWQYAiABKAkSEQoEbmFtZRgDIAEoCUgAiAEBQgcKBV9uYW1lIkgKFlVwZGF0ZURhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiPAoVRGVsZXRlRGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSIYChZEZWxldGVEYXRhYmFzZVJlc3BvbnNlIjsKFFN0YXJ0RGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSJHChVTdGFydERhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiOgoTU3RvcERhdGFiYXNlUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSCgoCaWQYAiABKAkiRgoUU3RvcERhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiPQoWUmVzdGFydERhdGFiYXNlUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSCgoCaWQYAiABKAkiSQoXUmVzdGFydERhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiSgoVUmVzaXplRGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCRIMCgR0aWVyGAMgASgJIkgKFlJlc2l6ZURhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiOwoUUmVzZXRQYXNzd29yZFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJIkQKFVJlc2V0UGFzc3dvcmRSZXNwb25zZRIQCghwYXNzd29yZBgBIAEoCRIZChFjb25uZWN0aW9uX3N0cmluZxgCIAEoCSK6AQoJT3BlcmF0aW9uEgoKAmlkGAEgASgJEhMKC2RhdGFiYXNlX2lkGAIgASgJEgwKBHR5cGUYAyABKAkSDgoGc3RhdHVzGAQgASgJEi4KCnN0YXJ0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVlcnJvchgHIAEoCSJlChVMaXN0T3BlcmF0aW9uc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2RhdGFiYXNlX2lkGAIgASgJEgwKBHBhZ2UYAyABKAUSEAoIcGVyX3BhZ2UYBCABKAUiegoWTGlzdE9wZXJhdGlvbnNSZXNwb25zZRIxCgpvcGVyYXRpb25zGAEgAygLMh0uZGJhYXMuZGF0YWJhc2VzLnYxLk9wZXJhdGlvbhINCgV0b3RhbBgCIAEoBRIMCgRwYWdlGAMgASgFEhAKCHBlcl9wYWdlGAQgASgFIj4KF0dldENhQ2VydGlmaWNhdGVSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSInChhHZXRDYUNlcnRpZmljYXRlUmVzcG9uc2USCwoDcGVtGAEgASgJIiQKFlJlc3RvcmVEYXRhYmFzZVJlcXVlc3QSCgoCaWQYASABKAkiSQoXUmVzdG9yZURhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiJAoGUmVnaW9uEgwKBGNvZGUYASABKAkSDAoEbmFtZRgCIAEoCSIUChJMaXN0UmVnaW9uc1JlcXVlc3QiQgoTTGlzdFJlZ2lvbnNSZXNwb25zZRIrCgdyZWdpb25zGAEgAygLMhouZGJhYXMuZGF0YWJhc2VzLnYxLlJlZ2lvbiJfCgRUaWVyEgwKBG5hbWUYASABKAkSDAoEdmNwdRgCIAEoBRIRCgltZW1vcnlfZ2IYAyABKAUSEgoKc3RvcmFnZV9nYhgEIAEoBRIUCgxob3VybHlfcHJpY2UYBSABKAEiEgoQTGlzdFRpZXJzUmVxdWVzdCI8ChFMaXN0VGllcnNSZXNwb25zZRInCgV0aWVycxgBIAMoCzIYLmRiYWFzLmRhdGFiYXNlcy52MS5UaWVyIi4KB1ZlcnNpb24SDwoHdmVyc2lvbhgBIAEoCRISCgppc19kZWZhdWx0GAIgASgIIhUKE0xpc3RWZXJzaW9uc1JlcXVlc3QiRQoUTGlzdFZlcnNpb25zUmVzcG9uc2USLQoIdmVyc2lvbnMYASADKAsyGy5kYmFhcy5kYXRhYmFzZXMudjEuVmVyc2lvbjLqDQoQRGF0YWJhc2VzU2VydmljZRJnCg5DcmVhdGVEYXRhYmFzZRIpLmRiYWFzLmRhdGFiYXNlcy52MS5DcmVhdGVEYXRhYmFzZVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuQ3JlYXRlRGF0YWJhc2VSZXNwb25zZRJeCgtHZXREYXRhYmFzZRImLmRiYWFzLmRhdGFiYXNlcy52MS5HZXREYXRhYmFzZVJlcXVlc3QaJy5kYmFhcy5kYXRhYmFzZXMudjEuR2V0RGF0YWJhc2VSZXNwb25zZRJwChFCYXRjaEdldERhdGFiYXNlcxIsLmRiYWFzLmRhdGFiYXNlcy52MS5CYXRjaEdldERhdGFiYXNlc1JlcXVlc3QaLS5kYmFhcy5kYXRhYmFzZXMudjEuQmF0Y2hHZXREYXRhYmFzZXNSZXNwb25zZRJkCg1MaXN0RGF0YWJhc2VzEiguZGJhYXMuZGF0YWJhc2VzLnYxLkxpc3REYXRhYmFzZXNSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLkxpc3REYXRhYmFzZXNSZXNwb25zZRJnCg5VcGRhdGVEYXRhYmFzZRIpLmRiYWFzLmRhdGFiYXNlcy52MS5VcGRhdGVEYXRhYmFzZVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuVXBkYXRlRGF0YWJhc2VSZXNwb25zZRJnCg5EZWxldGVEYXRhYmFzZRIpLmRiYWFzLmRhdGFiYXNlcy52MS5EZWxldGVEYXRhYmFzZVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuRGVsZXRlRGF0YWJhc2VSZXNwb25zZRJkCg1TdGFydERhdGFiYXNlEiguZGJhYXMuZGF0YWJhc2VzLnYxLlN0YXJ0RGF0YWJhc2VSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlN0YXJ0RGF0YWJhc2VSZXNwb25zZRJhCgxTdG9wRGF0YWJhc2USJy5kYmFhcy5kYXRhYmFzZXMudjEuU3RvcERhdGFiYXNlUmVxdWVzdBooLmRiYWFzLmRhdGFiYXNlcy52MS5TdG9wRGF0YWJhc2VSZXNwb25zZRJqCg9SZXN0YXJ0RGF0YWJhc2USKi5kYmFhcy5kYXRhYmFzZXMudjEuUmVzdGFydERhdGFiYXNlUmVxdWVzdBorLmRiYWFzLmRhdGFiYXNlcy52MS5SZXN0YXJ0RGF0YWJhc2VSZXNwb25zZRJnCg5SZXNpemVEYXRhYmFzZRIpLmRiYWFzLmRhdGFiYXNlcy52MS5SZXNpemVEYXRhYmFzZVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuUmVzaXplRGF0YWJhc2VSZXNwb25zZRJkCg1SZXNldFBhc3N3b3JkEiguZGJhYXMuZGF0YWJhc2VzLnYxLlJlc2V0UGFzc3dvcmRSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlJlc2V0UGFzc3dvcmRSZXNwb25zZRJnCg5MaXN0T3BlcmF0aW9ucxIpLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0T3BlcmF0aW9uc1JlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdE9wZXJhdGlvbnNSZXNwb25zZRJtChBHZXRDYUNlcnRpZmljYXRlEisuZGJhYXMuZGF0YWJhc2VzLnYxLkdldENhQ2VydGlmaWNhdGVSZXF1ZXN0GiwuZGJhYXMuZGF0YWJhc2VzLnYxLkdldENhQ2VydGlmaWNhdGVSZXNwb25zZRJqCg9SZXN0b3JlRGF0YWJhc2USKi5kYmFhcy5kYXRhYmFzZXMudjEuUmVzdG9yZURhdGFiYXNlUmVxdWVzdBorLmRiYWFzLmRhdGFiYXNlcy52MS5SZXN0b3JlRGF0YWJhc2VSZXNwb25zZRJeCgtMaXN0UmVnaW9ucxImLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0UmVnaW9uc1JlcXVlc3QaJy5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdFJlZ2lvbnNSZXNwb25zZRJYCglMaXN0VGllcnMSJC5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdFRpZXJzUmVxdWVzdBolLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0VGllcnNSZXNwb25zZRJhCgxMaXN0VmVyc2lvbnMSJy5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdFZlcnNpb25zUmVxdWVzdBooLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0VmVyc2lvbnNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message dbaas.databases.v1.Database
@@ -213,6 +213,105 @@ export const GetDatabaseResponseSchema: GenMessage<GetDatabaseResponse> = /*@__P
   messageDesc(file_dbaas_databases_v1_databases_service, 4);
 
 /**
+ * @generated from message dbaas.databases.v1.BatchGetDatabasesRequest
+ */
+export type BatchGetDatabasesRequest = Message<"dbaas.databases.v1.BatchGetDatabasesRequest"> & {
+  /**
+   * At most 100, else INVALID_ARGUMENT; none gets an empty answer.
+   *
+   * @generated from field: repeated dbaas.databases.v1.GetDatabaseRequest requests = 1;
+   */
+  requests: GetDatabaseRequest[];
+};
+
+/**
+ * Describes the message dbaas.databases.v1.BatchGetDatabasesRequest.
+ * Use `create(BatchGetDatabasesRequestSchema)` to create a new message.
+ */
+export const BatchGetDatabasesRequestSchema: GenMessage<BatchGetDatabasesRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 5);
+
+/**
+ * @generated from message dbaas.databases.v1.BatchGetDatabasesResponse
+ */
+export type BatchGetDatabasesResponse = Message<"dbaas.databases.v1.BatchGetDatabasesResponse"> & {
+  /**
+   * One per request, in the order of the requests.
+   *
+   * @generated from field: repeated dbaas.databases.v1.BatchGetDatabasesResult results = 1;
+   */
+  results: BatchGetDatabasesResult[];
+};
+
+/**
+ * Describes the message dbaas.databases.v1.BatchGetDatabasesResponse.
+ * Use `create(BatchGetDatabasesResponseSchema)` to create a new message.
+ */
+export const BatchGetDatabasesResponseSchema: GenMessage<BatchGetDatabasesResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 6);
+
+/**
+ * The outcome of one request of a batch: what GetDatabase would have answered.
+ *
+ * @generated from message dbaas.databases.v1.BatchGetDatabasesResult
+ */
+export type BatchGetDatabasesResult = Message<"dbaas.databases.v1.BatchGetDatabasesResult"> & {
+  /**
+   * @generated from oneof dbaas.databases.v1.BatchGetDatabasesResult.result
+   */
+  result: {
+    /**
+     * @generated from field: dbaas.databases.v1.Database database = 1;
+     */
+    value: Database;
+    case: "database";
+  } | {
+    /**
+     * The error GetDatabase would have failed with, e.g. NOT_FOUND.
+     *
+     * @generated from field: dbaas.databases.v1.BatchItemError error = 2;
+     */
+    value: BatchItemError;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message dbaas.databases.v1.BatchGetDatabasesResult.
+ * Use `create(BatchGetDatabasesResultSchema)` to create a new message.
+ */
+export const BatchGetDatabasesResultSchema: GenMessage<BatchGetDatabasesResult> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 7);
+
+/**
+ * A Connect error carried as data, for one item of a batch.
+ *
+ * @generated from message dbaas.databases.v1.BatchItemError
+ */
+export type BatchItemError = Message<"dbaas.databases.v1.BatchItemError"> & {
+  /**
+   * The Connect (gRPC) status code number, e.g. 5 for NOT_FOUND.
+   *
+   * @generated from field: int32 code = 1;
+   */
+  code: number;
+
+  /**
+   * The error's message, as the unary call would have carried it.
+   *
+   * @generated from field: string message = 2;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.BatchItemError.
+ * Use `create(BatchItemErrorSchema)` to create a new message.
+ */
+export const BatchItemErrorSchema: GenMessage<BatchItemError> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 8);
+
+/**
  * @generated from message dbaas.databases.v1.ListDatabasesRequest
  */
 export type ListDatabasesRequest = Message<"dbaas.databases.v1.ListDatabasesRequest"> & {
@@ -247,7 +346,7 @@ export type ListDatabasesRequest = Message<"dbaas.databases.v1.ListDatabasesRequ
  * Use `create(ListDatabasesRequestSchema)` to create a new message.
  */
 export const ListDatabasesRequestSchema: GenMessage<ListDatabasesRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 5);
+  messageDesc(file_dbaas_databases_v1_databases_service, 9);
 
 /**
  * @generated from message dbaas.databases.v1.ListDatabasesResponse
@@ -279,7 +378,7 @@ export type ListDatabasesResponse = Message<"dbaas.databases.v1.ListDatabasesRes
  * Use `create(ListDatabasesResponseSchema)` to create a new message.
  */
 export const ListDatabasesResponseSchema: GenMessage<ListDatabasesResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 6);
+  messageDesc(file_dbaas_databases_v1_databases_service, 10);
 
 /**
  * @generated from message dbaas.databases.v1.UpdateDatabaseRequest
@@ -306,7 +405,7 @@ export type UpdateDatabaseRequest = Message<"dbaas.databases.v1.UpdateDatabaseRe
  * Use `create(UpdateDatabaseRequestSchema)` to create a new message.
  */
 export const UpdateDatabaseRequestSchema: GenMessage<UpdateDatabaseRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 7);
+  messageDesc(file_dbaas_databases_v1_databases_service, 11);
 
 /**
  * @generated from message dbaas.databases.v1.UpdateDatabaseResponse
@@ -323,7 +422,7 @@ export type UpdateDatabaseResponse = Message<"dbaas.databases.v1.UpdateDatabaseR
  * Use `create(UpdateDatabaseResponseSchema)` to create a new message.
  */
 export const UpdateDatabaseResponseSchema: GenMessage<UpdateDatabaseResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 8);
+  messageDesc(file_dbaas_databases_v1_databases_service, 12);
 
 /**
  * @generated from message dbaas.databases.v1.DeleteDatabaseRequest
@@ -345,7 +444,7 @@ export type DeleteDatabaseRequest = Message<"dbaas.databases.v1.DeleteDatabaseRe
  * Use `create(DeleteDatabaseRequestSchema)` to create a new message.
  */
 export const DeleteDatabaseRequestSchema: GenMessage<DeleteDatabaseRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 9);
+  messageDesc(file_dbaas_databases_v1_databases_service, 13);
 
 /**
  * @generated from message dbaas.databases.v1.DeleteDatabaseResponse
@@ -358,7 +457,7 @@ export type DeleteDatabaseResponse = Message<"dbaas.databases.v1.DeleteDatabaseR
  * Use `create(DeleteDatabaseResponseSchema)` to create a new message.
  */
 export const DeleteDatabaseResponseSchema: GenMessage<DeleteDatabaseResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 10);
+  messageDesc(file_dbaas_databases_v1_databases_service, 14);
 
 /**
  * @generated from message dbaas.databases.v1.StartDatabaseRequest
@@ -380,7 +479,7 @@ export type StartDatabaseRequest = Message<"dbaas.databases.v1.StartDatabaseRequ
  * Use `create(StartDatabaseRequestSchema)` to create a new message.
  */
 export const StartDatabaseRequestSchema: GenMessage<StartDatabaseRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 11);
+  messageDesc(file_dbaas_databases_v1_databases_service, 15);
 
 /**
  * @generated from message dbaas.databases.v1.StartDatabaseResponse
@@ -397,7 +496,7 @@ export type StartDatabaseResponse = Message<"dbaas.databases.v1.StartDatabaseRes
  * Use `create(StartDatabaseResponseSchema)` to create a new message.
  */
 export const StartDatabaseResponseSchema: GenMessage<StartDatabaseResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 12);
+  messageDesc(file_dbaas_databases_v1_databases_service, 16);
 
 /**
  * @generated from message dbaas.databases.v1.StopDatabaseRequest
@@ -419,7 +518,7 @@ export type StopDatabaseRequest = Message<"dbaas.databases.v1.StopDatabaseReques
  * Use `create(StopDatabaseRequestSchema)` to create a new message.
  */
 export const StopDatabaseRequestSchema: GenMessage<StopDatabaseRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 13);
+  messageDesc(file_dbaas_databases_v1_databases_service, 17);
 
 /**
  * @generated from message dbaas.databases.v1.StopDatabaseResponse
@@ -436,7 +535,7 @@ export type StopDatabaseResponse = Message<"dbaas.databases.v1.StopDatabaseRespo
  * Use `create(StopDatabaseResponseSchema)` to create a new message.
  */
 export const StopDatabaseResponseSchema: GenMessage<StopDatabaseResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 14);
+  messageDesc(file_dbaas_databases_v1_databases_service, 18);
 
 /**
  * @generated from message dbaas.databases.v1.RestartDatabaseRequest
@@ -458,7 +557,7 @@ export type RestartDatabaseRequest = Message<"dbaas.databases.v1.RestartDatabase
  * Use `create(RestartDatabaseRequestSchema)` to create a new message.
  */
 export const RestartDatabaseRequestSchema: GenMessage<RestartDatabaseRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 15);
+  messageDesc(file_dbaas_databases_v1_databases_service, 19);
 
 /**
  * @generated from message dbaas.databases.v1.RestartDatabaseResponse
@@ -475,7 +574,7 @@ export type RestartDatabaseResponse = Message<"dbaas.databases.v1.RestartDatabas
  * Use `create(RestartDatabaseResponseSchema)` to create a new message.
  */
 export const RestartDatabaseResponseSchema: GenMessage<RestartDatabaseResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 16);
+  messageDesc(file_dbaas_databases_v1_databases_service, 20);
 
 /**
  * @generated from message dbaas.databases.v1.ResizeDatabaseRequest
@@ -502,7 +601,7 @@ export type ResizeDatabaseRequest = Message<"dbaas.databases.v1.ResizeDatabaseRe
  * Use `create(ResizeDatabaseRequestSchema)` to create a new message.
  */
 export const ResizeDatabaseRequestSchema: GenMessage<ResizeDatabaseRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 17);
+  messageDesc(file_dbaas_databases_v1_databases_service, 21);
 
 /**
  * @generated from message dbaas.databases.v1.ResizeDatabaseResponse
@@ -519,7 +618,7 @@ export type ResizeDatabaseResponse = Message<"dbaas.databases.v1.ResizeDatabaseR
  * Use `create(ResizeDatabaseResponseSchema)` to create a new message.
  */
 export const ResizeDatabaseResponseSchema: GenMessage<ResizeDatabaseResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 18);
+  messageDesc(file_dbaas_databases_v1_databases_service, 22);
 
 /**
  * @generated from message dbaas.databases.v1.ResetPasswordRequest
@@ -541,7 +640,7 @@ export type ResetPasswordRequest = Message<"dbaas.databases.v1.ResetPasswordRequ
  * Use `create(ResetPasswordRequestSchema)` to create a new message.
  */
 export const ResetPasswordRequestSchema: GenMessage<ResetPasswordRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 19);
+  messageDesc(file_dbaas_databases_v1_databases_service, 23);
 
 /**
  * @generated from message dbaas.databases.v1.ResetPasswordResponse
@@ -563,7 +662,7 @@ export type ResetPasswordResponse = Message<"dbaas.databases.v1.ResetPasswordRes
  * Use `create(ResetPasswordResponseSchema)` to create a new message.
  */
 export const ResetPasswordResponseSchema: GenMessage<ResetPasswordResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 20);
+  messageDesc(file_dbaas_databases_v1_databases_service, 24);
 
 /**
  * @generated from message dbaas.databases.v1.Operation
@@ -612,7 +711,7 @@ export type Operation = Message<"dbaas.databases.v1.Operation"> & {
  * Use `create(OperationSchema)` to create a new message.
  */
 export const OperationSchema: GenMessage<Operation> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 21);
+  messageDesc(file_dbaas_databases_v1_databases_service, 25);
 
 /**
  * @generated from message dbaas.databases.v1.ListOperationsRequest
@@ -644,7 +743,7 @@ export type ListOperationsRequest = Message<"dbaas.databases.v1.ListOperationsRe
  * Use `create(ListOperationsRequestSchema)` to create a new message.
  */
 export const ListOperationsRequestSchema: GenMessage<ListOperationsRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 22);
+  messageDesc(file_dbaas_databases_v1_databases_service, 26);
 
 /**
  * @generated from message dbaas.databases.v1.ListOperationsResponse
@@ -676,7 +775,7 @@ export type ListOperationsResponse = Message<"dbaas.databases.v1.ListOperationsR
  * Use `create(ListOperationsResponseSchema)` to create a new message.
  */
 export const ListOperationsResponseSchema: GenMessage<ListOperationsResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 23);
+  messageDesc(file_dbaas_databases_v1_databases_service, 27);
 
 /**
  * @generated from message dbaas.databases.v1.GetCaCertificateRequest
@@ -698,7 +797,7 @@ export type GetCaCertificateRequest = Message<"dbaas.databases.v1.GetCaCertifica
  * Use `create(GetCaCertificateRequestSchema)` to create a new message.
  */
 export const GetCaCertificateRequestSchema: GenMessage<GetCaCertificateRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 24);
+  messageDesc(file_dbaas_databases_v1_databases_service, 28);
 
 /**
  * @generated from message dbaas.databases.v1.GetCaCertificateResponse
@@ -715,7 +814,7 @@ export type GetCaCertificateResponse = Message<"dbaas.databases.v1.GetCaCertific
  * Use `create(GetCaCertificateResponseSchema)` to create a new message.
  */
 export const GetCaCertificateResponseSchema: GenMessage<GetCaCertificateResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 25);
+  messageDesc(file_dbaas_databases_v1_databases_service, 29);
 
 /**
  * @generated from message dbaas.databases.v1.RestoreDatabaseRequest
@@ -732,7 +831,7 @@ export type RestoreDatabaseRequest = Message<"dbaas.databases.v1.RestoreDatabase
  * Use `create(RestoreDatabaseRequestSchema)` to create a new message.
  */
 export const RestoreDatabaseRequestSchema: GenMessage<RestoreDatabaseRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 26);
+  messageDesc(file_dbaas_databases_v1_databases_service, 30);
 
 /**
  * @generated from message dbaas.databases.v1.RestoreDatabaseResponse
@@ -749,7 +848,7 @@ export type RestoreDatabaseResponse = Message<"dbaas.databases.v1.RestoreDatabas
  * Use `create(RestoreDatabaseResponseSchema)` to create a new message.
  */
 export const RestoreDatabaseResponseSchema: GenMessage<RestoreDatabaseResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 27);
+  messageDesc(file_dbaas_databases_v1_databases_service, 31);
 
 /**
  * @generated from message dbaas.databases.v1.Region
@@ -771,7 +870,7 @@ export type Region = Message<"dbaas.databases.v1.Region"> & {
  * Use `create(RegionSchema)` to create a new message.
  */
 export const RegionSchema: GenMessage<Region> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 28);
+  messageDesc(file_dbaas_databases_v1_databases_service, 32);
 
 /**
  * @generated from message dbaas.databases.v1.ListRegionsRequest
@@ -784,7 +883,7 @@ export type ListRegionsRequest = Message<"dbaas.databases.v1.ListRegionsRequest"
  * Use `create(ListRegionsRequestSchema)` to create a new message.
  */
 export const ListRegionsRequestSchema: GenMessage<ListRegionsRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 29);
+  messageDesc(file_dbaas_databases_v1_databases_service, 33);
 
 /**
  * @generated from message dbaas.databases.v1.ListRegionsResponse
@@ -801,7 +900,7 @@ export type ListRegionsResponse = Message<"dbaas.databases.v1.ListRegionsRespons
  * Use `create(ListRegionsResponseSchema)` to create a new message.
  */
 export const ListRegionsResponseSchema: GenMessage<ListRegionsResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 30);
+  messageDesc(file_dbaas_databases_v1_databases_service, 34);
 
 /**
  * @generated from message dbaas.databases.v1.Tier
@@ -838,7 +937,7 @@ export type Tier = Message<"dbaas.databases.v1.Tier"> & {
  * Use `create(TierSchema)` to create a new message.
  */
 export const TierSchema: GenMessage<Tier> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 31);
+  messageDesc(file_dbaas_databases_v1_databases_service, 35);
 
 /**
  * @generated from message dbaas.databases.v1.ListTiersRequest
@@ -851,7 +950,7 @@ export type ListTiersRequest = Message<"dbaas.databases.v1.ListTiersRequest"> & 
  * Use `create(ListTiersRequestSchema)` to create a new message.
  */
 export const ListTiersRequestSchema: GenMessage<ListTiersRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 32);
+  messageDesc(file_dbaas_databases_v1_databases_service, 36);
 
 /**
  * @generated from message dbaas.databases.v1.ListTiersResponse
@@ -868,7 +967,7 @@ export type ListTiersResponse = Message<"dbaas.databases.v1.ListTiersResponse"> 
  * Use `create(ListTiersResponseSchema)` to create a new message.
  */
 export const ListTiersResponseSchema: GenMessage<ListTiersResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 33);
+  messageDesc(file_dbaas_databases_v1_databases_service, 37);
 
 /**
  * @generated from message dbaas.databases.v1.Version
@@ -890,7 +989,7 @@ export type Version = Message<"dbaas.databases.v1.Version"> & {
  * Use `create(VersionSchema)` to create a new message.
  */
 export const VersionSchema: GenMessage<Version> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 34);
+  messageDesc(file_dbaas_databases_v1_databases_service, 38);
 
 /**
  * @generated from message dbaas.databases.v1.ListVersionsRequest
@@ -903,7 +1002,7 @@ export type ListVersionsRequest = Message<"dbaas.databases.v1.ListVersionsReques
  * Use `create(ListVersionsRequestSchema)` to create a new message.
  */
 export const ListVersionsRequestSchema: GenMessage<ListVersionsRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 35);
+  messageDesc(file_dbaas_databases_v1_databases_service, 39);
 
 /**
  * @generated from message dbaas.databases.v1.ListVersionsResponse
@@ -920,7 +1019,7 @@ export type ListVersionsResponse = Message<"dbaas.databases.v1.ListVersionsRespo
  * Use `create(ListVersionsResponseSchema)` to create a new message.
  */
 export const ListVersionsResponseSchema: GenMessage<ListVersionsResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 36);
+  messageDesc(file_dbaas_databases_v1_databases_service, 40);
 
 /**
  * DatabasesService owns database records, their state machine, placement onto
@@ -945,6 +1044,19 @@ export const DatabasesService: GenService<{
     methodKind: "unary";
     input: typeof GetDatabaseRequestSchema;
     output: typeof GetDatabaseResponseSchema;
+  },
+  /**
+   * BatchGetDatabases answers many GetDatabase requests in one call, for a
+   * caller (the gateway) that coalesces the lookups made at the same time.
+   * Each item is scoped by its own organization_id exactly as GetDatabase
+   * is, and fails on its own: one item's NOT_FOUND does not fail the call.
+   *
+   * @generated from rpc dbaas.databases.v1.DatabasesService.BatchGetDatabases
+   */
+  batchGetDatabases: {
+    methodKind: "unary";
+    input: typeof BatchGetDatabasesRequestSchema;
+    output: typeof BatchGetDatabasesResponseSchema;
   },
   /**
    * @generated from rpc dbaas.databases.v1.DatabasesService.ListDatabases

@@ -1,8 +1,9 @@
 /**
  * Loads the values of many keys in one round trip; the answer lists, for each
- * key in order, its value or undefined when there is none.
+ * key in order, its value, or an Error that rejects that key's callers alone
+ * (so a value is never itself an Error).
  */
-export type BatchLoad<K, V> = (keys: K[]) => Promise<(V | undefined)[]>;
+export type BatchLoad<K, V> = (keys: K[]) => Promise<(V | Error)[]>;
 
 export interface ReadBatcherOptions<K> {
   /** Most keys one load is given; a bigger batch is split into several loads. */
@@ -13,8 +14,8 @@ export interface ReadBatcherOptions<K> {
 
 interface Pending<K, V> {
   key: K;
-  promise: Promise<V | undefined>;
-  resolve: (value: V | undefined) => void;
+  promise: Promise<V>;
+  resolve: (value: V) => void;
   reject: (err: unknown) => void;
 }
 
@@ -22,9 +23,9 @@ interface Pending<K, V> {
  * Coalesces the lookups made in the same event-loop iteration into batched
  * loads (the DataLoader pattern): under load many requests reach the same
  * read in one iteration (they arrive together over one HTTP/2 session), and
- * one query for all of them costs far less — a pool checkout, a round trip, a
- * statement execution — than one each. Callers whose keys are equal share one
- * promise.
+ * one round trip for all of them costs far less — a pool checkout or an
+ * HTTP/2 stream, the framing, a statement execution — than one each. Callers
+ * whose keys are equal share one promise.
  *
  * The batch is flushed by `setImmediate`, once the event loop has run the
  * I/O callbacks of its current iteration. Not by `process.nextTick` or a
@@ -35,13 +36,11 @@ interface Pending<K, V> {
  * iteration the call was made in, with no timer and no wait for I/O: a lone
  * call waits only for the callbacks already running in that iteration.
  *
- * A failed load rejects every caller of that batch with its error; later
- * batches are unaffected.
+ * A failed load rejects every caller of that batch with its error; a key the
+ * load answered with an Error rejects its callers with it; later batches are
+ * unaffected.
  */
-export function createReadBatcher<K, V>(
-  load: BatchLoad<K, V>,
-  opts: ReadBatcherOptions<K>,
-): (key: K) => Promise<V | undefined> {
+export function createReadBatcher<K, V>(load: BatchLoad<K, V>, opts: ReadBatcherOptions<K>): (key: K) => Promise<V> {
   let queued = new Map<string, Pending<K, V>>();
 
   const flush = () => {
@@ -55,7 +54,13 @@ export function createReadBatcher<K, V>(
   const settle = async (batch: Pending<K, V>[]) => {
     try {
       const values = await load(batch.map((p) => p.key));
-      batch.forEach((p, i) => p.resolve(values[i]));
+      // Positions would pair callers with other keys' values: nobody gets one.
+      if (values.length !== batch.length) throw new Error(`a batch load answered ${values.length} values for ${batch.length} keys`);
+      batch.forEach((p, i) => {
+        const value = values[i] as V | Error;
+        if (value instanceof Error) p.reject(value);
+        else p.resolve(value);
+      });
     } catch (err) {
       for (const p of batch) p.reject(err);
     }
@@ -68,7 +73,7 @@ export function createReadBatcher<K, V>(
     if (queued.size === 0) setImmediate(flush);
     let resolve!: Pending<K, V>["resolve"];
     let reject!: Pending<K, V>["reject"];
-    const promise = new Promise<V | undefined>((res, rej) => {
+    const promise = new Promise<V>((res, rej) => {
       resolve = res;
       reject = rej;
     });
