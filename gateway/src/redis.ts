@@ -2,33 +2,37 @@ import { createClient, defineScript } from "redis";
 import type { Logger } from "@dbaas/kit";
 
 /**
- * Counts one request in every window of a subject, atomically and in one
- * round trip, or in none of them when one is already exhausted (a refused
- * request does not eat into the day's budget).
- * KEYS: one counter per window. ARGV: the limits, then each counter's expiry (Unix s).
- * Reply: {allowed (0|1), count_1, ..., count_n}.
+ * Counts `n` requests of one subject in every window, atomically and in one
+ * round trip: as many of them as every window still has room for (the
+ * grant), each counted in all windows, the rest in none (a refused request
+ * does not eat into the day's budget). Exactly what n calls one after another
+ * would have done, with n = 1 the single request.
+ * KEYS: one counter per window. ARGV: the limits, then each counter's expiry
+ * (Unix s), then n. Reply: {granted, count_1, ..., count_k} with each
+ * window's count before this call.
  */
 const RATE_LIMIT = defineScript({
   SCRIPT: `
-local n = #KEYS
+local k = #KEYS
+local granted = tonumber(ARGV[2 * k + 1])
 local counts = {}
-local allowed = 1
-for i = 1, n do
+for i = 1, k do
   counts[i] = tonumber(redis.call('GET', KEYS[i]) or '0')
-  if counts[i] >= tonumber(ARGV[i]) then allowed = 0 end
+  local room = tonumber(ARGV[i]) - counts[i]
+  if room < granted then granted = room end
 end
-if allowed == 1 then
-  for i = 1, n do
-    counts[i] = redis.call('INCR', KEYS[i])
-    if counts[i] == 1 then redis.call('EXPIREAT', KEYS[i], ARGV[n + i]) end
+if granted < 0 then granted = 0 end
+if granted > 0 then
+  for i = 1, k do
+    if redis.call('INCRBY', KEYS[i], granted) == granted then redis.call('EXPIREAT', KEYS[i], ARGV[k + i]) end
   end
 end
-table.insert(counts, 1, allowed)
+table.insert(counts, 1, granted)
 return counts`,
-  parseCommand(parser, keys: string[], limits: number[], expireAt: number[]) {
+  parseCommand(parser, keys: string[], limits: number[], expireAt: number[], n: number) {
     // The number of keys varies (enterprise has no day window): pushKeysLength sends the count, then the keys.
     parser.pushKeysLength(keys);
-    parser.push(...limits.map(String), ...expireAt.map(String));
+    parser.push(...limits.map(String), ...expireAt.map(String), String(n));
   },
   transformReply: (reply: unknown) => reply as number[],
 });

@@ -5,7 +5,9 @@ import type { Clock } from "@dbaas/kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { api, startGateway, type TestGateway } from "./support/gateway.ts";
 import { captureLog } from "@dbaas/test/support/log";
-import { COMMAND_TIMEOUT_MS } from "../src/redis.ts";
+import { createLocalLimiter, planWindows } from "../src/rate-limit/limiter.ts";
+import { createRedisLimiter } from "../src/rate-limit/redis-limiter.ts";
+import { COMMAND_TIMEOUT_MS, connectRedis, type RedisLink } from "../src/redis.ts";
 import { inspector, REDIS_URL, startRelay, uniquePrefix } from "./support/redis.ts";
 import { ALL_PERMISSIONS, principal, startStubs, type Stubs } from "./support/stubs.ts";
 
@@ -95,6 +97,56 @@ describe("rate limits in Redis", () => {
     const statuses = results.map((r) => r.status);
     expect(statuses.filter((s) => s === 200)).toHaveLength(60);
     expect(statuses.filter((s) => s === 429)).toHaveLength(30);
+  });
+
+  it("counts a burst of one organization in one script call, each request decided as if alone", async () => {
+    const prefix = uniquePrefix();
+    prefixes.push(prefix);
+    const link = connectRedis(REDIS_URL, captureLog());
+    try {
+      await until("redis ok", async () => link.usable());
+      let calls = 0;
+      const counted: RedisLink = { ...link, run: (command) => (calls++, link.run(command)) };
+      const limiter = createRedisLimiter(counted, prefix, frozen, createLocalLimiter(frozen));
+      const free = planWindows("free");
+      const decisions = await Promise.all([
+        ...Array.from({ length: 70 }, () => limiter.consume("org:burst", free)),
+        ...Array.from({ length: 5 }, () => limiter.consume("org:other", free)),
+      ]);
+      expect(calls).toBe(2);
+      const burst = decisions.slice(0, 70);
+      // In arrival order: 60 allowed, counting down the minute window, then refused until it resets.
+      expect(burst.slice(0, 60).map((d) => [d.allowed, d.remaining])).toEqual(
+        Array.from({ length: 60 }, (_, i) => [true, 59 - i]),
+      );
+      for (const refused of burst.slice(60)) {
+        expect(refused).toMatchObject({ allowed: false, limit: 60, remaining: 0 });
+        expect(refused.retryAfter).toBeGreaterThan(0);
+      }
+      expect(decisions.slice(70).map((d) => d.remaining)).toEqual([59, 58, 57, 56, 55]);
+      // Refused requests were not counted, in either window.
+      const keys = (await redis.keys(prefix)).filter((k) => k.includes("{org:burst}"));
+      expect((await Promise.all(keys.map((k) => redis.client.get(k)))).sort()).toEqual(["60", "60"]);
+      // The next request, alone, sees the same state a 71st sequential one would.
+      expect(await limiter.consume("org:burst", free)).toMatchObject({ allowed: false, remaining: 0 });
+    } finally {
+      await link.close();
+    }
+  });
+
+  it("a burst whose script call fails is decided by the local limiter, request by request", async () => {
+    const failing: RedisLink = {
+      client: undefined as never,
+      run: async () => {
+        throw new Error("connection reset");
+      },
+      usable: () => true,
+      close: async () => {},
+    };
+    const limiter = createRedisLimiter(failing, uniquePrefix(), frozen, createLocalLimiter(frozen));
+    const one = [{ limit: 3, seconds: 60 }];
+    const decisions = await Promise.all(Array.from({ length: 5 }, () => limiter.consume("org:local", one)));
+    expect(decisions.map((d) => d.allowed)).toEqual([true, true, true, false, false]);
   });
 
   it("keeps a counter per window, expiring with it", async () => {

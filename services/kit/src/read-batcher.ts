@@ -8,8 +8,12 @@ export type BatchLoad<K, V> = (keys: K[]) => Promise<(V | Error)[]>;
 export interface ReadBatcherOptions<K> {
   /** Most keys one load is given; a bigger batch is split into several loads. */
   maxBatchSize: number;
-  /** Equal strings for keys that must get the same answer: each is loaded once per batch. */
-  keyOf: (key: K) => string;
+  /**
+   * Equal strings for keys that must get the same answer: each is loaded once
+   * per batch. Without it every call is its own entry of the batch (for loads
+   * that are not reads, such as counting one request each).
+   */
+  keyOf?: (key: K) => string;
 }
 
 interface Pending<K, V> {
@@ -42,10 +46,13 @@ interface Pending<K, V> {
  */
 export function createReadBatcher<K, V>(load: BatchLoad<K, V>, opts: ReadBatcherOptions<K>): (key: K) => Promise<V> {
   let queued = new Map<string, Pending<K, V>>();
+  // Names the calls of the current batch when there is no keyOf.
+  let calls = 0;
 
   const flush = () => {
     const batch = [...queued.values()];
     queued = new Map();
+    calls = 0;
     for (let start = 0; start < batch.length; start += opts.maxBatchSize) {
       void settle(batch.slice(start, start + opts.maxBatchSize));
     }
@@ -67,7 +74,7 @@ export function createReadBatcher<K, V>(load: BatchLoad<K, V>, opts: ReadBatcher
   };
 
   return (key) => {
-    const k = opts.keyOf(key);
+    const k = opts.keyOf ? opts.keyOf(key) : String(calls++);
     const existing = queued.get(k);
     if (existing) return existing.promise;
     if (queued.size === 0) setImmediate(flush);

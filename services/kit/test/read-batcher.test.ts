@@ -51,6 +51,21 @@ describe("createReadBatcher", () => {
     expect(loads).toEqual([["a", "b"], ["a"]]);
   });
 
+  it("without keyOf, gives every call its own entry, equal keys included", async () => {
+    const loads: string[][] = [];
+    let n = 0;
+    const count = createReadBatcher(
+      async (keys: string[]) => {
+        loads.push(keys);
+        return keys.map((k) => `${k}${++n}`);
+      },
+      { maxBatchSize: 100 },
+    );
+    expect(await Promise.all([count("a"), count("a"), count("b")])).toEqual(["a1", "a2", "b3"]);
+    expect(await Promise.all([count("a"), count("a")])).toEqual(["a4", "a5"]);
+    expect(loads).toEqual([["a", "a", "b"], ["a", "a"]]);
+  });
+
   it("splits a batch bigger than maxBatchSize into several loads", async () => {
     const { get, loads } = recorded(upper, 2);
     expect(await Promise.all(["a", "b", "c", "d", "e"].map(get))).toEqual(["A", "B", "C", "D", "E"]);
