@@ -1,15 +1,15 @@
 import { tracingEnabled } from "@dbaas/kit";
-import express, { type ErrorRequestHandler, type Express, type RequestHandler } from "express";
+import express, { type ErrorRequestHandler, type Express, type Request, type RequestHandler, type Response } from "express";
 import type { GatewayContext } from "./context.ts";
 import { classify, maintenance, methodNotAllowed, routeNotFound } from "./errors.ts";
 import { runIdempotent } from "./idempotency/idempotency.ts";
 import { authenticate, requirePermission } from "./middleware/auth.ts";
 import { parseJsonBody } from "./middleware/body.ts";
 import { cors } from "./middleware/cors.ts";
-import { sendError, sendReply } from "./middleware/envelope.ts";
-import { countByIp, limitByIp, limitByOrganization } from "./middleware/rate-limit.ts";
+import { sendError, sendReply, type Reply } from "./middleware/envelope.ts";
+import { countByIp, createHeadroom, limitAlongside, limitByIp, limitByOrganization, type Headroom } from "./middleware/rate-limit.ts";
 import { requestId } from "./middleware/request-id.ts";
-import { securityHeaders } from "./middleware/security-headers.ts";
+import { stampResponses } from "./middleware/security-headers.ts";
 import { series } from "./middleware/series.ts";
 import { tracing } from "./middleware/tracing.ts";
 import { createRouteTable, type RouteTable } from "./routes/match.ts";
@@ -18,11 +18,8 @@ import { ROUTES } from "./routes/table.ts";
 import { parseQuery, validateBody } from "./schema.ts";
 import "./locals.ts";
 
-/**
- * Runs the route's handler on the validated request (once per Idempotency-Key)
- * and sends its reply in the envelope.
- */
-function handle(ctx: GatewayContext, route: Route): RequestHandler {
+/** The route's handler on the validated request (once per Idempotency-Key): the reply to send. */
+function execute(ctx: GatewayContext, route: Route): (req: Request, res: Response) => Promise<Reply> {
   return async (req, res) => {
     const call = {
       ctx,
@@ -30,19 +27,24 @@ function handle(ctx: GatewayContext, route: Route): RequestHandler {
       query: route.query ? parseQuery(route.query, req.query as Record<string, unknown>) : {},
       body: route.body ? validateBody(route.body, req.body) : {},
     };
-    const execute = () =>
+    const run = () =>
       "permission" in route ? route.handler({ ...call, principal: res.locals.principal! }) : route.handler(call);
-    sendReply(res, await runIdempotent(ctx, req, res, execute));
+    return await runIdempotent(ctx, req, res, run);
   };
 }
 
-function pipeline(ctx: GatewayContext, route: Route): RequestHandler[] {
+function pipeline(ctx: GatewayContext, route: Route, headroom: Headroom): RequestHandler[] {
+  const reply = execute(ctx, route);
+  // Reads change nothing: they may start while the limiter decides (see limitAlongside).
+  if ("permission" in route && route.method === "GET") {
+    return [authenticate(ctx), limitAlongside(ctx, headroom, route.permission, reply)];
+  }
   const steps: RequestHandler[] =
     "permission" in route
-      ? [authenticate(ctx), limitByOrganization(ctx), requirePermission(route.permission)]
+      ? [authenticate(ctx), limitByOrganization(ctx, headroom), requirePermission(route.permission)]
       : [limitByIp(ctx)];
   if (route.method === "POST" || route.method === "PATCH") steps.push(parseJsonBody);
-  steps.push(handle(ctx, route));
+  steps.push(async (req, res) => sendReply(res, await reply(req, res)));
   return steps;
 }
 
@@ -123,14 +125,16 @@ function accessLog(ctx: GatewayContext): RequestHandler {
 
 /** The gateway's HTTP surface, without listening: tests mount it on an ephemeral port. */
 export function createApp(ctx: GatewayContext): Express {
+  const headroom = createHeadroom();
   const table = createRouteTable(
-    ROUTES.map((route) => ({ method: route.method, path: route.path, value: series(pipeline(ctx, route)) })),
+    ROUTES.map((route) => ({ method: route.method, path: route.path, value: series(pipeline(ctx, route, headroom)) })),
   );
   const app = express();
   app.disable("x-powered-by");
   // Every response body carries a fresh request id, so ETags would never match.
   app.disable("etag");
   app.set("trust proxy", ctx.config.trustProxyHops);
+  stampResponses(app, ctx.config.publicBaseUrl);
   // What every request goes through first, as one handler (see series.ts).
   app.use(
     series([
@@ -138,7 +142,6 @@ export function createApp(ctx: GatewayContext): Express {
       requestId(),
       // Not even installed when it would log nothing: it costs a listener and a closure per request.
       ...(ctx.config.requestLog ? [accessLog(ctx)] : []),
-      securityHeaders(ctx.config.publicBaseUrl),
       ...(ctx.config.corsOrigins.length > 0 ? [cors(ctx.config.corsOrigins, table.methodsOf)] : []),
       dispatch(ctx, table),
     ]),

@@ -1,4 +1,5 @@
 import type { Principal } from "@dbaas/proto/identity";
+import type { Decision } from "./rate-limit/limiter.ts";
 
 /** What the middleware chain records about a request on `res.locals`. */
 declare global {
@@ -7,8 +8,8 @@ declare global {
       requestId: string;
       /** Set by the auth middleware on routes that require a credential. */
       principal?: Principal;
-      /** Set once the X-RateLimit-* headers are on the response: a request is counted once. */
-      rateLimited?: boolean;
+      /** The limiter's decision for this request, reported in X-RateLimit-*: a request is counted once. */
+      rateLimit?: Decision;
     }
   }
 }

@@ -37,6 +37,49 @@ describe("security headers", () => {
     expect(res.headers.get("x-powered-by")).toBeNull();
   });
 
+  it("are on every kind of answer, with the request id and the rate-limit headers", async () => {
+    const created = await api(gw.url, "/v1/databases", {
+      method: "POST",
+      token: TOKEN,
+      body: { name: "headers", region: "fsn1", tier: "micro" },
+    });
+    const id = created.body.data.id as string;
+    const answers = {
+      created,
+      file: await api(gw.url, `/v1/databases/${id}/ca-certificate`, { token: TOKEN }),
+      noContent: await api(gw.url, `/v1/databases/${id}`, { method: "DELETE", token: TOKEN }),
+      methodNotAllowed: await api(gw.url, "/v1/regions", { method: "DELETE", token: TOKEN }),
+      head: await api(gw.url, "/v1/regions", { method: "HEAD", token: TOKEN }),
+      preflight: await api(gw.url, "/v1/regions", {
+        method: "OPTIONS",
+        headers: { origin: "https://console.example.com", "access-control-request-method": "GET" },
+      }),
+    };
+    expect(Object.fromEntries(Object.entries(answers).map(([k, r]) => [k, r.status]))).toEqual({
+      created: 201,
+      file: 200,
+      noContent: 204,
+      methodNotAllowed: 405,
+      head: 200,
+      preflight: 204,
+    });
+    for (const [what, res] of Object.entries(answers)) {
+      expect(res.headers.get("x-content-type-options"), what).toBe("nosniff");
+      expect(res.headers.get("cache-control"), what).toBe("no-store");
+      expect(res.headers.get("strict-transport-security"), what).toMatch(/^max-age=\d+/);
+      expect(res.headers.get("x-request-id"), what).toMatch(/^req_[a-z0-9]{24}$/);
+      // A preflight is the browser's, not the client's: it is not counted. An unmatched
+      // request is counted against the client IP, the others against the organization.
+      if (what !== "preflight") {
+        expect(res.headers.get("x-ratelimit-limit"), what).toBe(what === "methodNotAllowed" ? "60" : "10000");
+      }
+    }
+    // Exactly one of each, even where Express or the error path set headers of their own.
+    expect(answers.methodNotAllowed.headers.get("allow")).toBe("GET, HEAD");
+    expect(answers.file.headers.get("content-disposition")).toMatch(/^attachment;/);
+    expect(answers.preflight.headers.get("access-control-allow-origin")).toBe("https://console.example.com");
+  });
+
   it("no HSTS when the public URL is plain http", async () => {
     const plain = await startGateway(stubs);
     try {

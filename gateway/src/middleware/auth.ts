@@ -211,9 +211,12 @@ export function authenticate(ctx: GatewayContext): RequestHandler {
 }
 
 /** Lets the request through only when the principal's effective permissions include `permission`. */
+export const hasPermission = (principal: Principal, permission: Permission): boolean =>
+  principal.permissions.includes(permission);
+
 export function requirePermission(permission: Permission): RequestHandler {
   return (_req, res, next) => {
-    if (!res.locals.principal?.permissions.includes(permission)) throw insufficientPermissions(permission);
+    if (!res.locals.principal || !hasPermission(res.locals.principal, permission)) throw insufficientPermissions(permission);
     next();
   };
 }

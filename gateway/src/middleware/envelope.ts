@@ -38,9 +38,7 @@ export const document = (body: unknown): Reply => ({ kind: "document", body });
  */
 function sendJson(res: Response, status: number, body: unknown): void {
   const json = JSON.stringify(body);
-  res.statusCode = status;
-  res.setHeader("Content-Type", "application/json; charset=utf-8");
-  res.setHeader("Content-Length", Buffer.byteLength(json));
+  res.writeHead(status, ["Content-Type", "application/json; charset=utf-8", "Content-Length", String(Buffer.byteLength(json))]);
   res.end(json);
 }
 

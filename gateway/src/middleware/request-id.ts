@@ -40,8 +40,8 @@ export function requestId(): RequestHandler {
   return (req, res, next) => {
     const supplied = req.headers["x-request-id"];
     const id = typeof supplied === "string" && SANE_REQUEST_ID.test(supplied) ? supplied : newId();
+    // Echoed in X-Request-Id by stampResponses (security-headers.ts).
     res.locals.requestId = id;
-    res.setHeader("X-Request-Id", id);
     next();
   };
 }
