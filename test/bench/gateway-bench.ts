@@ -18,7 +18,7 @@ import { writeSection, runBench } from "./report.ts";
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
 // The machine is shared: bare and full runs alternate, and the median round is reported.
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 // Linux reports process CPU time in clock ticks of 10 ms.
 const TICK_US = 10_000;
 
