@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dbaas/billing/v1/billing_service.proto.
  */
 export const file_dbaas_billing_v1_billing_service: GenFile = /*@__PURE__*/
-  fileDesc("CiZkYmFhcy9iaWxsaW5nL3YxL2JpbGxpbmdfc2VydmljZS5wcm90bxIQZGJhYXMuYmlsbGluZy52MSKcAQoLU3RhdHVzRXZlbnQSEAoIZXZlbnRfaWQYASABKAkSFwoPb3JnYW5pemF0aW9uX2lkGAIgASgJEhMKC2RhdGFiYXNlX2lkGAMgASgJEgwKBHRpZXIYBCABKAkSDgoGc3RhdHVzGAUgASgJEi8KC29jY3VycmVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJKChlSZWNvcmRTdGF0dXNFdmVudHNSZXF1ZXN0Ei0KBmV2ZW50cxgBIAMoCzIdLmRiYWFzLmJpbGxpbmcudjEuU3RhdHVzRXZlbnQiLgoaUmVjb3JkU3RhdHVzRXZlbnRzUmVzcG9uc2USEAoIcmVjb3JkZWQYASABKAUiKgoPR2V0VXNhZ2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSItCglVc2FnZUxpbmUSEAoIcXVhbnRpdHkYASABKAESDgoGYW1vdW50GAIgASgBIuUCChBHZXRVc2FnZVJlc3BvbnNlEjAKDHBlcmlvZF9zdGFydBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcGVyaW9kX2VuZBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoNY29tcHV0ZV9ob3VycxgDIAEoCzIbLmRiYWFzLmJpbGxpbmcudjEuVXNhZ2VMaW5lEi8KCnN0b3JhZ2VfZ2IYBCABKAsyGy5kYmFhcy5iaWxsaW5nLnYxLlVzYWdlTGluZRI1ChBkYXRhX3RyYW5zZmVyX2diGAUgASgLMhsuZGJhYXMuYmlsbGluZy52MS5Vc2FnZUxpbmUSMgoNcmVwbGljYV9ob3VycxgGIAEoCzIbLmRiYWFzLmJpbGxpbmcudjEuVXNhZ2VMaW5lEg0KBXRvdGFsGAcgASgBEhAKCGN1cnJlbmN5GAggASgJMtQBCg5CaWxsaW5nU2VydmljZRJvChJSZWNvcmRTdGF0dXNFdmVudHMSKy5kYmFhcy5iaWxsaW5nLnYxLlJlY29yZFN0YXR1c0V2ZW50c1JlcXVlc3QaLC5kYmFhcy5iaWxsaW5nLnYxLlJlY29yZFN0YXR1c0V2ZW50c1Jlc3BvbnNlElEKCEdldFVzYWdlEiEuZGJhYXMuYmlsbGluZy52MS5HZXRVc2FnZVJlcXVlc3QaIi5kYmFhcy5iaWxsaW5nLnYxLkdldFVzYWdlUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("CiZkYmFhcy9iaWxsaW5nL3YxL2JpbGxpbmdfc2VydmljZS5wcm90bxIQZGJhYXMuYmlsbGluZy52MSKcAQoLU3RhdHVzRXZlbnQSEAoIZXZlbnRfaWQYASABKAkSFwoPb3JnYW5pemF0aW9uX2lkGAIgASgJEhMKC2RhdGFiYXNlX2lkGAMgASgJEgwKBHRpZXIYBCABKAkSDgoGc3RhdHVzGAUgASgJEi8KC29jY3VycmVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJKChlSZWNvcmRTdGF0dXNFdmVudHNSZXF1ZXN0Ei0KBmV2ZW50cxgBIAMoCzIdLmRiYWFzLmJpbGxpbmcudjEuU3RhdHVzRXZlbnQiLgoaUmVjb3JkU3RhdHVzRXZlbnRzUmVzcG9uc2USEAoIcmVjb3JkZWQYASABKAUiKgoPR2V0VXNhZ2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSItCglVc2FnZUxpbmUSEAoIcXVhbnRpdHkYASABKAESDgoGYW1vdW50GAIgASgBIuUCChBHZXRVc2FnZVJlc3BvbnNlEjAKDHBlcmlvZF9zdGFydBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcGVyaW9kX2VuZBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoNY29tcHV0ZV9ob3VycxgDIAEoCzIbLmRiYWFzLmJpbGxpbmcudjEuVXNhZ2VMaW5lEi8KCnN0b3JhZ2VfZ2IYBCABKAsyGy5kYmFhcy5iaWxsaW5nLnYxLlVzYWdlTGluZRI1ChBkYXRhX3RyYW5zZmVyX2diGAUgASgLMhsuZGJhYXMuYmlsbGluZy52MS5Vc2FnZUxpbmUSMgoNcmVwbGljYV9ob3VycxgGIAEoCzIbLmRiYWFzLmJpbGxpbmcudjEuVXNhZ2VMaW5lEg0KBXRvdGFsGAcgASgBEhAKCGN1cnJlbmN5GAggASgJIskBCg1QYXltZW50TWV0aG9kEgoKAmlkGAEgASgJEhcKD29yZ2FuaXphdGlvbl9pZBgCIAEoCRIMCgR0eXBlGAMgASgJEg0KBWJyYW5kGAQgASgJEg0KBWxhc3Q0GAUgASgJEhEKCWV4cF9tb250aBgGIAEoBRIQCghleHBfeWVhchgHIAEoBRISCgppc19kZWZhdWx0GAggASgIEi4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk8KF0FkZFBheW1lbnRNZXRob2RSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIMCgR0eXBlGAIgASgJEg0KBXRva2VuGAMgASgJIlMKGEFkZFBheW1lbnRNZXRob2RSZXNwb25zZRI3Cg5wYXltZW50X21ldGhvZBgBIAEoCzIfLmRiYWFzLmJpbGxpbmcudjEuUGF5bWVudE1ldGhvZCI0ChlMaXN0UGF5bWVudE1ldGhvZHNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSJWChpMaXN0UGF5bWVudE1ldGhvZHNSZXNwb25zZRI4Cg9wYXltZW50X21ldGhvZHMYASADKAsyHy5kYmFhcy5iaWxsaW5nLnYxLlBheW1lbnRNZXRob2QiaQoaVXBkYXRlUGF5bWVudE1ldGhvZFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJEhcKCmlzX2RlZmF1bHQYAyABKAhIAIgBAUINCgtfaXNfZGVmYXVsdCJWChtVcGRhdGVQYXltZW50TWV0aG9kUmVzcG9uc2USNwoOcGF5bWVudF9tZXRob2QYASABKAsyHy5kYmFhcy5iaWxsaW5nLnYxLlBheW1lbnRNZXRob2QiLQoSR2V0U3RhbmRpbmdSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSI5ChNHZXRTdGFuZGluZ1Jlc3BvbnNlEiIKGmhhc19kZWZhdWx0X3BheW1lbnRfbWV0aG9kGAEgASgIMoAFCg5CaWxsaW5nU2VydmljZRJvChJSZWNvcmRTdGF0dXNFdmVudHMSKy5kYmFhcy5iaWxsaW5nLnYxLlJlY29yZFN0YXR1c0V2ZW50c1JlcXVlc3QaLC5kYmFhcy5iaWxsaW5nLnYxLlJlY29yZFN0YXR1c0V2ZW50c1Jlc3BvbnNlElEKCEdldFVzYWdlEiEuZGJhYXMuYmlsbGluZy52MS5HZXRVc2FnZVJlcXVlc3QaIi5kYmFhcy5iaWxsaW5nLnYxLkdldFVzYWdlUmVzcG9uc2USaQoQQWRkUGF5bWVudE1ldGhvZBIpLmRiYWFzLmJpbGxpbmcudjEuQWRkUGF5bWVudE1ldGhvZFJlcXVlc3QaKi5kYmFhcy5iaWxsaW5nLnYxLkFkZFBheW1lbnRNZXRob2RSZXNwb25zZRJvChJMaXN0UGF5bWVudE1ldGhvZHMSKy5kYmFhcy5iaWxsaW5nLnYxLkxpc3RQYXltZW50TWV0aG9kc1JlcXVlc3QaLC5kYmFhcy5iaWxsaW5nLnYxLkxpc3RQYXltZW50TWV0aG9kc1Jlc3BvbnNlEnIKE1VwZGF0ZVBheW1lbnRNZXRob2QSLC5kYmFhcy5iaWxsaW5nLnYxLlVwZGF0ZVBheW1lbnRNZXRob2RSZXF1ZXN0Gi0uZGJhYXMuYmlsbGluZy52MS5VcGRhdGVQYXltZW50TWV0aG9kUmVzcG9uc2USWgoLR2V0U3RhbmRpbmcSJC5kYmFhcy5iaWxsaW5nLnYxLkdldFN0YW5kaW5nUmVxdWVzdBolLmRiYWFzLmJpbGxpbmcudjEuR2V0U3RhbmRpbmdSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * A database entering a status. Compute is metered from these: `running` starts
@@ -208,6 +208,239 @@ export const GetUsageResponseSchema: GenMessage<GetUsageResponse> = /*@__PURE__*
   messageDesc(file_dbaas_billing_v1_billing_service, 5);
 
 /**
+ * An instrument the payment processor holds for an organization. The card number never reaches us:
+ * only what the processor reports about it.
+ *
+ * @generated from message dbaas.billing.v1.PaymentMethod
+ */
+export type PaymentMethod = Message<"dbaas.billing.v1.PaymentMethod"> & {
+  /**
+   * Prefix `pm-`.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string organization_id = 2;
+   */
+  organizationId: string;
+
+  /**
+   * `card`.
+   *
+   * @generated from field: string type = 3;
+   */
+  type: string;
+
+  /**
+   * Lowercase card brand as the processor names it (e.g. `visa`, `mastercard`).
+   *
+   * @generated from field: string brand = 4;
+   */
+  brand: string;
+
+  /**
+   * Last four digits of the card number.
+   *
+   * @generated from field: string last4 = 5;
+   */
+  last4: string;
+
+  /**
+   * @generated from field: int32 exp_month = 6;
+   */
+  expMonth: number;
+
+  /**
+   * @generated from field: int32 exp_year = 7;
+   */
+  expYear: number;
+
+  /**
+   * @generated from field: bool is_default = 8;
+   */
+  isDefault: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 9;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message dbaas.billing.v1.PaymentMethod.
+ * Use `create(PaymentMethodSchema)` to create a new message.
+ */
+export const PaymentMethodSchema: GenMessage<PaymentMethod> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 6);
+
+/**
+ * @generated from message dbaas.billing.v1.AddPaymentMethodRequest
+ */
+export type AddPaymentMethodRequest = Message<"dbaas.billing.v1.AddPaymentMethodRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * `card`.
+   *
+   * @generated from field: string type = 2;
+   */
+  type: string;
+
+  /**
+   * A token from the processor's client-side SDK (with the test processor: `tok_visa`, `tok_mastercard`,
+   * `tok_amex`, or `tok_chargeDeclined`, a card that is accepted but whose charges are declined).
+   *
+   * @generated from field: string token = 3;
+   */
+  token: string;
+};
+
+/**
+ * Describes the message dbaas.billing.v1.AddPaymentMethodRequest.
+ * Use `create(AddPaymentMethodRequestSchema)` to create a new message.
+ */
+export const AddPaymentMethodRequestSchema: GenMessage<AddPaymentMethodRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 7);
+
+/**
+ * @generated from message dbaas.billing.v1.AddPaymentMethodResponse
+ */
+export type AddPaymentMethodResponse = Message<"dbaas.billing.v1.AddPaymentMethodResponse"> & {
+  /**
+   * @generated from field: dbaas.billing.v1.PaymentMethod payment_method = 1;
+   */
+  paymentMethod?: PaymentMethod | undefined;
+};
+
+/**
+ * Describes the message dbaas.billing.v1.AddPaymentMethodResponse.
+ * Use `create(AddPaymentMethodResponseSchema)` to create a new message.
+ */
+export const AddPaymentMethodResponseSchema: GenMessage<AddPaymentMethodResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 8);
+
+/**
+ * @generated from message dbaas.billing.v1.ListPaymentMethodsRequest
+ */
+export type ListPaymentMethodsRequest = Message<"dbaas.billing.v1.ListPaymentMethodsRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+};
+
+/**
+ * Describes the message dbaas.billing.v1.ListPaymentMethodsRequest.
+ * Use `create(ListPaymentMethodsRequestSchema)` to create a new message.
+ */
+export const ListPaymentMethodsRequestSchema: GenMessage<ListPaymentMethodsRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 9);
+
+/**
+ * @generated from message dbaas.billing.v1.ListPaymentMethodsResponse
+ */
+export type ListPaymentMethodsResponse = Message<"dbaas.billing.v1.ListPaymentMethodsResponse"> & {
+  /**
+   * @generated from field: repeated dbaas.billing.v1.PaymentMethod payment_methods = 1;
+   */
+  paymentMethods: PaymentMethod[];
+};
+
+/**
+ * Describes the message dbaas.billing.v1.ListPaymentMethodsResponse.
+ * Use `create(ListPaymentMethodsResponseSchema)` to create a new message.
+ */
+export const ListPaymentMethodsResponseSchema: GenMessage<ListPaymentMethodsResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 10);
+
+/**
+ * @generated from message dbaas.billing.v1.UpdatePaymentMethodRequest
+ */
+export type UpdatePaymentMethodRequest = Message<"dbaas.billing.v1.UpdatePaymentMethodRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: string id = 2;
+   */
+  id: string;
+
+  /**
+   * Unset: no change.
+   *
+   * @generated from field: optional bool is_default = 3;
+   */
+  isDefault?: boolean | undefined;
+};
+
+/**
+ * Describes the message dbaas.billing.v1.UpdatePaymentMethodRequest.
+ * Use `create(UpdatePaymentMethodRequestSchema)` to create a new message.
+ */
+export const UpdatePaymentMethodRequestSchema: GenMessage<UpdatePaymentMethodRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 11);
+
+/**
+ * @generated from message dbaas.billing.v1.UpdatePaymentMethodResponse
+ */
+export type UpdatePaymentMethodResponse = Message<"dbaas.billing.v1.UpdatePaymentMethodResponse"> & {
+  /**
+   * @generated from field: dbaas.billing.v1.PaymentMethod payment_method = 1;
+   */
+  paymentMethod?: PaymentMethod | undefined;
+};
+
+/**
+ * Describes the message dbaas.billing.v1.UpdatePaymentMethodResponse.
+ * Use `create(UpdatePaymentMethodResponseSchema)` to create a new message.
+ */
+export const UpdatePaymentMethodResponseSchema: GenMessage<UpdatePaymentMethodResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 12);
+
+/**
+ * @generated from message dbaas.billing.v1.GetStandingRequest
+ */
+export type GetStandingRequest = Message<"dbaas.billing.v1.GetStandingRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+};
+
+/**
+ * Describes the message dbaas.billing.v1.GetStandingRequest.
+ * Use `create(GetStandingRequestSchema)` to create a new message.
+ */
+export const GetStandingRequestSchema: GenMessage<GetStandingRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 13);
+
+/**
+ * @generated from message dbaas.billing.v1.GetStandingResponse
+ */
+export type GetStandingResponse = Message<"dbaas.billing.v1.GetStandingResponse"> & {
+  /**
+   * Whether the organization has a default payment method.
+   *
+   * @generated from field: bool has_default_payment_method = 1;
+   */
+  hasDefaultPaymentMethod: boolean;
+};
+
+/**
+ * Describes the message dbaas.billing.v1.GetStandingResponse.
+ * Use `create(GetStandingResponseSchema)` to create a new message.
+ */
+export const GetStandingResponseSchema: GenMessage<GetStandingResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 14);
+
+/**
  * BillingService meters usage and prices it.
  *
  * @generated from service dbaas.billing.v1.BillingService
@@ -233,6 +466,51 @@ export const BillingService: GenService<{
     methodKind: "unary";
     input: typeof GetUsageRequestSchema;
     output: typeof GetUsageResponseSchema;
+  },
+  /**
+   * AddPaymentMethod hands a token from the payment processor's client-side SDK to the processor and keeps
+   * the resulting instrument for the organization. An organization's first payment method becomes its default.
+   * INVALID_ARGUMENT (field `token`) when the processor does not accept the token.
+   *
+   * @generated from rpc dbaas.billing.v1.BillingService.AddPaymentMethod
+   */
+  addPaymentMethod: {
+    methodKind: "unary";
+    input: typeof AddPaymentMethodRequestSchema;
+    output: typeof AddPaymentMethodResponseSchema;
+  },
+  /**
+   * ListPaymentMethods lists an organization's payment methods, oldest first.
+   *
+   * @generated from rpc dbaas.billing.v1.BillingService.ListPaymentMethods
+   */
+  listPaymentMethods: {
+    methodKind: "unary";
+    input: typeof ListPaymentMethodsRequestSchema;
+    output: typeof ListPaymentMethodsResponseSchema;
+  },
+  /**
+   * UpdatePaymentMethod makes a payment method the organization's default (the previous one stops being it).
+   * NOT_FOUND for another organization's id; INVALID_ARGUMENT (field `default`) for is_default = false on the
+   * default: a default is replaced by making another method the default, never left empty.
+   *
+   * @generated from rpc dbaas.billing.v1.BillingService.UpdatePaymentMethod
+   */
+  updatePaymentMethod: {
+    methodKind: "unary";
+    input: typeof UpdatePaymentMethodRequestSchema;
+    output: typeof UpdatePaymentMethodResponseSchema;
+  },
+  /**
+   * GetStanding says whether an organization may use what costs money beyond the free allowance
+   * (DESIGN.md: without a default payment method, at most 2 micro databases and the free plan).
+   *
+   * @generated from rpc dbaas.billing.v1.BillingService.GetStanding
+   */
+  getStanding: {
+    methodKind: "unary";
+    input: typeof GetStandingRequestSchema;
+    output: typeof GetStandingResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_dbaas_billing_v1_billing_service, 0);
