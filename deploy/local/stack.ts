@@ -167,8 +167,14 @@ async function main() {
     {
       name: "identity",
       entry: "services/identity/src/main.ts",
-      // Identity asks databases before deleting an organization; its client connects lazily.
-      env: { ...common, PORT: String(ports.identity), DATABASES_URL: url(ports.databases), PUBLIC_BASE_URL: `http://127.0.0.1:${gatewayPort}` },
+      // Identity asks databases before deleting an organization, billing before a paid plan; its clients connect lazily.
+      env: {
+        ...common,
+        PORT: String(ports.identity),
+        DATABASES_URL: url(ports.databases),
+        BILLING_URL: url(ports.billing),
+        PUBLIC_BASE_URL: `http://127.0.0.1:${gatewayPort}`,
+      },
       health: () => h2Health(ports.identity),
       restarts: 0,
     },

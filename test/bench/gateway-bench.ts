@@ -279,6 +279,8 @@ async function main() {
     const login = await api.post("/v1/auth/token", { email: account.email, password: account.password });
     const token = login.body.data.access_token as string;
     api.setToken(token);
+    // More than the free allowance of 2 micro databases.
+    await api.addPaymentMethod();
     const ids: string[] = [];
     for (let i = 0; i < SPREAD; i++) {
       const created = await api.post("/v1/databases", { name: `bench-${i}`, region: "fsn1", tier: "micro" });

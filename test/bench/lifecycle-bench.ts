@@ -75,6 +75,8 @@ async function density(stack: Stack, target: number) {
   for (let org = 0; all.length < target; org++) {
     const api = createApi(stack.baseUrl);
     await api.signup(`dense${org}`);
+    // 20 databases each: beyond the free allowance.
+    await api.addPaymentMethod();
     const n = Math.min(20, target - all.length);
     const created = await Promise.all(
       Array.from({ length: n }, (_, i) => api.post("/v1/databases", { name: `dense-${org}-${i}`, region: "fsn1", tier: "micro" })),

@@ -76,8 +76,19 @@ describe("walking skeleton journey", () => {
     expect(got.updated_at).toBeTruthy();
   });
 
+  it("needs a payment method beyond the free allowance (402), and not after adding a card", async () => {
+    const refused = await api.post("/v1/databases", { name: "analytics", region: "nbg1", tier: "small" });
+    expect(refused.status).toBe(402);
+    expect(refused.body.error.code).toBe("payment_required");
+    expect(refused.body.error.message).toMatch(/payment method/);
+    expect((await api.get("/v1/databases")).body.meta.total).toBe(1);
+    const card = await api.addPaymentMethod();
+    expect(card).toMatchObject({ type: "card", default: true });
+    const created = await api.post("/v1/databases", { name: "analytics", region: "nbg1", tier: "small" });
+    expect(created.status).toBe(201);
+  });
+
   it("lists only the list fields, with paging meta and filters", async () => {
-    await api.post("/v1/databases", { name: "analytics", region: "nbg1", tier: "small" });
     const all = await api.get("/v1/databases");
     expect(all.status).toBe(200);
     expect(all.body.meta).toMatchObject({ page: 1, per_page: 20, total: 2, total_pages: 1 });

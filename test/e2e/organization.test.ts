@@ -104,6 +104,11 @@ describe("organization and team, end to end", () => {
     api2 = createApi(gateway2.url);
     ownerAccount = await api.signup("org-owner");
     api2.setToken(ownerAccount.access_token);
+    // A paid plan needs a payment method first.
+    const refused = await api.patch("/v1/organization", { plan: "enterprise" });
+    expect(refused.status).toBe(402);
+    expect(refused.body.error.code).toBe("payment_required");
+    await api.addPaymentMethod();
     const plan = await api.patch("/v1/organization", { plan: "enterprise" });
     expect(plan.status).toBe(200);
     expect(plan.body.data).toMatchObject({ id: ownerAccount.organization.id, plan: "enterprise" });

@@ -50,6 +50,15 @@ export function createApi(baseUrl: string) {
     setToken(t: string | undefined) {
       token = t;
     },
+    /**
+     * Adds a card (the test processor's token) as the organization's payment method: needed beyond the free
+     * allowance (more than 2 micro databases running, a larger tier, a paid plan).
+     */
+    async addPaymentMethod(paymentToken = "tok_visa") {
+      const res = await call("POST", "/v1/billing/payment-methods", { type: "card", token: paymentToken });
+      if (res.status !== 201) throw new Error(`adding a payment method failed: ${res.status} ${JSON.stringify(res.body)}`);
+      return res.body.data;
+    },
     /** Signs up a fresh organization and uses its token from then on. */
     async signup(prefix = "user") {
       const email = `${prefix}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}@example.com`;

@@ -38,6 +38,12 @@ export interface FakeBilling {
   failure: ConnectError | undefined;
   /** Awaited inside RecordStatusEvents before answering, to hold a batch in flight. */
   gate: Promise<void> | undefined;
+  /** Organizations without a default payment method (every other one has one). */
+  withoutPaymentMethod: Set<string>;
+  /** GetStanding calls, by organization. */
+  standingAsked: string[];
+  /** While set, GetStanding fails with this error. */
+  standingFailure: ConnectError | undefined;
   delivered(): StatusEvent[];
 }
 
@@ -48,6 +54,9 @@ export function createFakeBilling(): FakeBilling {
     calls: 0,
     failure: undefined,
     gate: undefined,
+    withoutPaymentMethod: new Set(),
+    standingAsked: [],
+    standingFailure: undefined,
     delivered: () => fake.batches.flat(),
   };
   const transport = createRouterTransport((router) =>
@@ -58,6 +67,11 @@ export function createFakeBilling(): FakeBilling {
         if (fake.failure) throw fake.failure;
         fake.batches.push(req.events);
         return { recorded: req.events.length };
+      },
+      async getStanding(req) {
+        fake.standingAsked.push(req.organizationId);
+        if (fake.standingFailure) throw fake.standingFailure;
+        return { hasDefaultPaymentMethod: !fake.withoutPaymentMethod.has(req.organizationId) };
       },
     }),
   );

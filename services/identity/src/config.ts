@@ -18,6 +18,8 @@ export interface Config {
   publicBaseUrl: string;
   /** The databases service, asked whether an organization still has databases before deleting it. */
   databasesUrl: string | undefined;
+  /** The billing service, asked whether an organization has a payment method before it moves to a paid plan. */
+  billingUrl: string | undefined;
   /** How often the mail relay looks for due mails when nothing nudges it. */
   mailPollMs: number;
 }
@@ -62,6 +64,7 @@ export function readConfig(env: Record<string, string | undefined> = process.env
     mailFrom: envString(env, "MAIL_FROM", "dbaas <no-reply@dbaas.localhost>"),
     publicBaseUrl: url(env, "PUBLIC_BASE_URL", "http://127.0.0.1:8080")!,
     databasesUrl: url(env, "DATABASES_URL"),
+    billingUrl: url(env, "BILLING_URL"),
     mailPollMs,
   };
 }

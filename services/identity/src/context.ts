@@ -2,6 +2,7 @@ import { fileURLToPath } from "node:url";
 import type { Client } from "@connectrpc/connect";
 import type pg from "pg";
 import { createInternalClient, createPool, systemClock, type Clock, type Logger } from "@dbaas/kit";
+import { BillingService } from "@dbaas/proto/billing";
 import { DatabasesService } from "@dbaas/proto/databases";
 import type { Config } from "./config.ts";
 import { createLogSender, createMailRelay, createSealer, createSmtpSender, type MailRelay, type MailSender, type Sealer } from "./mail.ts";
@@ -12,6 +13,9 @@ export const MIGRATIONS_DIR = fileURLToPath(new URL("./db/migrations", import.me
 
 /** What identity needs of the databases service: whether an organization still has databases. */
 export type DatabasesClient = Pick<Client<typeof DatabasesService>, "listDatabases">;
+
+/** What identity needs of the billing service: whether an organization has a payment method. */
+export type BillingClient = Pick<Client<typeof BillingService>, "getStanding">;
 
 /** Everything handlers depend on, built once at start-up and passed down. */
 export interface AppContext {
@@ -27,6 +31,8 @@ export interface AppContext {
   revocations: RevocationHub;
   /** Unset when DATABASES_URL is not configured: organizations cannot be deleted then. */
   databases: DatabasesClient | undefined;
+  /** Unset when BILLING_URL is not configured: organizations cannot move to a paid plan then. */
+  billing: BillingClient | undefined;
 }
 
 export interface ContextOverrides {
@@ -34,6 +40,7 @@ export interface ContextOverrides {
   clock?: Clock;
   mailSender?: MailSender;
   databases?: DatabasesClient;
+  billing?: BillingClient;
 }
 
 export function createContext(config: Config, log: Logger, overrides: ContextOverrides = {}): AppContext {
@@ -47,6 +54,11 @@ export function createContext(config: Config, log: Logger, overrides: ContextOve
     (config.databasesUrl
       ? createInternalClient(DatabasesService, config.databasesUrl, { secret: config.internalSecret, caller: "identity" })
       : undefined);
+  const billing =
+    overrides.billing ??
+    (config.billingUrl
+      ? createInternalClient(BillingService, config.billingUrl, { secret: config.internalSecret, caller: "identity" })
+      : undefined);
   return {
     pool,
     clock,
@@ -58,5 +70,6 @@ export function createContext(config: Config, log: Logger, overrides: ContextOve
     mailRelay: createMailRelay({ pool, clock, log, sender, sealer, pollMs: config.mailPollMs }),
     revocations: createRevocationHub(config.databaseUrl, config.databaseSchema, log),
     databases,
+    billing,
   };
 }

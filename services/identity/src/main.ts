@@ -9,6 +9,7 @@ const log = createLogger("identity");
 const ctx = createContext(config, log);
 await migrate(ctx.pool, config.databaseSchema, MIGRATIONS_DIR);
 if (!config.databasesUrl) log.warn("DATABASES_URL is not set: organizations cannot be deleted");
+if (!config.billingUrl) log.warn("BILLING_URL is not set: organizations cannot move to a paid plan");
 await ctx.revocations.start();
 ctx.mailRelay.start();
 const server = await startServer({

@@ -6,7 +6,7 @@ import { createTestDatabase, type TestDatabase } from "@dbaas/test/support/pg";
 import { expect } from "vitest";
 import { roleToProto, type RoleName } from "../src/authz.ts";
 import { readConfig } from "../src/config.ts";
-import { createContext, MIGRATIONS_DIR, type AppContext, type DatabasesClient } from "../src/context.ts";
+import { createContext, MIGRATIONS_DIR, type AppContext, type BillingClient, type DatabasesClient } from "../src/context.ts";
 import type { MailSender, OutgoingMail } from "../src/mail.ts";
 import { routes } from "../src/routes.ts";
 
@@ -42,6 +42,21 @@ export class FakeDatabases implements DatabasesClient {
   }
 }
 
+/** The billing service as identity sees it: whether an organization has a default payment method. */
+export class FakeBilling implements BillingClient {
+  /** Organizations without a default payment method (every other one has one). */
+  withoutPaymentMethod = new Set<string>();
+  failure: Error | undefined;
+  asked: string[] = [];
+  async getStanding(req: { organizationId?: string }) {
+    this.asked.push(req.organizationId ?? "");
+    if (this.failure) throw this.failure;
+    return { hasDefaultPaymentMethod: !this.withoutPaymentMethod.has(req.organizationId ?? "") } as Awaited<
+      ReturnType<BillingClient["getStanding"]>
+    >;
+  }
+}
+
 export interface Harness {
   ctx: AppContext;
   client: Client<typeof IdentityService>;
@@ -49,6 +64,7 @@ export interface Harness {
   db: TestDatabase;
   mail: CapturingSender;
   databases: FakeDatabases;
+  billing: FakeBilling;
   close(): Promise<void>;
 }
 
@@ -67,7 +83,8 @@ export async function createHarness(env: Record<string, string> = {}): Promise<H
   const clock = new TestClock();
   const mail = new CapturingSender();
   const databases = new FakeDatabases();
-  const ctx = createContext(config, createLogger("identity-test"), { clock, mailSender: mail, databases });
+  const billing = new FakeBilling();
+  const ctx = createContext(config, createLogger("identity-test"), { clock, mailSender: mail, databases, billing });
   await migrate(ctx.pool, config.databaseSchema, MIGRATIONS_DIR);
   await ctx.revocations.start();
   const client = createClient(IdentityService, createRouterTransport(routes(ctx)));
@@ -78,6 +95,7 @@ export async function createHarness(env: Record<string, string> = {}): Promise<H
     db,
     mail,
     databases,
+    billing,
     async close() {
       await ctx.mailRelay.close();
       await ctx.revocations.close();

@@ -1,4 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import { ErrorReasonSchema } from "@dbaas/proto/common";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { actor, addMember, createHarness, expectError, PASSWORD, signupUser, violations, type Harness } from "./harness.ts";
 
@@ -38,6 +39,40 @@ describe("UpdateOrganization", () => {
     ]);
     expect((await h.client.getOrganization({ organizationId: org })).organization).toEqual(owner.organization);
     await expectError(h.client.updateOrganization({ organizationId: "org-missing", name: "x" }), Code.NotFound);
+  });
+});
+
+describe("UpdateOrganization to a paid plan", () => {
+  it("needs a default payment method: without one it is payment_required and the plan stays", async () => {
+    const owner = await signupUser(h);
+    const org = owner.organization!.id;
+    h.billing.withoutPaymentMethod.add(org);
+    for (const plan of ["pro", "enterprise"]) {
+      const err = await expectError(h.client.updateOrganization({ organizationId: org, plan }), Code.FailedPrecondition);
+      expect(err.findDetails(ErrorReasonSchema).map((r) => r.code)).toEqual(["payment_required"]);
+    }
+    // A rename in the same request is not applied either.
+    await expectError(h.client.updateOrganization({ organizationId: org, name: "Renamed", plan: "pro" }), Code.FailedPrecondition);
+    expect((await h.client.getOrganization({ organizationId: org })).organization).toMatchObject({ plan: "free", name: owner.organization!.name });
+    h.billing.withoutPaymentMethod.delete(org);
+    expect((await h.client.updateOrganization({ organizationId: org, plan: "pro" })).organization!.plan).toBe("pro");
+  });
+
+  it("asks billing only for a move to a paid plan: renames, the same plan and going back to free do not", async () => {
+    const owner = await signupUser(h);
+    const org = owner.organization!.id;
+    await h.client.updateOrganization({ organizationId: org, plan: "pro" });
+    h.billing.asked.length = 0;
+    h.billing.failure = new ConnectError("billing is down", Code.Unavailable);
+    try {
+      await h.client.updateOrganization({ organizationId: org, name: "Still Pro", plan: "pro" });
+      expect((await h.client.updateOrganization({ organizationId: org, plan: "free" })).organization!.plan).toBe("free");
+      expect(h.billing.asked).toEqual([]);
+      const err = await expectError(h.client.updateOrganization({ organizationId: org, plan: "enterprise" }), Code.Unavailable);
+      expect(err.rawMessage).not.toMatch(/billing is down/);
+    } finally {
+      h.billing.failure = undefined;
+    }
   });
 });
 

@@ -65,5 +65,11 @@ describe("identity over HTTP/2", () => {
     expect((refused as ConnectError).code).toBe(Code.InvalidArgument);
     const done = await support.updateOrganization({ organizationId: organization!.id, plan: "internal" });
     expect(done.organization!.plan).toBe("internal");
+    // Support sets plans by contract, without asking billing (which this server has no address for)…
+    expect((await support.updateOrganization({ organizationId: organization!.id, plan: "enterprise" })).organization!.plan).toBe("enterprise");
+    // …a customer's move to a paid plan needs billing's answer: without BILLING_URL it cannot be made.
+    await gateway.updateOrganization({ organizationId: organization!.id, plan: "free" });
+    const unverifiable = await gateway.updateOrganization({ organizationId: organization!.id, plan: "pro" }).catch((e: unknown) => ConnectError.from(e));
+    expect((unverifiable as ConnectError).code).toBe(Code.Unavailable);
   });
 });

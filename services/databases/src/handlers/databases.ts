@@ -32,6 +32,7 @@ import {
   VersionSchema,
 } from "@dbaas/proto/databases";
 import type { AppContext } from "../context.ts";
+import { requireAllowance } from "../allowance.ts";
 import { placeDatabase } from "../placement.ts";
 import {
   connectionString,
@@ -204,6 +205,12 @@ export function databasesHandlers(ctx: AppContext): Partial<ServiceImpl<typeof D
       if (!t.from.includes(row.status)) {
         throw conflict(`cannot ${t.type} a database that is ${row.status}`);
       }
+      // Starting it, or running it at another tier, must fit the organization's allowance.
+      const starts = t.desired === "running" && row.desired_state !== "running";
+      const resizesRunning = t.tier !== undefined && row.desired_state === "running";
+      if (starts || resizesRunning) {
+        await requireAllowance(db, ctx.billing, ctx.log, orgId, { tier: t.tier ?? row.tier, replaces: row.id });
+      }
       const { rows } = await db.query<DatabaseRow>(
         `UPDATE databases SET desired_state = COALESCE($2, desired_state), tier = COALESCE($3, tier),
            generation = generation + 1, updated_at = now() WHERE id = $1 RETURNING *`,
@@ -232,6 +239,7 @@ export function databasesHandlers(ctx: AppContext): Partial<ServiceImpl<typeof D
       const verifier = scramVerifier(password);
       try {
         const row = await withTransaction(ctx.pool, async (db) => {
+          await requireAllowance(db, ctx.billing, ctx.log, req.organizationId, { tier: req.tier });
           const placement = await placeDatabase(db, req.region, version, ctx.cfg.agentTimeoutSeconds);
           const { rows } = await db.query<DatabaseRow>(
             `INSERT INTO databases (id, organization_id, name, region, tier, version, status, agent_id, port,

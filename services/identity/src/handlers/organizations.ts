@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
-import { callerKey, conflict, notFound, permissionDenied, Validator, withTransaction } from "@dbaas/kit";
+import { callerKey, conflict, notFound, permissionDenied, Validator, withReason, withTransaction } from "@dbaas/kit";
 import {
   DeleteOrganizationResponseSchema,
   GetOrganizationResponseSchema,
@@ -40,7 +40,8 @@ export function updateOrganization(ctx: AppContext) {
     const v = new Validator();
     checkRequired(v, "organization_id", req.organizationId);
     const name = req.name === undefined ? undefined : checkName(v, "name", req.name);
-    if (req.plan !== undefined) v.oneOf("plan", req.plan, handlerCtx.values.get(callerKey) === "support" ? SUPPORT_PLANS : PLANS);
+    const support = handlerCtx.values.get(callerKey) === "support";
+    if (req.plan !== undefined) v.oneOf("plan", req.plan, support ? SUPPORT_PLANS : PLANS);
     v.throwIfAny();
 
     const published: string[] = [];
@@ -51,6 +52,10 @@ export function updateOrganization(ctx: AppContext) {
       );
       const before = current.rows[0];
       if (!before) throw notFound("organization");
+      // Support sets plans by contract (and the internal plan); customers need a payment method for a paid one.
+      if (req.plan !== undefined && req.plan !== before.plan && req.plan !== "free" && !support) {
+        await requirePaymentMethod(ctx, req.organizationId);
+      }
       const updated = await db.query<OrganizationRow>(
         `UPDATE organizations SET name = COALESCE($2, name), plan = COALESCE($3, plan), updated_at = $4
          WHERE id = $1 RETURNING ${ORGANIZATION_COLUMNS}`,
@@ -67,6 +72,29 @@ export function updateOrganization(ctx: AppContext) {
     await ctx.revocations.delivered(published);
     return create(UpdateOrganizationResponseSchema, { organization: organizationToProto(org) });
   };
+}
+
+/** DESIGN.md, Billing: an organization without a default payment method stays on the free plan. */
+async function requirePaymentMethod(ctx: AppContext, organizationId: string): Promise<void> {
+  if (!ctx.billing) {
+    ctx.log.error("cannot move organizations to a paid plan: BILLING_URL is not set");
+    throw new ConnectError("plan changes are not available", Code.Unavailable);
+  }
+  let hasPaymentMethod: boolean;
+  try {
+    hasPaymentMethod = (await ctx.billing.getStanding({ organizationId }, { timeoutMs: 5_000 })).hasDefaultPaymentMethod;
+  } catch (err) {
+    // Whatever billing said, it is not the caller's fault: never pass its code on.
+    ctx.log.error("could not ask billing for the organization's standing", { organization_id: organizationId, error: err });
+    throw new ConnectError("could not check the organization's payment method; try again shortly", Code.Unavailable);
+  }
+  if (!hasPaymentMethod) {
+    throw withReason(
+      "a paid plan needs a payment method; add one with POST /v1/billing/payment-methods",
+      Code.FailedPrecondition,
+      "payment_required",
+    );
+  }
 }
 
 /** How many live (not deleted) databases the organization has, as the databases service counts them. */

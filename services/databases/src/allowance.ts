@@ -1,0 +1,59 @@
+import { Code, ConnectError, type Client } from "@connectrpc/connect";
+import { withReason, type Logger } from "@dbaas/kit";
+import type { BillingService } from "@dbaas/proto/billing";
+import type pg from "pg";
+
+/** DESIGN.md, Billing: without a default payment method an organization runs only this tier… */
+export const FREE_TIER = "micro";
+/** …and at most this many databases of it. */
+export const FREE_RUNNING = 2;
+
+/** How long the billing service may take to say whether a payment method is on file. */
+const STANDING_TIMEOUT_MS = 5_000;
+
+export type StandingClient = Pick<Client<typeof BillingService>, "getStanding">;
+
+/**
+ * Makes sure the organization may run one more database of `tier` (or, with
+ * `replaces`, that database at `tier` instead of its current tier): within
+ * the free allowance, or with a default payment method on file — else
+ * FAILED_PRECONDITION with reason payment_required (the API's 402).
+ *
+ * Runs inside the caller's transaction and serializes the organization's
+ * changes to what it runs (an advisory lock held to the end of the
+ * transaction), so two concurrent creates cannot both take the last free
+ * slot. Billing is asked only beyond the free allowance: a free
+ * organization's micro databases never depend on billing being up.
+ */
+export async function requireAllowance(
+  db: pg.ClientBase,
+  billing: StandingClient,
+  log: Logger,
+  organizationId: string,
+  next: { tier: string; replaces?: string },
+): Promise<void> {
+  await db.query("SELECT pg_advisory_xact_lock(hashtext('allowance:' || $1))", [organizationId]);
+  const { rows } = await db.query<{ tier: string }>(
+    `SELECT tier FROM databases
+     WHERE organization_id = $1 AND deleted_at IS NULL AND desired_state = 'running' AND id <> $2`,
+    [organizationId, next.replaces ?? ""],
+  );
+  const tiers = [...rows.map((r) => r.tier), next.tier];
+  if (tiers.length <= FREE_RUNNING && tiers.every((t) => t === FREE_TIER)) return;
+  let hasPaymentMethod: boolean;
+  try {
+    hasPaymentMethod = (await billing.getStanding({ organizationId }, { timeoutMs: STANDING_TIMEOUT_MS })).hasDefaultPaymentMethod;
+  } catch (err) {
+    // Billing's own error is not the caller's: never pass its code on.
+    log.error("could not ask billing for the organization's standing", { organization_id: organizationId, error: err });
+    throw new ConnectError("could not check the organization's payment method; try again shortly", Code.Unavailable);
+  }
+  if (!hasPaymentMethod) {
+    throw withReason(
+      `without a payment method an organization can run at most ${FREE_RUNNING} ${FREE_TIER} databases; ` +
+        "add one with POST /v1/billing/payment-methods",
+      Code.FailedPrecondition,
+      "payment_required",
+    );
+  }
+}
