@@ -12,6 +12,7 @@ import { createTestDatabase, type TestDatabase } from "@dbaas/test/support/pg";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { migrateBilling } from "../services/billing/src/db/migrate.ts";
+import { createTestProcessor } from "../services/billing/src/processor/test-processor.ts";
 import { routes } from "../services/billing/src/routes.ts";
 
 // DESIGN.md: internal services speak gRPC too, so a tool built on @grpc/grpc-js
@@ -32,9 +33,10 @@ beforeAll(async () => {
   db = await createTestDatabase("grpcjs");
   pool = createPool(db.url, SCHEMA);
   await migrateBilling(pool, SCHEMA);
+  const clock = { now: () => new Date(NOW) };
   server = await startServer({
     port: 0,
-    routes: routes({ pool, clock: { now: () => new Date(NOW) }, log: createLogger("billing-test") }),
+    routes: routes({ pool, clock, log: createLogger("billing-test"), processor: createTestProcessor(clock) }),
     internalSecret: SECRET,
     log: createLogger("billing-test"),
   });

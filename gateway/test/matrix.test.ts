@@ -9,6 +9,7 @@
  * it names a resource. A route added to the table without one fails this test,
  * and so does an expectation for a route that no longer exists.
  */
+import { BillingService } from "@dbaas/proto/billing";
 import { DatabasesService } from "@dbaas/proto/databases";
 import { Role } from "@dbaas/proto/identity";
 import { createInternalClient } from "@dbaas/kit";
@@ -46,7 +47,7 @@ const CALLERS: Caller[] = ["owner", "admin", "developer", "viewer", "key"];
 
 interface MatrixWorld extends World {
   key: string;
-  /** A database, an invitation, an API key of this organization that requests may use and must not destroy. */
+  /** A database, an invitation, an API key, a payment method of this organization that requests may use and must not destroy. */
   database: string;
   /** Every id of a resource of this organization: what another organization must never see in a list. */
   ids: Set<string>;
@@ -87,6 +88,7 @@ let gw: TestGateway;
 let A: MatrixWorld;
 let B: MatrixWorld;
 const dbClient = () => createInternalClient(DatabasesService, stubs.databasesUrl, { secret: SECRET, caller: "test" });
+const billingClient = () => createInternalClient(BillingService, stubs.billingUrl, { secret: SECRET, caller: "test" });
 let serial = 0;
 
 async function freshDatabase(w: MatrixWorld): Promise<string> {
@@ -118,11 +120,18 @@ async function freshApiKey(w: MatrixWorld, scopes: string[] = []): Promise<{ id:
   return { id: res.apiKey!.id, secret: res.secret };
 }
 
+async function freshPaymentMethod(w: MatrixWorld): Promise<string> {
+  const res = await billingClient().addPaymentMethod({ organizationId: w.org, type: "card", token: "tok_visa" });
+  w.ids.add(res.paymentMethod!.id);
+  return res.paymentMethod!.id;
+}
+
 async function setupWorld(label: string, opts: { database: boolean }): Promise<MatrixWorld> {
   const world = await createWorld(identity, label);
   const w: MatrixWorld = { ...world, key: "", database: "", ids: new Set(Object.values(world.users).map((u) => u.memberId)) };
   w.key = (await freshApiKey(w, KEY_SCOPES)).secret;
   await freshInvitation(w);
+  await freshPaymentMethod(w);
   if (opts.database) w.database = await freshDatabase(w);
   return w;
 }
@@ -207,6 +216,25 @@ const MATRIX: Record<string, ProtectedExpectation | PublicExpectation> = {
   "GET /v1/versions": { permission: "databases:read", success: 200, scope: "organization", request: async () => ({ path: "/v1/versions" }) },
 
   "GET /v1/billing/usage": { permission: "billing:read", success: 200, scope: "organization", request: async () => ({ path: "/v1/billing/usage" }) },
+  "GET /v1/billing/payment-methods": {
+    permission: "billing:read",
+    success: 200,
+    scope: "organization",
+    list: "payment_methods",
+    request: async () => ({ path: "/v1/billing/payment-methods?per_page=100" }),
+  },
+  "POST /v1/billing/payment-methods": {
+    permission: "billing:write",
+    success: 201,
+    scope: "organization",
+    request: async () => ({ path: "/v1/billing/payment-methods", body: { type: "card", token: "tok_mastercard" } }),
+  },
+  "PATCH /v1/billing/payment-methods/:id": {
+    permission: "billing:write",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: `/v1/billing/payment-methods/${await freshPaymentMethod(t.world)}`, body: { default: true } }),
+  },
 
   "GET /v1/organization": { permission: "members:read", success: 200, scope: "organization", request: async () => ({ path: "/v1/organization" }) },
   "PATCH /v1/organization": {
@@ -308,7 +336,7 @@ const tokenOf = (w: MatrixWorld, caller: Caller) => (caller === "key" ? w.key : 
 
 beforeAll(async () => {
   stubs = await startStubs();
-  identity = await startRealIdentity(stubs.databasesUrl);
+  identity = await startRealIdentity(stubs);
   gw = await startGateway({ ...stubs, identityUrl: identity.url });
   await waitForRevocationFeed(gw);
   [A, B] = await Promise.all([setupWorld("Matrix A", { database: true }), setupWorld("Matrix B", { database: true })]);

@@ -19,7 +19,7 @@ let gw2: TestGateway;
 
 beforeAll(async () => {
   stubs = await startStubs();
-  identity = await startRealIdentity(stubs.databasesUrl);
+  identity = await startRealIdentity(stubs);
   gw1 = await startGateway({ ...stubs, identityUrl: identity.url });
   gw2 = await startGateway({ ...stubs, identityUrl: identity.url });
   await waitForRevocationFeed(gw1);
@@ -67,11 +67,16 @@ describe("organization", () => {
     ]);
   });
 
-  it("a plan change sets the rate limit of the very next request, at both gateways", async () => {
+  it("a paid plan needs a payment method (402); the change sets the rate limit of the very next request, at both gateways", async () => {
     const w = await createWorld(identity, "Plans");
     for (const gw of [gw1, gw2]) {
       expect((await api(gw.url, "/v1/organization", { token: w.users.admin.token })).headers.get("x-ratelimit-limit")).toBe("10000");
     }
+    const refused = await api(gw1.url, "/v1/organization", { method: "PATCH", token: w.users.owner.token, body: { plan: "pro" } });
+    expect(refused.status).toBe(402);
+    expect(refused.body.error.code).toBe("payment_required");
+    const card = { type: "card", token: "tok_visa" };
+    expect((await api(gw1.url, "/v1/billing/payment-methods", { method: "POST", token: w.users.owner.token, body: card })).status).toBe(201);
     const res = await api(gw1.url, "/v1/organization", { method: "PATCH", token: w.users.owner.token, body: { plan: "pro" } });
     expect(res.body.data.plan).toBe("pro");
     for (const gw of [gw1, gw2]) {

@@ -161,6 +161,16 @@ const SCHEMAS = {
     total: num(),
     currency: str("Three-letter currency code."),
   }),
+  PaymentMethod: object("A payment method: what the payment processor reports about the card it holds, never its number.", {
+    id: id("pm-"),
+    type: oneOf(["card"]),
+    brand: str("Lowercase card brand as the processor names it (`visa`, `mastercard`, …)."),
+    last4: { type: "string", pattern: "^[0-9]{4}$", description: "Last four digits of the card number." },
+    exp_month: { type: "integer", minimum: 1, maximum: 12 },
+    exp_year: int(),
+    default: { type: "boolean", description: "Whether invoices are charged to it; an organization has at most one default." },
+    created_at: dateTime(),
+  }),
   Organization: object("An organization.", {
     id: id("org-"),
     name: str(),

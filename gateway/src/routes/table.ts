@@ -193,6 +193,33 @@ export const ROUTES: readonly Route[] = [
     response: json(200, "Usage"),
     handler: billing.getUsage,
   }),
+  protectedRoute({
+    method: "GET",
+    path: "/v1/billing/payment-methods",
+    summary: "List the organization's payment methods, oldest first.",
+    permission: "billing:read",
+    response: listOf("payment_methods", "PaymentMethod"),
+    query: billing.listQuery,
+    handler: billing.listPaymentMethods,
+  }),
+  protectedRoute({
+    method: "POST",
+    path: "/v1/billing/payment-methods",
+    summary: "Add a card from a payment processor token; the organization's first payment method becomes its default.",
+    permission: "billing:write",
+    response: json(201, "PaymentMethod"),
+    body: billing.addPaymentMethodBody,
+    handler: billing.addPaymentMethod,
+  }),
+  protectedRoute({
+    method: "PATCH",
+    path: "/v1/billing/payment-methods/:id",
+    summary: "Make a payment method the default (the previous default stops being it).",
+    permission: "billing:write",
+    response: json(200, "PaymentMethod"),
+    body: billing.updatePaymentMethodBody,
+    handler: billing.updatePaymentMethod,
+  }),
 
   protectedRoute({
     method: "GET",

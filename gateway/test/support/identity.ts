@@ -5,7 +5,7 @@ import { readConfig } from "../../../services/identity/src/config.ts";
 import { createContext, MIGRATIONS_DIR, type AppContext } from "../../../services/identity/src/context.ts";
 import type { MailSender, OutgoingMail } from "../../../services/identity/src/mail.ts";
 import { routes } from "../../../services/identity/src/routes.ts";
-import { SECRET } from "./stubs.ts";
+import { SECRET, type Stubs } from "./stubs.ts";
 
 /**
  * The real identity service (its own database, real HTTP/2 server, real
@@ -16,6 +16,8 @@ export interface RealIdentity {
   url: string;
   ctx: AppContext;
   client: ReturnType<typeof createInternalClient<typeof IdentityService>>;
+  /** Calls as support does (the set-plan CLI): plans set by contract, no payment method asked for. */
+  support: ReturnType<typeof createInternalClient<typeof IdentityService>>;
   /** Every mail identity sent, in order. */
   mails: OutgoingMail[];
   close(): Promise<void>;
@@ -23,14 +25,15 @@ export interface RealIdentity {
 
 export const PASSWORD = "correct horse battery";
 
-export async function startRealIdentity(databasesUrl: string): Promise<RealIdentity> {
+export async function startRealIdentity(stubs: Pick<Stubs, "databasesUrl" | "billingUrl">): Promise<RealIdentity> {
   const db: TestDatabase = await createTestDatabase("identity");
   const config = readConfig({
     DATABASE_URL: db.url,
     INTERNAL_AUTH_SECRET: SECRET,
     PORT: "0",
     PASSWORD_SCRYPT_N: String(2 ** 14),
-    DATABASES_URL: databasesUrl,
+    DATABASES_URL: stubs.databasesUrl,
+    BILLING_URL: stubs.billingUrl,
     MAIL_POLL_MS: "20",
   });
   const mails: OutgoingMail[] = [];
@@ -45,6 +48,7 @@ export async function startRealIdentity(databasesUrl: string): Promise<RealIdent
     url: server.url,
     ctx,
     client: createInternalClient(IdentityService, server.url, { secret: SECRET, caller: "test" }),
+    support: createInternalClient(IdentityService, server.url, { secret: SECRET, caller: "support" }),
     mails,
     async close() {
       await server.close();
@@ -91,8 +95,9 @@ export async function createWorld(identity: RealIdentity, label: string): Promis
   const email = uniqueEmail(`${label}-owner`);
   const signup = await identity.client.signup({ email, password: PASSWORD, name: "Owner", organizationName: label });
   const org = signup.organization!.id;
-  // Far above the matrix's request count: rate limits are tested elsewhere.
-  await identity.client.updateOrganization({ organizationId: org, plan: "enterprise" });
+  // Far above the matrix's request count: rate limits are tested elsewhere. Set as support does, so the
+  // organization has no payment method unless a test adds one.
+  await identity.support.updateOrganization({ organizationId: org, plan: "enterprise" });
   const ownerMember = (await identity.client.listMembers({ organizationId: org })).members[0]!;
   const owner = { id: signup.user!.id, email, memberId: ownerMember.id, token: signup.token!.accessToken };
   const [admin, developer, viewer] = await Promise.all(

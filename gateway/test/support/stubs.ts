@@ -3,7 +3,7 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
 import { createLogger, invalidArgument, notFound, startServer, withReason, type RunningServer } from "@dbaas/kit";
-import { BillingService } from "@dbaas/proto/billing";
+import { BillingService, PaymentMethodSchema, type PaymentMethod } from "@dbaas/proto/billing";
 import { DatabaseSchema, DatabasesService, type Database } from "@dbaas/proto/databases";
 import {
   ApiKeySchema,
@@ -52,6 +52,8 @@ export interface StubState {
   authenticateCalls: number;
   databases: Map<string, { db: Database; password: string }>;
   apiKeys: ApiKey[];
+  /** Every organization's payment methods, oldest first. */
+  paymentMethods: PaymentMethod[];
   /** While true, creating a database named "flaky" fails with UNAVAILABLE. */
   flaky: boolean;
   /** Requests as the upstreams received them, by RPC name. */
@@ -316,9 +318,55 @@ function databasesRoutes(state: StubState) {
     });
 }
 
+/** The test processor's tokens (Stripe's test cards): what it reports about the card each stands for. */
+const TEST_CARDS: Record<string, { brand: string; last4: string }> = {
+  tok_visa: { brand: "visa", last4: "4242" },
+  tok_mastercard: { brand: "mastercard", last4: "4444" },
+  tok_amex: { brand: "amex", last4: "8431" },
+  tok_chargeCustomerFail: { brand: "visa", last4: "0341" },
+};
+
 function billingRoutes(state: StubState) {
+  const methodsOf = (org: string) => state.paymentMethods.filter((pm) => pm.organizationId === org);
   return (router: ConnectRouter) =>
     router.service(BillingService, {
+      async addPaymentMethod(req) {
+        record(state, "addPaymentMethod", req);
+        const violations = [];
+        if (req.type !== "card") violations.push({ field: "type", message: "must be one of: card" });
+        const card = TEST_CARDS[req.token];
+        if (!card) violations.push({ field: "token", message: "was declined by the payment processor: it is not a valid card token" });
+        if (violations.length > 0) throw invalidArgument(violations);
+        const pm = create(PaymentMethodSchema, {
+          id: `pm-${state.paymentMethods.length + 1}`,
+          organizationId: req.organizationId,
+          type: "card",
+          ...card,
+          expMonth: 12,
+          expYear: 2034,
+          isDefault: methodsOf(req.organizationId).length === 0,
+          createdAt: timestampFromDate(T0),
+        });
+        state.paymentMethods.push(pm);
+        return { paymentMethod: pm };
+      },
+      async listPaymentMethods(req) {
+        return { paymentMethods: methodsOf(req.organizationId) };
+      },
+      async updatePaymentMethod(req) {
+        record(state, "updatePaymentMethod", req);
+        const methods = methodsOf(req.organizationId);
+        const pm = methods.find((m) => m.id === req.id);
+        if (!pm) throw notFound("payment method");
+        if (req.isDefault === false && pm.isDefault) {
+          throw invalidArgument([{ field: "default", message: "make another payment method the default instead" }]);
+        }
+        if (req.isDefault === true) for (const m of methods) m.isDefault = m === pm;
+        return { paymentMethod: pm };
+      },
+      async getStanding(req) {
+        return { hasDefaultPaymentMethod: methodsOf(req.organizationId).some((m) => m.isDefault) };
+      },
       async recordStatusEvents() {
         return { recorded: 0 };
       },
@@ -343,6 +391,7 @@ export async function startStubs(secret = SECRET): Promise<Stubs> {
     authenticateCalls: 0,
     databases: new Map(),
     apiKeys: [],
+    paymentMethods: [],
     flaky: false,
     seen: new Map(),
     watchers: new Set(),

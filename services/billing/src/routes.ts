@@ -1,11 +1,17 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import { BillingService } from "@dbaas/proto/billing";
 import type { AppContext } from "./context.ts";
+import { getStanding } from "./handlers/get-standing.ts";
 import { getUsage } from "./handlers/get-usage.ts";
+import { addPaymentMethod, listPaymentMethods, updatePaymentMethod } from "./handlers/payment-methods.ts";
 import { recordStatusEvents } from "./handlers/record-status-events.ts";
 
 export const routes = (ctx: AppContext) => (router: ConnectRouter) =>
   router.service(BillingService, {
     recordStatusEvents: recordStatusEvents(ctx),
     getUsage: getUsage(ctx),
+    addPaymentMethod: addPaymentMethod(ctx),
+    listPaymentMethods: listPaymentMethods(ctx),
+    updatePaymentMethod: updatePaymentMethod(ctx),
+    getStanding: getStanding(ctx),
   });

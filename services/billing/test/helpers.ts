@@ -1,12 +1,14 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ConnectError } from "@connectrpc/connect";
-import { createLogger, createPool, type Clock } from "@dbaas/kit";
+import { createLogger, createPool, type Clock, type Logger } from "@dbaas/kit";
 import { FieldViolationSchema } from "@dbaas/proto/common";
 import { StatusEventSchema, type StatusEvent } from "@dbaas/proto/billing";
 import { createTestDatabase } from "@dbaas/test/support/pg";
 import type { AppContext } from "../src/context.ts";
 import { migrateBilling } from "../src/db/migrate.ts";
+import type { PaymentProcessor } from "../src/processor/processor.ts";
+import { createTestProcessor } from "../src/processor/test-processor.ts";
 
 export const SCHEMA = "billing";
 
@@ -21,8 +23,14 @@ export class ManualClock implements Clock {
   }
 }
 
-/** A fresh database with the billing schema migrated, and a context on it. */
-export async function createTestContext(now: string): Promise<{
+/**
+ * A fresh database with the billing schema migrated, and a context on it: the
+ * test processor unless `processor` builds another (it gets the test clock).
+ */
+export async function createTestContext(
+  now: string,
+  opts: { log?: Logger; processor?: (clock: Clock) => PaymentProcessor } = {},
+): Promise<{
   ctx: AppContext;
   clock: ManualClock;
   close(): Promise<void>;
@@ -31,8 +39,9 @@ export async function createTestContext(now: string): Promise<{
   const pool = createPool(db.url, SCHEMA);
   await migrateBilling(pool, SCHEMA);
   const clock = new ManualClock(new Date(now));
+  const processor = (opts.processor ?? createTestProcessor)(clock);
   return {
-    ctx: { pool, clock, log: createLogger("billing-test") },
+    ctx: { pool, clock, log: opts.log ?? createLogger("billing-test"), processor },
     clock,
     async close() {
       await pool.end();

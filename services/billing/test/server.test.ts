@@ -4,7 +4,7 @@ import { createInternalClient, createLogger, startServer, type RunningServer } f
 import { BillingService } from "@dbaas/proto/billing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { routes } from "../src/routes.ts";
-import { createTestContext, statusEvent as ev } from "./helpers.ts";
+import { createTestContext, statusEvent as ev, violationsOf } from "./helpers.ts";
 
 const SECRET = "billing-server-test-secret";
 
@@ -39,6 +39,31 @@ describe("billing over HTTP/2", () => {
     expect(usage.computeHours).toMatchObject({ quantity: 7.5, amount: 0.45 });
     expect(usage.total).toBe(0.45);
     expect(usage.currency).toBe("USD");
+  });
+
+  it("adds, lists and switches payment methods and reports standing for an internal caller", async () => {
+    const client = createInternalClient(BillingService, server.url, { secret: SECRET, caller: "gateway" });
+    const organizationId = "org-wire-pm";
+    expect((await client.getStanding({ organizationId })).hasDefaultPaymentMethod).toBe(false);
+    const visa = (await client.addPaymentMethod({ organizationId, type: "card", token: "tok_visa" })).paymentMethod!;
+    const amex = (await client.addPaymentMethod({ organizationId, type: "card", token: "tok_amex" })).paymentMethod!;
+    expect([visa.isDefault, amex.isDefault]).toEqual([true, false]);
+    const switched = await client.updatePaymentMethod({ organizationId, id: amex.id, isDefault: true });
+    expect(switched.paymentMethod).toMatchObject({ id: amex.id, brand: "amex", last4: "8431", isDefault: true });
+    const listed = await client.listPaymentMethods({ organizationId });
+    expect(listed.paymentMethods.map((m) => [m.id, m.isDefault])).toEqual([
+      [visa.id, false],
+      [amex.id, true],
+    ]);
+    expect((await client.getStanding({ organizationId })).hasDefaultPaymentMethod).toBe(true);
+    const declined = await client.addPaymentMethod({ organizationId, type: "card", token: "tok_nope" }).then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
+    expect(declined?.code).toBe(Code.InvalidArgument);
+    expect(violationsOf(declined)).toEqual([
+      { field: "token", message: "was declined by the payment processor: it is not a valid card token" },
+    ]);
   });
 
   it("refuses a call without the internal credential, or with one signed by another secret", async () => {

@@ -1,7 +1,19 @@
-import type { UsageLine } from "@dbaas/proto/billing";
-import { ok, type Reply } from "../../middleware/envelope.ts";
-import { iso } from "../mappers.ts";
+import type { PaymentMethod, UsageLine } from "@dbaas/proto/billing";
+import { created, list, ok, type Reply } from "../../middleware/envelope.ts";
+import { optional, pagination, PAGINATION_QUERY, required, type Infer, type QuerySchema } from "../../schema.ts";
+import { iso, present } from "../mappers.ts";
 import type { AuthedCall } from "../route.ts";
+
+export const addPaymentMethodBody = {
+  type: required("string", "`card`."),
+  token: required("string", "A payment token from the payment processor's client-side SDK; the card number never reaches us."),
+};
+
+export const updatePaymentMethodBody = {
+  default: optional("boolean", "true makes this the default payment method, the one invoices are charged to; the previous default stops being it."),
+};
+
+export const listQuery: QuerySchema = PAGINATION_QUERY;
 
 const line = (l: UsageLine | undefined) => ({ quantity: l?.quantity ?? 0, amount: l?.amount ?? 0 });
 
@@ -23,4 +35,46 @@ export async function getUsage({ ctx, principal }: AuthedCall<unknown>): Promise
     total: res.total,
     currency: res.currency,
   });
+}
+
+/** A payment method as every route shows it: what the processor reports about the card, never its number. */
+function paymentMethod(pm: PaymentMethod) {
+  return {
+    id: pm.id,
+    type: pm.type,
+    brand: pm.brand,
+    last4: pm.last4,
+    exp_month: pm.expMonth,
+    exp_year: pm.expYear,
+    default: pm.isDefault,
+    created_at: iso(pm.createdAt),
+  };
+}
+
+/** Billing returns every method at once (an organization has few); pages are cut here. */
+export async function listPaymentMethods(call: AuthedCall<unknown>): Promise<Reply> {
+  const { page, perPage } = pagination(call.query);
+  const res = await call.ctx.billing.listPaymentMethods({ organizationId: call.principal.organizationId });
+  const items = res.paymentMethods.slice((page - 1) * perPage, page * perPage).map(paymentMethod);
+  return list("payment_methods", items, { page, perPage, total: res.paymentMethods.length });
+}
+
+/** 201 with the new method; an organization's first one becomes its default. */
+export async function addPaymentMethod(call: AuthedCall<Infer<typeof addPaymentMethodBody>>): Promise<Reply> {
+  const res = await call.ctx.billing.addPaymentMethod({
+    organizationId: call.principal.organizationId,
+    type: call.body.type,
+    token: call.body.token,
+  });
+  return created(paymentMethod(present(res.paymentMethod, "payment_method")));
+}
+
+export async function updatePaymentMethod(call: AuthedCall<Infer<typeof updatePaymentMethodBody>>): Promise<Reply> {
+  // Billing names fields in its violations as the API does (`default`).
+  const res = await call.ctx.billing.updatePaymentMethod({
+    organizationId: call.principal.organizationId,
+    id: call.params.id,
+    isDefault: call.body.default,
+  });
+  return ok(paymentMethod(present(res.paymentMethod, "payment_method")));
 }

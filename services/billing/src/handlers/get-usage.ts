@@ -5,6 +5,7 @@ import { GetUsageResponseSchema, type GetUsageRequest, type GetUsageResponse } f
 import type { AppContext } from "../context.ts";
 import { listStatusChangesForPeriod } from "../db/status-events.ts";
 import { monthOf, priceCompute, runningIntervals, type PricedLine } from "../usage.ts";
+import { checkOrganizationId } from "../validation.ts";
 
 // Nothing feeds these meters yet: storage GB-months and transfer GB will come
 // from the provisioner agents' storage and data-transfer samples, replica hours
@@ -16,8 +17,7 @@ const NOT_METERED_YET: PricedLine = { quantity: 0, amount: 0 };
 export function getUsage(ctx: AppContext) {
   return async (req: GetUsageRequest): Promise<GetUsageResponse> => {
     const v = new Validator();
-    if (req.organizationId === "") v.add("organization_id", "is required");
-    else if (req.organizationId.length > 128) v.add("organization_id", "must be at most 128 characters");
+    checkOrganizationId(v, req.organizationId);
     v.throwIfAny();
 
     const now = ctx.clock.now();

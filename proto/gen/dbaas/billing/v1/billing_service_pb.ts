@@ -292,8 +292,9 @@ export type AddPaymentMethodRequest = Message<"dbaas.billing.v1.AddPaymentMethod
   type: string;
 
   /**
-   * A token from the processor's client-side SDK (with the test processor: `tok_visa`, `tok_mastercard`,
-   * `tok_amex`, or `tok_chargeDeclined`, a card that is accepted but whose charges are declined).
+   * A token from the processor's client-side SDK. The test processor knows Stripe's test tokens: `tok_visa`,
+   * `tok_mastercard`, `tok_amex`; `tok_chargeCustomerFail` (accepted, its charges fail); `tok_chargeDeclined`
+   * (declined).
    *
    * @generated from field: string token = 3;
    */

@@ -1,0 +1,45 @@
+/** What the processor reports about a card it now holds. The card number never reaches us. */
+export interface AttachedCard {
+  /** The processor's own id of the instrument, what charges will name. */
+  ref: string;
+  /** Lowercase, as the processor names it (`visa`, `mastercard`, `amex`, …). */
+  brand: string;
+  last4: string;
+  expMonth: number;
+  expYear: number;
+}
+
+/**
+ * The processor's answer to a token. A rejection is the token's fault (invalid,
+ * used, the card declined) and its reason is fit to show the user; it never
+ * carries the processor's own wording or ids.
+ */
+export type AttachResult = { accepted: true; card: AttachedCard } | { accepted: false; reason: string };
+
+/**
+ * The payment processor, behind one interface: the test processor locally, Stripe
+ * in production. Implementations never log or keep the token.
+ */
+export interface PaymentProcessor {
+  /** Stored with every customer and instrument: an id means nothing to another processor. */
+  readonly name: string;
+  /** A new processor customer for the organization (called once per organization). */
+  createCustomer(organizationId: string): Promise<string>;
+  /** Turns a token from the processor's client-side SDK into a card held for the customer. */
+  attachCard(customerRef: string, token: string): Promise<AttachResult>;
+}
+
+/**
+ * The processor could not be asked (unreachable, timed out, overloaded:
+ * `retryable`), or refused our own request (a bad key, a request it does not
+ * understand). The message names neither the token nor a secret.
+ */
+export class ProcessorError extends Error {
+  constructor(
+    message: string,
+    readonly retryable: boolean,
+  ) {
+    super(message);
+    this.name = "ProcessorError";
+  }
+}

@@ -1,0 +1,51 @@
+import { ConfigError } from "@dbaas/kit";
+import { describe, expect, it } from "vitest";
+import { readConfig } from "../src/config.ts";
+import { createContext } from "../src/context.ts";
+
+const base = { DATABASE_URL: "postgres://x@127.0.0.1/db", INTERNAL_AUTH_SECRET: "s" };
+const KEY = "sk_live_config_test_9f8e7d";
+
+describe("billing config", () => {
+  it("uses the test processor unless told otherwise", () => {
+    expect(readConfig(base).processor).toEqual({ kind: "test" });
+    expect(readConfig({ ...base, PAYMENT_PROCESSOR: "test", STRIPE_SECRET_KEY: KEY }).processor).toEqual({ kind: "test" });
+  });
+
+  it("reads Stripe's secret key and API base", () => {
+    expect(readConfig({ ...base, PAYMENT_PROCESSOR: "stripe", STRIPE_SECRET_KEY: KEY }).processor).toEqual({
+      kind: "stripe",
+      secretKey: KEY,
+      apiBase: "https://api.stripe.com/v1",
+    });
+    const local = readConfig({ ...base, PAYMENT_PROCESSOR: "stripe", STRIPE_SECRET_KEY: KEY, STRIPE_API_BASE: "http://127.0.0.1:12111/v1" });
+    expect(local.processor).toMatchObject({ apiBase: "http://127.0.0.1:12111/v1" });
+  });
+
+  it("fails fast on an unknown processor, Stripe without a key, or an API base that is not a URL", () => {
+    expect(() => readConfig({ ...base, PAYMENT_PROCESSOR: "paypal" })).toThrow(/PAYMENT_PROCESSOR must be test or stripe/);
+    expect(() => readConfig({ ...base, PAYMENT_PROCESSOR: "stripe" })).toThrow(
+      new ConfigError("missing required environment variable STRIPE_SECRET_KEY"),
+    );
+    let err: unknown;
+    try {
+      readConfig({ ...base, PAYMENT_PROCESSOR: "stripe", STRIPE_SECRET_KEY: KEY, STRIPE_API_BASE: "api.stripe.com" });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as Error).message).toMatch(/STRIPE_API_BASE must be a URL/);
+    expect((err as Error).message).not.toContain(KEY);
+  });
+
+  it("builds the processor the config names", async () => {
+    for (const [env, name] of [
+      [base, "test"],
+      [{ ...base, PAYMENT_PROCESSOR: "stripe", STRIPE_SECRET_KEY: KEY }, "stripe"],
+    ] as const) {
+      const ctx = createContext(readConfig(env));
+      expect(ctx.processor.name).toBe(name);
+      await ctx.pool.end();
+    }
+  });
+});

@@ -1,0 +1,170 @@
+import { createServer, type IncomingHttpHeaders } from "node:http";
+import type { AddressInfo } from "node:net";
+
+/**
+ * A local server answering like Stripe's documented endpoints for what billing
+ * uses (customers, payment methods from card tokens, attach), since Stripe is
+ * not reachable from here. It checks the secret key and the form encoding,
+ * replays answers by Idempotency-Key like Stripe, and records every request.
+ */
+export interface RecordedRequest {
+  method: string;
+  path: string;
+  headers: IncomingHttpHeaders;
+  form: Record<string, string>;
+}
+
+interface FakeCard {
+  brand: string;
+  last4: string;
+  exp_month: number;
+  exp_year: number;
+  /** Stripe checks the card when it is attached: this card error code then. */
+  declineOnAttach?: string;
+}
+
+/**
+ * The cards the fake knows. Like real tokens (and unlike Stripe's reusable
+ * test-mode ones) each token is single-use, so tests mint distinct ones:
+ * `tok_visa_<anything>` is a Visa too. Anything else is "No such token".
+ */
+export const FAKE_TOKENS: Record<string, FakeCard> = {
+  tok_visa: { brand: "visa", last4: "4242", exp_month: 8, exp_year: 2031 },
+  tok_mastercard: { brand: "mastercard", last4: "4444", exp_month: 3, exp_year: 2030 },
+  tok_expired: { brand: "visa", last4: "0069", exp_month: 1, exp_year: 2030, declineOnAttach: "expired_card" },
+  tok_declined: { brand: "visa", last4: "0002", exp_month: 1, exp_year: 2030, declineOnAttach: "card_declined" },
+};
+
+interface Answer {
+  status: number;
+  body: unknown;
+}
+
+export interface FakeStripe {
+  /** The API base, like https://api.stripe.com/v1. */
+  url: string;
+  requests: RecordedRequest[];
+  customers: Map<string, Record<string, string>>;
+  paymentMethods: Map<string, Record<string, unknown>>;
+  /** The next request whose path matches gets this answer instead, before any processing (and is not remembered). */
+  failNext(path: RegExp, status: number, body?: unknown): void;
+  /** Requests whose path matches are held unanswered (a hung processor). */
+  hang(path: RegExp): void;
+  close(): Promise<void>;
+}
+
+const error = (status: number, type: string, message: string, code?: string, param?: string): Answer => ({
+  status,
+  body: { error: { type, message, ...(code ? { code } : {}), ...(param ? { param } : {}) } },
+});
+
+export async function startFakeStripe(secretKey: string): Promise<FakeStripe> {
+  const requests: RecordedRequest[] = [];
+  const customers = new Map<string, Record<string, string>>();
+  const paymentMethods = new Map<string, Record<string, unknown>>();
+  const usedTokens = new Set<string>();
+  const idempotent = new Map<string, { params: string; answer: Answer }>();
+  const failures: { path: RegExp; answer: Answer }[] = [];
+  const hung: RegExp[] = [];
+  let seq = 0;
+
+  const handle = (method: string, path: string, form: Record<string, string>): Answer => {
+    if (method !== "POST") return error(404, "invalid_request_error", "Unrecognized request URL");
+    if (path === "/v1/customers") {
+      const id = `cus_fake${++seq}`;
+      const metadata: Record<string, string> = {};
+      for (const [k, v] of Object.entries(form)) {
+        const m = /^metadata\[(.+)\]$/.exec(k);
+        if (m) metadata[m[1]] = v;
+      }
+      customers.set(id, metadata);
+      return { status: 200, body: { id, object: "customer", metadata } };
+    }
+    if (path === "/v1/payment_methods") {
+      if (form.type !== "card") return error(400, "invalid_request_error", "Invalid type", "parameter_invalid_empty", "type");
+      const token = form["card[token]"] ?? "";
+      const known = Object.keys(FAKE_TOKENS).find((k) => token === k || token.startsWith(`${k}_`));
+      const card = known && FAKE_TOKENS[known];
+      if (!card) return error(400, "invalid_request_error", `No such token: '${token}'`, "resource_missing", "card[token]");
+      if (usedTokens.has(token)) {
+        return error(400, "invalid_request_error", `You cannot use a Stripe token more than once: ${token}.`, "token_already_used");
+      }
+      usedTokens.add(token);
+      const { declineOnAttach, ...details } = card;
+      const pm = { id: `pm_fake${++seq}`, object: "payment_method", type: "card", customer: null, card: { ...details, funding: "credit" } };
+      paymentMethods.set(pm.id, { ...pm, declineOnAttach });
+      return { status: 200, body: pm };
+    }
+    const attach = /^\/v1\/payment_methods\/([^/]+)\/attach$/.exec(path);
+    if (attach) {
+      const stored = paymentMethods.get(decodeURIComponent(attach[1]));
+      if (!stored) return error(404, "invalid_request_error", `No such PaymentMethod: '${attach[1]}'`, "resource_missing", "payment_method");
+      if (!customers.has(form.customer)) {
+        return error(400, "invalid_request_error", `No such customer: '${form.customer}'`, "resource_missing", "customer");
+      }
+      const { declineOnAttach, ...pm } = stored;
+      if (typeof declineOnAttach === "string") return error(402, "card_error", "Your card was declined.", declineOnAttach);
+      pm.customer = form.customer;
+      paymentMethods.set(pm.id as string, { ...pm, declineOnAttach });
+      return { status: 200, body: pm };
+    }
+    return error(404, "invalid_request_error", `Unrecognized request URL (POST: ${path})`);
+  };
+
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const raw = Buffer.concat(chunks).toString("utf8");
+      const form = Object.fromEntries(new URLSearchParams(raw));
+      const path = (req.url ?? "").split("?")[0];
+      requests.push({ method: req.method ?? "", path, headers: req.headers, form });
+      const send = ({ status, body }: Answer, replayed = false) => {
+        res.writeHead(status, { "content-type": "application/json", ...(replayed ? { "idempotent-replayed": "true" } : {}) });
+        // A string body goes out as it is: a proxy's HTML page, say.
+        res.end(typeof body === "string" ? body : JSON.stringify(body));
+      };
+      if (hung.some((p) => p.test(path))) return;
+      const failure = failures.findIndex((f) => f.path.test(path));
+      if (failure >= 0) return send(failures.splice(failure, 1)[0].answer);
+      if (req.headers.authorization !== `Bearer ${secretKey}`) {
+        return send(error(401, "invalid_request_error", `Invalid API Key provided: ${String(req.headers.authorization).slice(7, 15)}****`));
+      }
+      if (req.headers["content-type"] !== "application/x-www-form-urlencoded") {
+        return send(error(400, "invalid_request_error", "Invalid request: expected a form-encoded body"));
+      }
+      const key = req.headers["idempotency-key"];
+      if (typeof key === "string") {
+        const seen = idempotent.get(key);
+        if (seen) {
+          if (seen.params !== raw) {
+            return send(error(400, "idempotency_error", "Keys for idempotent requests can only be used with the same parameters"));
+          }
+          return send(seen.answer, true);
+        }
+      }
+      const answer = handle(req.method ?? "", path, form);
+      if (typeof key === "string") idempotent.set(key, { params: raw, answer });
+      send(answer);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    requests,
+    customers,
+    paymentMethods,
+    failNext(path, status, body = { error: { type: "api_error", message: "An unknown error occurred" } }) {
+      failures.push({ path, answer: { status, body } });
+    },
+    hang(path) {
+      hung.push(path);
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
