@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dbaas/billing/v1/billing_service.proto.
  */
 export const file_dbaas_billing_v1_billing_service: GenFile = /*@__PURE__*/
-  fileDesc("CiZkYmFhcy9iaWxsaW5nL3YxL2JpbGxpbmdfc2VydmljZS5wcm90bxIQZGJhYXMuYmlsbGluZy52MSKcAQoLU3RhdHVzRXZlbnQSEAoIZXZlbnRfaWQYASABKAkSFwoPb3JnYW5pemF0aW9uX2lkGAIgASgJEhMKC2RhdGFiYXNlX2lkGAMgASgJEgwKBHRpZXIYBCABKAkSDgoGc3RhdHVzGAUgASgJEi8KC29jY3VycmVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJKChlSZWNvcmRTdGF0dXNFdmVudHNSZXF1ZXN0Ei0KBmV2ZW50cxgBIAMoCzIdLmRiYWFzLmJpbGxpbmcudjEuU3RhdHVzRXZlbnQiLgoaUmVjb3JkU3RhdHVzRXZlbnRzUmVzcG9uc2USEAoIcmVjb3JkZWQYASABKAUiKgoPR2V0VXNhZ2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSItCglVc2FnZUxpbmUSEAoIcXVhbnRpdHkYASABKAESDgoGYW1vdW50GAIgASgBIuUCChBHZXRVc2FnZVJlc3BvbnNlEjAKDHBlcmlvZF9zdGFydBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcGVyaW9kX2VuZBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoNY29tcHV0ZV9ob3VycxgDIAEoCzIbLmRiYWFzLmJpbGxpbmcudjEuVXNhZ2VMaW5lEi8KCnN0b3JhZ2VfZ2IYBCABKAsyGy5kYmFhcy5iaWxsaW5nLnYxLlVzYWdlTGluZRI1ChBkYXRhX3RyYW5zZmVyX2diGAUgASgLMhsuZGJhYXMuYmlsbGluZy52MS5Vc2FnZUxpbmUSMgoNcmVwbGljYV9ob3VycxgGIAEoCzIbLmRiYWFzLmJpbGxpbmcudjEuVXNhZ2VMaW5lEg0KBXRvdGFsGAcgASgBEhAKCGN1cnJlbmN5GAggASgJIskBCg1QYXltZW50TWV0aG9kEgoKAmlkGAEgASgJEhcKD29yZ2FuaXphdGlvbl9pZBgCIAEoCRIMCgR0eXBlGAMgASgJEg0KBWJyYW5kGAQgASgJEg0KBWxhc3Q0GAUgASgJEhEKCWV4cF9tb250aBgGIAEoBRIQCghleHBfeWVhchgHIAEoBRISCgppc19kZWZhdWx0GAggASgIEi4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk8KF0FkZFBheW1lbnRNZXRob2RSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIMCgR0eXBlGAIgASgJEg0KBXRva2VuGAMgASgJIlMKGEFkZFBheW1lbnRNZXRob2RSZXNwb25zZRI3Cg5wYXltZW50X21ldGhvZBgBIAEoCzIfLmRiYWFzLmJpbGxpbmcudjEuUGF5bWVudE1ldGhvZCI0ChlMaXN0UGF5bWVudE1ldGhvZHNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSJWChpMaXN0UGF5bWVudE1ldGhvZHNSZXNwb25zZRI4Cg9wYXltZW50X21ldGhvZHMYASADKAsyHy5kYmFhcy5iaWxsaW5nLnYxLlBheW1lbnRNZXRob2QiaQoaVXBkYXRlUGF5bWVudE1ldGhvZFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJEhcKCmlzX2RlZmF1bHQYAyABKAhIAIgBAUINCgtfaXNfZGVmYXVsdCJWChtVcGRhdGVQYXltZW50TWV0aG9kUmVzcG9uc2USNwoOcGF5bWVudF9tZXRob2QYASABKAsyHy5kYmFhcy5iaWxsaW5nLnYxLlBheW1lbnRNZXRob2QiLQoSR2V0U3RhbmRpbmdSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSI5ChNHZXRTdGFuZGluZ1Jlc3BvbnNlEiIKGmhhc19kZWZhdWx0X3BheW1lbnRfbWV0aG9kGAEgASgIMoAFCg5CaWxsaW5nU2VydmljZRJvChJSZWNvcmRTdGF0dXNFdmVudHMSKy5kYmFhcy5iaWxsaW5nLnYxLlJlY29yZFN0YXR1c0V2ZW50c1JlcXVlc3QaLC5kYmFhcy5iaWxsaW5nLnYxLlJlY29yZFN0YXR1c0V2ZW50c1Jlc3BvbnNlElEKCEdldFVzYWdlEiEuZGJhYXMuYmlsbGluZy52MS5HZXRVc2FnZVJlcXVlc3QaIi5kYmFhcy5iaWxsaW5nLnYxLkdldFVzYWdlUmVzcG9uc2USaQoQQWRkUGF5bWVudE1ldGhvZBIpLmRiYWFzLmJpbGxpbmcudjEuQWRkUGF5bWVudE1ldGhvZFJlcXVlc3QaKi5kYmFhcy5iaWxsaW5nLnYxLkFkZFBheW1lbnRNZXRob2RSZXNwb25zZRJvChJMaXN0UGF5bWVudE1ldGhvZHMSKy5kYmFhcy5iaWxsaW5nLnYxLkxpc3RQYXltZW50TWV0aG9kc1JlcXVlc3QaLC5kYmFhcy5iaWxsaW5nLnYxLkxpc3RQYXltZW50TWV0aG9kc1Jlc3BvbnNlEnIKE1VwZGF0ZVBheW1lbnRNZXRob2QSLC5kYmFhcy5iaWxsaW5nLnYxLlVwZGF0ZVBheW1lbnRNZXRob2RSZXF1ZXN0Gi0uZGJhYXMuYmlsbGluZy52MS5VcGRhdGVQYXltZW50TWV0aG9kUmVzcG9uc2USWgoLR2V0U3RhbmRpbmcSJC5kYmFhcy5iaWxsaW5nLnYxLkdldFN0YW5kaW5nUmVxdWVzdBolLmRiYWFzLmJpbGxpbmcudjEuR2V0U3RhbmRpbmdSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("CiZkYmFhcy9iaWxsaW5nL3YxL2JpbGxpbmdfc2VydmljZS5wcm90bxIQZGJhYXMuYmlsbGluZy52MSKcAQoLU3RhdHVzRXZlbnQSEAoIZXZlbnRfaWQYASABKAkSFwoPb3JnYW5pemF0aW9uX2lkGAIgASgJEhMKC2RhdGFiYXNlX2lkGAMgASgJEgwKBHRpZXIYBCABKAkSDgoGc3RhdHVzGAUgASgJEi8KC29jY3VycmVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJKChlSZWNvcmRTdGF0dXNFdmVudHNSZXF1ZXN0Ei0KBmV2ZW50cxgBIAMoCzIdLmRiYWFzLmJpbGxpbmcudjEuU3RhdHVzRXZlbnQiLgoaUmVjb3JkU3RhdHVzRXZlbnRzUmVzcG9uc2USEAoIcmVjb3JkZWQYASABKAUiKgoPR2V0VXNhZ2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSItCglVc2FnZUxpbmUSEAoIcXVhbnRpdHkYASABKAESDgoGYW1vdW50GAIgASgBIuUCChBHZXRVc2FnZVJlc3BvbnNlEjAKDHBlcmlvZF9zdGFydBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcGVyaW9kX2VuZBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoNY29tcHV0ZV9ob3VycxgDIAEoCzIbLmRiYWFzLmJpbGxpbmcudjEuVXNhZ2VMaW5lEi8KCnN0b3JhZ2VfZ2IYBCABKAsyGy5kYmFhcy5iaWxsaW5nLnYxLlVzYWdlTGluZRI1ChBkYXRhX3RyYW5zZmVyX2diGAUgASgLMhsuZGJhYXMuYmlsbGluZy52MS5Vc2FnZUxpbmUSMgoNcmVwbGljYV9ob3VycxgGIAEoCzIbLmRiYWFzLmJpbGxpbmcudjEuVXNhZ2VMaW5lEg0KBXRvdGFsGAcgASgBEhAKCGN1cnJlbmN5GAggASgJIskBCg1QYXltZW50TWV0aG9kEgoKAmlkGAEgASgJEhcKD29yZ2FuaXphdGlvbl9pZBgCIAEoCRIMCgR0eXBlGAMgASgJEg0KBWJyYW5kGAQgASgJEg0KBWxhc3Q0GAUgASgJEhEKCWV4cF9tb250aBgGIAEoBRIQCghleHBfeWVhchgHIAEoBRISCgppc19kZWZhdWx0GAggASgIEi4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk8KF0FkZFBheW1lbnRNZXRob2RSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIMCgR0eXBlGAIgASgJEg0KBXRva2VuGAMgASgJIlMKGEFkZFBheW1lbnRNZXRob2RSZXNwb25zZRI3Cg5wYXltZW50X21ldGhvZBgBIAEoCzIfLmRiYWFzLmJpbGxpbmcudjEuUGF5bWVudE1ldGhvZCI0ChlMaXN0UGF5bWVudE1ldGhvZHNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSJWChpMaXN0UGF5bWVudE1ldGhvZHNSZXNwb25zZRI4Cg9wYXltZW50X21ldGhvZHMYASADKAsyHy5kYmFhcy5iaWxsaW5nLnYxLlBheW1lbnRNZXRob2QiaQoaVXBkYXRlUGF5bWVudE1ldGhvZFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJEhcKCmlzX2RlZmF1bHQYAyABKAhIAIgBAUINCgtfaXNfZGVmYXVsdCJWChtVcGRhdGVQYXltZW50TWV0aG9kUmVzcG9uc2USNwoOcGF5bWVudF9tZXRob2QYASABKAsyHy5kYmFhcy5iaWxsaW5nLnYxLlBheW1lbnRNZXRob2QiLQoSR2V0U3RhbmRpbmdSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSJXChNHZXRTdGFuZGluZ1Jlc3BvbnNlEiIKGmhhc19kZWZhdWx0X3BheW1lbnRfbWV0aG9kGAEgASgIEhwKFGhhc19wYXN0X2R1ZV9pbnZvaWNlGAIgASgIIlIKC0ludm9pY2VMaW5lEhMKC2Rlc2NyaXB0aW9uGAEgASgJEhAKCHF1YW50aXR5GAIgASgBEgwKBHVuaXQYAyABKAkSDgoGYW1vdW50GAQgASgBIqYCCgdJbnZvaWNlEgoKAmlkGAEgASgJEhcKD29yZ2FuaXphdGlvbl9pZBgCIAEoCRIOCgZwZXJpb2QYAyABKAkSDgoGYW1vdW50GAQgASgBEhAKCGN1cnJlbmN5GAUgASgJEg4KBnN0YXR1cxgGIAEoCRItCglpc3N1ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEioKBmR1ZV9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKwoHcGFpZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoFbGluZXMYCiADKAsyHS5kYmFhcy5iaWxsaW5nLnYxLkludm9pY2VMaW5lIi4KE0xpc3RJbnZvaWNlc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIkMKFExpc3RJbnZvaWNlc1Jlc3BvbnNlEisKCGludm9pY2VzGAEgAygLMhkuZGJhYXMuYmlsbGluZy52MS5JbnZvaWNlIjsKFEdldEludm9pY2VQZGZSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSI2ChVHZXRJbnZvaWNlUGRmUmVzcG9uc2USCwoDcGRmGAEgASgMEhAKCGZpbGVuYW1lGAIgASgJMsEGCg5CaWxsaW5nU2VydmljZRJvChJSZWNvcmRTdGF0dXNFdmVudHMSKy5kYmFhcy5iaWxsaW5nLnYxLlJlY29yZFN0YXR1c0V2ZW50c1JlcXVlc3QaLC5kYmFhcy5iaWxsaW5nLnYxLlJlY29yZFN0YXR1c0V2ZW50c1Jlc3BvbnNlElEKCEdldFVzYWdlEiEuZGJhYXMuYmlsbGluZy52MS5HZXRVc2FnZVJlcXVlc3QaIi5kYmFhcy5iaWxsaW5nLnYxLkdldFVzYWdlUmVzcG9uc2USaQoQQWRkUGF5bWVudE1ldGhvZBIpLmRiYWFzLmJpbGxpbmcudjEuQWRkUGF5bWVudE1ldGhvZFJlcXVlc3QaKi5kYmFhcy5iaWxsaW5nLnYxLkFkZFBheW1lbnRNZXRob2RSZXNwb25zZRJvChJMaXN0UGF5bWVudE1ldGhvZHMSKy5kYmFhcy5iaWxsaW5nLnYxLkxpc3RQYXltZW50TWV0aG9kc1JlcXVlc3QaLC5kYmFhcy5iaWxsaW5nLnYxLkxpc3RQYXltZW50TWV0aG9kc1Jlc3BvbnNlEnIKE1VwZGF0ZVBheW1lbnRNZXRob2QSLC5kYmFhcy5iaWxsaW5nLnYxLlVwZGF0ZVBheW1lbnRNZXRob2RSZXF1ZXN0Gi0uZGJhYXMuYmlsbGluZy52MS5VcGRhdGVQYXltZW50TWV0aG9kUmVzcG9uc2USWgoLR2V0U3RhbmRpbmcSJC5kYmFhcy5iaWxsaW5nLnYxLkdldFN0YW5kaW5nUmVxdWVzdBolLmRiYWFzLmJpbGxpbmcudjEuR2V0U3RhbmRpbmdSZXNwb25zZRJdCgxMaXN0SW52b2ljZXMSJS5kYmFhcy5iaWxsaW5nLnYxLkxpc3RJbnZvaWNlc1JlcXVlc3QaJi5kYmFhcy5iaWxsaW5nLnYxLkxpc3RJbnZvaWNlc1Jlc3BvbnNlEmAKDUdldEludm9pY2VQZGYSJi5kYmFhcy5iaWxsaW5nLnYxLkdldEludm9pY2VQZGZSZXF1ZXN0GicuZGJhYXMuYmlsbGluZy52MS5HZXRJbnZvaWNlUGRmUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * A database entering a status. Compute is metered from these: `running` starts
@@ -432,6 +432,14 @@ export type GetStandingResponse = Message<"dbaas.billing.v1.GetStandingResponse"
    * @generated from field: bool has_default_payment_method = 1;
    */
   hasDefaultPaymentMethod: boolean;
+
+  /**
+   * Whether one of its invoices is past due and unpaid (its charge was declined, or there was no payment
+   * method to charge).
+   *
+   * @generated from field: bool has_past_due_invoice = 2;
+   */
+  hasPastDueInvoice: boolean;
 };
 
 /**
@@ -440,6 +448,204 @@ export type GetStandingResponse = Message<"dbaas.billing.v1.GetStandingResponse"
  */
 export const GetStandingResponseSchema: GenMessage<GetStandingResponse> = /*@__PURE__*/
   messageDesc(file_dbaas_billing_v1_billing_service, 14);
+
+/**
+ * One priced line of an invoice.
+ *
+ * @generated from message dbaas.billing.v1.InvoiceLine
+ */
+export type InvoiceLine = Message<"dbaas.billing.v1.InvoiceLine"> & {
+  /**
+   * What was used, e.g. "Compute, small".
+   *
+   * @generated from field: string description = 1;
+   */
+  description: string;
+
+  /**
+   * @generated from field: double quantity = 2;
+   */
+  quantity: number;
+
+  /**
+   * `hour`, `GB-month`, `GB`.
+   *
+   * @generated from field: string unit = 3;
+   */
+  unit: string;
+
+  /**
+   * In the invoice's currency, rounded to cents.
+   *
+   * @generated from field: double amount = 4;
+   */
+  amount: number;
+};
+
+/**
+ * Describes the message dbaas.billing.v1.InvoiceLine.
+ * Use `create(InvoiceLineSchema)` to create a new message.
+ */
+export const InvoiceLineSchema: GenMessage<InvoiceLine> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 15);
+
+/**
+ * The bill of one calendar month (UTC) of an organization, closed after the month ended and charged to
+ * its default payment method.
+ *
+ * @generated from message dbaas.billing.v1.Invoice
+ */
+export type Invoice = Message<"dbaas.billing.v1.Invoice"> & {
+  /**
+   * Prefix `inv-`.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string organization_id = 2;
+   */
+  organizationId: string;
+
+  /**
+   * `YYYY-MM`.
+   *
+   * @generated from field: string period = 3;
+   */
+  period: string;
+
+  /**
+   * Sum of the lines, rounded to cents.
+   *
+   * @generated from field: double amount = 4;
+   */
+  amount: number;
+
+  /**
+   * @generated from field: string currency = 5;
+   */
+  currency: string;
+
+  /**
+   * `open`: issued, not yet charged (or a charge is being retried); `paid`; `past_due`: the charge was
+   * declined or there was no payment method, and the due date has passed.
+   *
+   * @generated from field: string status = 6;
+   */
+  status: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp issued_at = 7;
+   */
+  issuedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp due_at = 8;
+   */
+  dueAt?: Timestamp | undefined;
+
+  /**
+   * Set once paid.
+   *
+   * @generated from field: google.protobuf.Timestamp paid_at = 9;
+   */
+  paidAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: repeated dbaas.billing.v1.InvoiceLine lines = 10;
+   */
+  lines: InvoiceLine[];
+};
+
+/**
+ * Describes the message dbaas.billing.v1.Invoice.
+ * Use `create(InvoiceSchema)` to create a new message.
+ */
+export const InvoiceSchema: GenMessage<Invoice> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 16);
+
+/**
+ * @generated from message dbaas.billing.v1.ListInvoicesRequest
+ */
+export type ListInvoicesRequest = Message<"dbaas.billing.v1.ListInvoicesRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+};
+
+/**
+ * Describes the message dbaas.billing.v1.ListInvoicesRequest.
+ * Use `create(ListInvoicesRequestSchema)` to create a new message.
+ */
+export const ListInvoicesRequestSchema: GenMessage<ListInvoicesRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 17);
+
+/**
+ * @generated from message dbaas.billing.v1.ListInvoicesResponse
+ */
+export type ListInvoicesResponse = Message<"dbaas.billing.v1.ListInvoicesResponse"> & {
+  /**
+   * @generated from field: repeated dbaas.billing.v1.Invoice invoices = 1;
+   */
+  invoices: Invoice[];
+};
+
+/**
+ * Describes the message dbaas.billing.v1.ListInvoicesResponse.
+ * Use `create(ListInvoicesResponseSchema)` to create a new message.
+ */
+export const ListInvoicesResponseSchema: GenMessage<ListInvoicesResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 18);
+
+/**
+ * @generated from message dbaas.billing.v1.GetInvoicePdfRequest
+ */
+export type GetInvoicePdfRequest = Message<"dbaas.billing.v1.GetInvoicePdfRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: string id = 2;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message dbaas.billing.v1.GetInvoicePdfRequest.
+ * Use `create(GetInvoicePdfRequestSchema)` to create a new message.
+ */
+export const GetInvoicePdfRequestSchema: GenMessage<GetInvoicePdfRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 19);
+
+/**
+ * @generated from message dbaas.billing.v1.GetInvoicePdfResponse
+ */
+export type GetInvoicePdfResponse = Message<"dbaas.billing.v1.GetInvoicePdfResponse"> & {
+  /**
+   * A complete PDF document (application/pdf).
+   *
+   * @generated from field: bytes pdf = 1;
+   */
+  pdf: Uint8Array;
+
+  /**
+   * A file name for the download, e.g. `invoice-2026-10-inv-….pdf`.
+   *
+   * @generated from field: string filename = 2;
+   */
+  filename: string;
+};
+
+/**
+ * Describes the message dbaas.billing.v1.GetInvoicePdfResponse.
+ * Use `create(GetInvoicePdfResponseSchema)` to create a new message.
+ */
+export const GetInvoicePdfResponseSchema: GenMessage<GetInvoicePdfResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 20);
 
 /**
  * BillingService meters usage and prices it.
@@ -504,7 +710,8 @@ export const BillingService: GenService<{
   },
   /**
    * GetStanding says whether an organization may use what costs money beyond the free allowance
-   * (DESIGN.md: without a default payment method, at most 2 micro databases and the free plan).
+   * (DESIGN.md: without a default payment method, or with an unpaid past-due invoice, at most 2 micro
+   * databases and the free plan).
    *
    * @generated from rpc dbaas.billing.v1.BillingService.GetStanding
    */
@@ -512,6 +719,27 @@ export const BillingService: GenService<{
     methodKind: "unary";
     input: typeof GetStandingRequestSchema;
     output: typeof GetStandingResponseSchema;
+  },
+  /**
+   * ListInvoices lists an organization's invoices, newest period first.
+   *
+   * @generated from rpc dbaas.billing.v1.BillingService.ListInvoices
+   */
+  listInvoices: {
+    methodKind: "unary";
+    input: typeof ListInvoicesRequestSchema;
+    output: typeof ListInvoicesResponseSchema;
+  },
+  /**
+   * GetInvoicePdf renders one of the organization's invoices as a PDF document.
+   * NOT_FOUND for an unknown id or another organization's invoice.
+   *
+   * @generated from rpc dbaas.billing.v1.BillingService.GetInvoicePdf
+   */
+  getInvoicePdf: {
+    methodKind: "unary";
+    input: typeof GetInvoicePdfRequestSchema;
+    output: typeof GetInvoicePdfResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_dbaas_billing_v1_billing_service, 0);
