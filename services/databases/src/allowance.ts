@@ -1,17 +1,10 @@
-import { Code, ConnectError, type Client } from "@connectrpc/connect";
-import { withReason, type Logger } from "@dbaas/kit";
-import type { BillingService } from "@dbaas/proto/billing";
+import { requireGoodStanding, type Logger, type StandingSource } from "@dbaas/kit";
 import type pg from "pg";
 
 /** DESIGN.md, Billing: without a default payment method an organization runs only this tier… */
 export const FREE_TIER = "micro";
 /** …and at most this many databases of it. */
 export const FREE_RUNNING = 2;
-
-/** How long the billing service may take to say whether a payment method is on file. */
-const STANDING_TIMEOUT_MS = 5_000;
-
-export type StandingClient = Pick<Client<typeof BillingService>, "getStanding">;
 
 /**
  * Makes sure the organization may run one more database of `tier` (or, with
@@ -27,7 +20,7 @@ export type StandingClient = Pick<Client<typeof BillingService>, "getStanding">;
  */
 export async function requireAllowance(
   db: pg.ClientBase,
-  billing: StandingClient,
+  billing: StandingSource,
   log: Logger,
   organizationId: string,
   next: { tier: string; replaces?: string },
@@ -40,20 +33,5 @@ export async function requireAllowance(
   );
   const tiers = [...rows.map((r) => r.tier), next.tier];
   if (tiers.length <= FREE_RUNNING && tiers.every((t) => t === FREE_TIER)) return;
-  let hasPaymentMethod: boolean;
-  try {
-    hasPaymentMethod = (await billing.getStanding({ organizationId }, { timeoutMs: STANDING_TIMEOUT_MS })).hasDefaultPaymentMethod;
-  } catch (err) {
-    // Billing's own error is not the caller's: never pass its code on.
-    log.error("could not ask billing for the organization's standing", { organization_id: organizationId, error: err });
-    throw new ConnectError("could not check the organization's payment method; try again shortly", Code.Unavailable);
-  }
-  if (!hasPaymentMethod) {
-    throw withReason(
-      `without a payment method an organization can run at most ${FREE_RUNNING} ${FREE_TIER} databases; ` +
-        "add one with POST /v1/billing/payment-methods",
-      Code.FailedPrecondition,
-      "payment_required",
-    );
-  }
+  await requireGoodStanding(billing, log, organizationId, `run more than ${FREE_RUNNING} ${FREE_TIER} databases or a larger tier`);
 }

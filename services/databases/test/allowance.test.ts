@@ -21,6 +21,7 @@ beforeEach(async () => {
   await registerAgent(h, "allow-a", { capacity: 50 });
   org = `org-allow-${++n}`;
   h.billing.withoutPaymentMethod.clear();
+  h.billing.withPastDueInvoice.clear();
   h.billing.withoutPaymentMethod.add(org);
   h.billing.standingAsked.length = 0;
   h.billing.standingFailure = undefined;
@@ -64,6 +65,17 @@ describe("the free allowance (no payment method: at most 2 micro databases runni
     h.billing.withoutPaymentMethod.delete(org);
     for (const tier of ["micro", "micro", "micro", "small"]) await createDb(h, org, { tier });
     expect(await liveCount(org)).toBe(4);
+  });
+
+  it("holds an organization with a past-due invoice to the free allowance too, saying so", async () => {
+    h.billing.withoutPaymentMethod.delete(org);
+    h.billing.withPastDueInvoice.add(org);
+    await createDb(h, org, { tier: "micro" });
+    const err = await expectCode(createDb(h, org, { tier: "small" }), Code.FailedPrecondition);
+    expect(err.findDetails(ErrorReasonSchema).map((r) => r.code)).toEqual(["payment_required"]);
+    expect(err.rawMessage).toMatch(/invoice is past due/);
+    h.billing.withPastDueInvoice.delete(org);
+    await createDb(h, org, { tier: "small" });
   });
 
   it("counts running databases only: a stopped one frees its slot, and starting it again must fit", async () => {

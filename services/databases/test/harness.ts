@@ -40,6 +40,8 @@ export interface FakeBilling {
   gate: Promise<void> | undefined;
   /** Organizations without a default payment method (every other one has one). */
   withoutPaymentMethod: Set<string>;
+  /** Organizations with an unpaid past-due invoice. */
+  withPastDueInvoice: Set<string>;
   /** GetStanding calls, by organization. */
   standingAsked: string[];
   /** While set, GetStanding fails with this error. */
@@ -55,6 +57,7 @@ export function createFakeBilling(): FakeBilling {
     failure: undefined,
     gate: undefined,
     withoutPaymentMethod: new Set(),
+    withPastDueInvoice: new Set(),
     standingAsked: [],
     standingFailure: undefined,
     delivered: () => fake.batches.flat(),
@@ -71,7 +74,10 @@ export function createFakeBilling(): FakeBilling {
       async getStanding(req) {
         fake.standingAsked.push(req.organizationId);
         if (fake.standingFailure) throw fake.standingFailure;
-        return { hasDefaultPaymentMethod: !fake.withoutPaymentMethod.has(req.organizationId) };
+        return {
+          hasDefaultPaymentMethod: !fake.withoutPaymentMethod.has(req.organizationId),
+          hasPastDueInvoice: fake.withPastDueInvoice.has(req.organizationId),
+        };
       },
     }),
   );

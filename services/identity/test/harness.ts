@@ -46,12 +46,15 @@ export class FakeDatabases implements DatabasesClient {
 export class FakeBilling implements BillingClient {
   /** Organizations without a default payment method (every other one has one). */
   withoutPaymentMethod = new Set<string>();
+  /** Organizations with an unpaid past-due invoice. */
+  withPastDueInvoice = new Set<string>();
   failure: Error | undefined;
   asked: string[] = [];
   async getStanding(req: { organizationId?: string }) {
     this.asked.push(req.organizationId ?? "");
     if (this.failure) throw this.failure;
-    return { hasDefaultPaymentMethod: !this.withoutPaymentMethod.has(req.organizationId ?? "") } as Awaited<
+    const org = req.organizationId ?? "";
+    return { hasDefaultPaymentMethod: !this.withoutPaymentMethod.has(org), hasPastDueInvoice: this.withPastDueInvoice.has(org) } as Awaited<
       ReturnType<BillingClient["getStanding"]>
     >;
   }

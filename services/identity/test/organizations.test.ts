@@ -58,6 +58,19 @@ describe("UpdateOrganization to a paid plan", () => {
     expect((await h.client.updateOrganization({ organizationId: org, plan: "pro" })).organization!.plan).toBe("pro");
   });
 
+  it("keeps an organization with a past-due invoice on its plan, saying why", async () => {
+    const owner = await signupUser(h);
+    const org = owner.organization!.id;
+    h.billing.withPastDueInvoice.add(org);
+    try {
+      const err = await expectError(h.client.updateOrganization({ organizationId: org, plan: "pro" }), Code.FailedPrecondition);
+      expect(err.findDetails(ErrorReasonSchema).map((r) => r.code)).toEqual(["payment_required"]);
+      expect(err.rawMessage).toMatch(/invoice is past due/);
+    } finally {
+      h.billing.withPastDueInvoice.delete(org);
+    }
+  });
+
   it("asks billing only for a move to a paid plan: renames, the same plan and going back to free do not", async () => {
     const owner = await signupUser(h);
     const org = owner.organization!.id;

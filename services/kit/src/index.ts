@@ -12,3 +12,4 @@ export * from "./catalogue.ts";
 export * from "./scopes.ts";
 export * from "./support.ts";
 export * from "./read-batcher.ts";
+export * from "./standing.ts";

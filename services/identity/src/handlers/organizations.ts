@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
-import { callerKey, conflict, notFound, permissionDenied, Validator, withReason, withTransaction } from "@dbaas/kit";
+import { callerKey, conflict, notFound, permissionDenied, requireGoodStanding, Validator, withTransaction } from "@dbaas/kit";
 import {
   DeleteOrganizationResponseSchema,
   GetOrganizationResponseSchema,
@@ -74,27 +74,13 @@ export function updateOrganization(ctx: AppContext) {
   };
 }
 
-/** DESIGN.md, Billing: an organization without a default payment method stays on the free plan. */
+/** DESIGN.md, Billing: an organization not in good standing stays on the free plan. */
 async function requirePaymentMethod(ctx: AppContext, organizationId: string): Promise<void> {
   if (!ctx.billing) {
     ctx.log.error("cannot move organizations to a paid plan: BILLING_URL is not set");
     throw new ConnectError("plan changes are not available", Code.Unavailable);
   }
-  let hasPaymentMethod: boolean;
-  try {
-    hasPaymentMethod = (await ctx.billing.getStanding({ organizationId }, { timeoutMs: 5_000 })).hasDefaultPaymentMethod;
-  } catch (err) {
-    // Whatever billing said, it is not the caller's fault: never pass its code on.
-    ctx.log.error("could not ask billing for the organization's standing", { organization_id: organizationId, error: err });
-    throw new ConnectError("could not check the organization's payment method; try again shortly", Code.Unavailable);
-  }
-  if (!hasPaymentMethod) {
-    throw withReason(
-      "a paid plan needs a payment method; add one with POST /v1/billing/payment-methods",
-      Code.FailedPrecondition,
-      "payment_required",
-    );
-  }
+  await requireGoodStanding(ctx.billing, ctx.log, organizationId, "move to a paid plan");
 }
 
 /** How many live (not deleted) databases the organization has, as the databases service counts them. */
