@@ -9,7 +9,9 @@
  * it names a resource. A route added to the table without one fails this test,
  * and so does an expectation for a route that no longer exists.
  */
-import { BillingService } from "@dbaas/proto/billing";
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { BillingService, InvoiceSchema } from "@dbaas/proto/billing";
 import { DatabasesService } from "@dbaas/proto/databases";
 import { Role } from "@dbaas/proto/identity";
 import { createInternalClient } from "@dbaas/kit";
@@ -49,6 +51,8 @@ interface MatrixWorld extends World {
   key: string;
   /** A database, an invitation, an API key, a payment method of this organization that requests may use and must not destroy. */
   database: string;
+  /** An invoice of this organization, seeded in the billing stub. */
+  invoice: string;
   /** Every id of a resource of this organization: what another organization must never see in a list. */
   ids: Set<string>;
 }
@@ -126,12 +130,32 @@ async function freshPaymentMethod(w: MatrixWorld): Promise<string> {
   return res.paymentMethod!.id;
 }
 
+function seedInvoice(w: MatrixWorld): string {
+  const id = `inv-matrix-${++serial}`;
+  const invoice = create(InvoiceSchema, {
+    id,
+    organizationId: w.org,
+    period: "2025-02",
+    amount: 1.2,
+    currency: "USD",
+    status: "paid",
+    issuedAt: timestampFromDate(new Date("2025-03-01T00:00:00Z")),
+    dueAt: timestampFromDate(new Date("2025-03-01T00:00:00Z")),
+    paidAt: timestampFromDate(new Date("2025-03-01T00:00:02Z")),
+    lines: [{ description: "Compute, micro", quantity: 60, unit: "hour", amount: 1.2 }],
+  });
+  stubs.state.invoices.push({ invoice, pdf: Buffer.from("%PDF-1.7\n%%EOF\n"), filename: `invoice-2025-02-${id}.pdf` });
+  w.ids.add(id);
+  return id;
+}
+
 async function setupWorld(label: string, opts: { database: boolean }): Promise<MatrixWorld> {
   const world = await createWorld(identity, label);
-  const w: MatrixWorld = { ...world, key: "", database: "", ids: new Set(Object.values(world.users).map((u) => u.memberId)) };
+  const w: MatrixWorld = { ...world, key: "", database: "", invoice: "", ids: new Set(Object.values(world.users).map((u) => u.memberId)) };
   w.key = (await freshApiKey(w, KEY_SCOPES)).secret;
   await freshInvitation(w);
   await freshPaymentMethod(w);
+  w.invoice = seedInvoice(w);
   if (opts.database) w.database = await freshDatabase(w);
   return w;
 }
@@ -234,6 +258,19 @@ const MATRIX: Record<string, ProtectedExpectation | PublicExpectation> = {
     success: 200,
     scope: "resource",
     request: async (t) => ({ path: `/v1/billing/payment-methods/${await freshPaymentMethod(t.world)}`, body: { default: true } }),
+  },
+  "GET /v1/billing/invoices": {
+    permission: "billing:read",
+    success: 200,
+    scope: "organization",
+    list: "invoices",
+    request: async () => ({ path: "/v1/billing/invoices?per_page=100" }),
+  },
+  "GET /v1/billing/invoices/:id/pdf": {
+    permission: "billing:read",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: `/v1/billing/invoices/${t.world.invoice}/pdf` }),
   },
 
   "GET /v1/organization": { permission: "members:read", success: 200, scope: "organization", request: async () => ({ path: "/v1/organization" }) },

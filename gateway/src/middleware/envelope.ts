@@ -13,7 +13,8 @@ export type Reply =
   | { kind: "data"; status: number; data: unknown }
   | { kind: "list"; name: string; items: unknown[]; page: PageMeta }
   | { kind: "empty" }
-  | { kind: "file"; contentType: string; filename: string; body: string }
+  /** A download: a string is text sent as UTF-8 (a PEM), a Buffer goes out byte for byte (a PDF). */
+  | { kind: "file"; contentType: string; filename: string; body: string | Buffer }
   /** JSON that is a document in its own right (the OpenAPI description), not an API resource. */
   | { kind: "document"; body: unknown };
 
@@ -21,7 +22,7 @@ export const ok = (data: unknown): Reply => ({ kind: "data", status: 200, data }
 export const created = (data: unknown): Reply => ({ kind: "data", status: 201, data });
 export const list = (name: string, items: unknown[], page: PageMeta): Reply => ({ kind: "list", name, items, page });
 export const noContent = (): Reply => ({ kind: "empty" });
-export const file = (contentType: string, filename: string, body: string): Reply => ({
+export const file = (contentType: string, filename: string, body: string | Buffer): Reply => ({
   kind: "file",
   contentType,
   filename,
@@ -42,6 +43,12 @@ function sendJson(res: Response, status: number, body: unknown): void {
   res.end(json);
 }
 
+/**
+ * File names come from upstream services; anything beyond a plain ASCII name
+ * would break the quoted header value (or make Node refuse the header).
+ */
+const safeFilename = (name: string) => name.replace(/[^A-Za-z0-9._-]/g, "_");
+
 export function sendReply(res: Response, reply: Reply): void {
   const meta = { request_id: res.locals.requestId };
   switch (reply.kind) {
@@ -59,13 +66,19 @@ export function sendReply(res: Response, reply: Reply): void {
     case "empty":
       res.status(204).end();
       return;
-    case "file":
-      res
-        .status(200)
-        .type(reply.contentType)
-        .set("Content-Disposition", `attachment; filename="${reply.filename}"`)
-        .send(reply.body);
+    case "file": {
+      const text = typeof reply.body === "string";
+      res.writeHead(200, [
+        "Content-Type",
+        text ? `${reply.contentType}; charset=utf-8` : reply.contentType,
+        "Content-Length",
+        String(Buffer.byteLength(reply.body)),
+        "Content-Disposition",
+        `attachment; filename="${safeFilename(reply.filename)}"`,
+      ]);
+      res.end(reply.body);
       return;
+    }
     case "document":
       sendJson(res, 200, reply.body);
       return;

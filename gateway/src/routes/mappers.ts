@@ -1,5 +1,7 @@
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { Role, type Organization } from "@dbaas/proto/identity";
+import { list, type Reply } from "../middleware/envelope.ts";
+import { pagination, type QueryValues } from "../schema.ts";
 
 /** ISO 8601 UTC, or null for an unset timestamp. */
 export function iso(ts: Timestamp | undefined): string | null {
@@ -10,6 +12,15 @@ export function iso(ts: Timestamp | undefined): string | null {
 export function present<T>(value: T | undefined, what: string): T {
   if (value === undefined) throw new Error(`upstream response lacks ${what}`);
   return value;
+}
+
+/**
+ * The requested page of a list the upstream answers whole (an organization
+ * has few members, keys, payment methods, invoices): cut here, each item mapped.
+ */
+export function pageOf<T>(name: string, all: readonly T[], query: QueryValues, map: (item: T) => unknown): Reply {
+  const { page, perPage } = pagination(query);
+  return list(name, all.slice((page - 1) * perPage, page * perPage).map(map), { page, perPage, total: all.length });
 }
 
 /** Empty strings are proto3's "unset"; the public API says null. */

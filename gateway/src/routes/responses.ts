@@ -36,6 +36,7 @@ function object(description: string, properties: Record<string, JsonSchema>, opt
 /** DESIGN.md §2 "Databases": the statuses a database is reported in. */
 export const DATABASE_STATUSES = ["provisioning", "running", "starting", "stopping", "stopped", "restarting", "resizing", "failed"];
 const ROLES = ["owner", "admin", "developer", "viewer"];
+const INVOICE_STATUSES = ["open", "paid", "past_due"];
 // `internal` is set by support only, for our own tooling (benchmarks, synthetic checks).
 const PLANS = ["free", "pro", "enterprise", "internal"];
 
@@ -170,6 +171,28 @@ const SCHEMAS = {
     exp_year: int(),
     default: { type: "boolean", description: "Whether invoices are charged to it; an organization has at most one default." },
     created_at: dateTime(),
+  }),
+  Invoice: object("The bill of one calendar month (UTC), issued after the month ended and charged to the default payment method (spec 2.5).", {
+    id: id("inv-"),
+    period: { type: "string", pattern: "^[0-9]{4}-(0[1-9]|1[0-2])$", description: "The month billed, `YYYY-MM`." },
+    amount: num("Sum of the lines' amounts."),
+    currency: str("Three-letter currency code."),
+    status: oneOf(
+      INVOICE_STATUSES,
+      "`open`: issued, the charge not made yet or being retried; `paid`; `past_due`: the charge was declined or there was no payment method.",
+    ),
+    issued_at: dateTime(),
+    due_at: dateTime("The charge is attempted when the invoice is issued: the same instant."),
+    paid_at: nullableDateTime("Null until paid."),
+    pdf_url: { type: "string", format: "uri", description: "The invoice as a PDF (GET with the same credential)." },
+    lines: arrayOf(
+      object("One priced line.", {
+        description: str("What was used, e.g. `Compute, small`."),
+        quantity: num(),
+        unit: oneOf(["hour", "GB-month", "GB"]),
+        amount: num("Rounded to cents."),
+      }),
+    ),
   }),
   Organization: object("An organization.", {
     id: id("org-"),

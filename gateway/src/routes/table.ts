@@ -223,6 +223,24 @@ export const ROUTES: readonly Route[] = [
 
   protectedRoute({
     method: "GET",
+    path: "/v1/billing/invoices",
+    summary: "List the organization's invoices, newest period first: one per calendar month (UTC) with usage, issued after it ended.",
+    permission: "billing:read",
+    response: listOf("invoices", "Invoice"),
+    query: billing.listQuery,
+    handler: billing.listInvoices,
+  }),
+  protectedRoute({
+    method: "GET",
+    path: "/v1/billing/invoices/:id/pdf",
+    summary: "An invoice as a PDF document.",
+    permission: "billing:read",
+    response: fileOf("application/pdf"),
+    handler: billing.getInvoicePdf,
+  }),
+
+  protectedRoute({
+    method: "GET",
     path: "/v1/organization",
     summary: "The caller's organization: id, name, plan.",
     permission: "members:read",

@@ -53,6 +53,8 @@ export interface ApiResponse {
   /** Parsed JSON body, or undefined when there is none. */
   body: any;
   text: string;
+  /** The body as received, for what is not text (a PDF). */
+  bytes: Buffer;
 }
 
 export interface RequestOptions {
@@ -86,14 +88,15 @@ export async function api(base: string, path: string, opts: RequestOptions = {})
     headers["content-type"] ??= "application/json";
   }
   const res = await fetch(base + path, { method: opts.method ?? "GET", headers, body });
-  const text = await res.text();
+  const bytes = Buffer.from(await res.arrayBuffer());
+  const text = bytes.toString("utf8");
   const isJson = res.headers.get("content-type")?.includes("application/json") ?? false;
   const parsed = isJson && text !== "" ? JSON.parse(text) : undefined;
   const method = opts.method ?? "GET";
   if (opts.conform !== false && path.startsWith("/v1") && method !== "OPTIONS" && method !== "HEAD") {
     conformance.check({ method, path, status: res.status, headers: res.headers, text, body: isJson ? parsed : text });
   }
-  return { status: res.status, headers: res.headers, body: parsed, text };
+  return { status: res.status, headers: res.headers, body: parsed, text, bytes };
 }
 
 /** Resolves once the gateway's revocation feed is subscribed, i.e. its principal cache is in use. */

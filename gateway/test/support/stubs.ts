@@ -3,7 +3,7 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
 import { createLogger, invalidArgument, notFound, startServer, withReason, type RunningServer } from "@dbaas/kit";
-import { BillingService, PaymentMethodSchema, type PaymentMethod } from "@dbaas/proto/billing";
+import { BillingService, PaymentMethodSchema, type Invoice, type PaymentMethod } from "@dbaas/proto/billing";
 import { DatabaseSchema, DatabasesService, type Database } from "@dbaas/proto/databases";
 import {
   ApiKeySchema,
@@ -47,6 +47,13 @@ export function principal(init: {
   });
 }
 
+/** An invoice as billing keeps it, with the document GetInvoicePdf answers for it. */
+export interface StubInvoice {
+  invoice: Invoice;
+  pdf: Uint8Array;
+  filename: string;
+}
+
 export interface StubState {
   tokens: Map<string, Principal>;
   authenticateCalls: number;
@@ -54,6 +61,8 @@ export interface StubState {
   apiKeys: ApiKey[];
   /** Every organization's payment methods, oldest first. */
   paymentMethods: PaymentMethod[];
+  /** Every organization's invoices, in any order: a test seeds them. */
+  invoices: StubInvoice[];
   /** While true, creating a database named "flaky" fails with UNAVAILABLE. */
   flaky: boolean;
   /** Requests as the upstreams received them, by RPC name. */
@@ -367,6 +376,17 @@ function billingRoutes(state: StubState) {
       async getStanding(req) {
         return { hasDefaultPaymentMethod: methodsOf(req.organizationId).some((m) => m.isDefault) };
       },
+      async listInvoices(req) {
+        record(state, "listInvoices", req);
+        const invoices = state.invoices.map((i) => i.invoice).filter((inv) => inv.organizationId === req.organizationId);
+        return { invoices: invoices.sort((a, b) => b.period.localeCompare(a.period)) };
+      },
+      async getInvoicePdf(req) {
+        record(state, "getInvoicePdf", req);
+        const found = state.invoices.find((i) => i.invoice.id === req.id && i.invoice.organizationId === req.organizationId);
+        if (!found) throw notFound("invoice");
+        return { pdf: found.pdf, filename: found.filename };
+      },
       async recordStatusEvents() {
         return { recorded: 0 };
       },
@@ -392,6 +412,7 @@ export async function startStubs(secret = SECRET): Promise<Stubs> {
     databases: new Map(),
     apiKeys: [],
     paymentMethods: [],
+    invoices: [],
     flaky: false,
     seen: new Map(),
     watchers: new Set(),

@@ -11,6 +11,8 @@ export interface Config {
   schema: string;
   internalSecret: string;
   processor: ProcessorConfig;
+  /** How often ended months are closed and due invoices charged (also once at start-up). */
+  invoiceCloseIntervalMs: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -28,6 +30,12 @@ function readProcessor(env: Env): ProcessorConfig {
   return { kind, secretKey: requireEnv(env, "STRIPE_SECRET_KEY"), apiBase };
 }
 
+function readInterval(env: Env): number {
+  const ms = envInt(env, "INVOICE_CLOSE_INTERVAL_MS", 60_000);
+  if (ms <= 0) throw new ConfigError(`INVOICE_CLOSE_INTERVAL_MS must be a positive number of milliseconds, got ${ms}`);
+  return ms;
+}
+
 /** Reads the billing service's settings, failing fast on a missing one. */
 export function readConfig(env: Env = process.env): Config {
   return {
@@ -36,5 +44,6 @@ export function readConfig(env: Env = process.env): Config {
     schema: envString(env, "DATABASE_SCHEMA", "billing"),
     internalSecret: requireEnv(env, "INTERNAL_AUTH_SECRET"),
     processor: readProcessor(env),
+    invoiceCloseIntervalMs: readInterval(env),
   };
 }

@@ -1,4 +1,5 @@
 import { onShutdown, startServer, startTelemetry } from "@dbaas/kit";
+import { startInvoicing } from "./background.ts";
 import { readConfig } from "./config.ts";
 import { createContext } from "./context.ts";
 import { migrateBilling } from "./db/migrate.ts";
@@ -18,4 +19,11 @@ const server = await startServer({
     return {};
   },
 });
-onShutdown(ctx.log, stopTelemetry, () => ctx.pool.end(), () => server.close());
+const invoicing = startInvoicing(ctx, server.shutdownSignal, config.invoiceCloseIntervalMs);
+onShutdown(
+  ctx.log,
+  stopTelemetry,
+  () => ctx.pool.end(),
+  () => invoicing,
+  () => server.close(),
+);

@@ -3,6 +3,7 @@ import { BillingService } from "@dbaas/proto/billing";
 import type { AppContext } from "./context.ts";
 import { getStanding } from "./handlers/get-standing.ts";
 import { getUsage } from "./handlers/get-usage.ts";
+import { getInvoicePdf, listInvoices } from "./handlers/invoices.ts";
 import { addPaymentMethod, listPaymentMethods, updatePaymentMethod } from "./handlers/payment-methods.ts";
 import { recordStatusEvents } from "./handlers/record-status-events.ts";
 
@@ -14,4 +15,6 @@ export const routes = (ctx: AppContext) => (router: ConnectRouter) =>
     listPaymentMethods: listPaymentMethods(ctx),
     updatePaymentMethod: updatePaymentMethod(ctx),
     getStanding: getStanding(ctx),
+    listInvoices: listInvoices(ctx),
+    getInvoicePdf: getInvoicePdf(ctx),
   });

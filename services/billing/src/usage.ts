@@ -1,5 +1,6 @@
-import { tierByName } from "@dbaas/kit";
-import type { StatusChange } from "./db/status-events.ts";
+import type pg from "pg";
+import { TIERS, tierByName } from "@dbaas/kit";
+import { listStatusChangesForPeriod, type StatusChange } from "./db/status-events.ts";
 
 /** The status in which a database accrues compute charges; every other status stops the meter. */
 export const RUNNING = "running";
@@ -41,7 +42,7 @@ export function runningIntervals(changes: readonly StatusChange[], from: Date, t
   return intervals;
 }
 
-/** A metered quantity and its price, both rounded to 4 decimals. */
+/** A metered quantity (4 decimals) and its price (rounded as the caller asked). */
 export interface PricedLine {
   quantity: number;
   amount: number;
@@ -49,10 +50,12 @@ export interface PricedLine {
 
 /**
  * Compute hours and their price at each interval's tier. Summed in integers
- * (milliseconds, micro-dollars) and rounded once, half up, to 4 decimals: the
- * usage report is a running meter, invoices round to cents later.
+ * (milliseconds, micro-dollars) and rounded once, half up: hours to 4
+ * decimals, the amount to `decimals` — 4 for the usage report, a running
+ * meter; 2 for an invoice line, so cents are not rounded from an already
+ * rounded amount.
  */
-export function priceCompute(intervals: readonly RunningInterval[]): PricedLine {
+export function priceCompute(intervals: readonly RunningInterval[], decimals = 4): PricedLine {
   let totalMs = 0;
   // micro-USD per hour × milliseconds: exceeds 2^53 for large organizations.
   let microUsdMs = 0n;
@@ -63,11 +66,48 @@ export function priceCompute(intervals: readonly RunningInterval[]): PricedLine 
     totalMs += interval.milliseconds;
     microUsdMs += BigInt(interval.milliseconds) * BigInt(Math.round(tier.hourlyPrice * 1_000_000));
   }
-  // 1e-4 hour = 360 ms; 1e-4 USD = 100 micro-USD, so 1e-4 USD·h = 100 × 3.6e6 micro-USD·ms.
+  // 1e-4 hour = 360 ms; 10^-d USD = 10^(6-d) micro-USD, so 10^-d USD·h = 10^(6-d) × 3.6e6 micro-USD·ms.
   const hourUnits = Math.round(totalMs / 360);
-  const perAmountUnit = 100n * BigInt(MS_PER_HOUR);
+  const perAmountUnit = 10n ** BigInt(6 - decimals) * BigInt(MS_PER_HOUR);
   const amountUnits = (microUsdMs + perAmountUnit / 2n) / perAmountUnit;
-  return { quantity: hourUnits / 10_000, amount: Number(amountUnits) / 10_000 };
+  return { quantity: hourUnits / 10_000, amount: Number(amountUnits) / 10 ** decimals };
+}
+
+/** Compute priced per tier, in catalogue order, for the tiers that ran at all. */
+export function priceComputeByTier(intervals: readonly RunningInterval[], decimals: number): (PricedLine & { tier: string })[] {
+  return TIERS.map((t) => t.name)
+    .map((tier) => ({ tier, intervals: intervals.filter((i) => i.tier === tier) }))
+    .filter((t) => t.intervals.length > 0)
+    .map((t) => ({ tier: t.tier, ...priceCompute(t.intervals, decimals) }));
+}
+
+// Nothing feeds these meters yet: storage GB-months and transfer GB will come
+// from the provisioner agents' storage and data-transfer samples, replica hours
+// from replica status changes once databases have replicas. Until then they are
+// reported as zero rather than left out, so the report's shape is stable.
+const NOT_METERED_YET: PricedLine = { quantity: 0, amount: 0 };
+
+/** What an organization used within a period. */
+export interface Usage {
+  running: RunningInterval[];
+  storage: PricedLine;
+  dataTransfer: PricedLine;
+  replicas: PricedLine;
+}
+
+/** The usage within [from, to] out of changes listed for a period that contains it (see runningIntervals). */
+export function usageOf(changes: readonly StatusChange[], from: Date, to: Date): Usage {
+  return {
+    running: runningIntervals(changes, from, to),
+    storage: NOT_METERED_YET,
+    dataTransfer: NOT_METERED_YET,
+    replicas: NOT_METERED_YET,
+  };
+}
+
+/** An organization's usage within [from, to]: month to date, or a month that has ended. */
+export async function readUsage(db: pg.Pool | pg.PoolClient, organizationId: string, from: Date, to: Date): Promise<Usage> {
+  return usageOf(await listStatusChangesForPeriod(db, organizationId, from, to), from, to);
 }
 
 /** The calendar month (UTC) containing `now`, as [start, end) — `end` is the first instant of the next month. */

@@ -38,6 +38,13 @@ describe("billing config", () => {
     expect((err as Error).message).not.toContain(KEY);
   });
 
+  it("closes months every minute unless INVOICE_CLOSE_INTERVAL_MS says otherwise", () => {
+    expect(readConfig(base).invoiceCloseIntervalMs).toBe(60_000);
+    expect(readConfig({ ...base, INVOICE_CLOSE_INTERVAL_MS: "250" }).invoiceCloseIntervalMs).toBe(250);
+    expect(() => readConfig({ ...base, INVOICE_CLOSE_INTERVAL_MS: "0" })).toThrow(/INVOICE_CLOSE_INTERVAL_MS must be a positive/);
+    expect(() => readConfig({ ...base, INVOICE_CLOSE_INTERVAL_MS: "1m" })).toThrow(ConfigError);
+  });
+
   it("builds the processor the config names", async () => {
     for (const [env, name] of [
       [base, "test"],

@@ -3,7 +3,8 @@ import type { AddressInfo } from "node:net";
 
 /**
  * A local server answering like Stripe's documented endpoints for what billing
- * uses (customers, payment methods from card tokens, attach), since Stripe is
+ * uses (customers, payment methods from card tokens, attach, off-session
+ * PaymentIntents confirmed at once), since Stripe is
  * not reachable from here. It checks the secret key and the form encoding,
  * replays answers by Idempotency-Key like Stripe, and records every request.
  */
@@ -21,6 +22,8 @@ interface FakeCard {
   exp_year: number;
   /** Stripe checks the card when it is attached: this card error code then. */
   declineOnAttach?: string;
+  /** Attached fine; every charge of it fails with this card error code. */
+  declineOnCharge?: string;
 }
 
 /**
@@ -33,6 +36,7 @@ export const FAKE_TOKENS: Record<string, FakeCard> = {
   tok_mastercard: { brand: "mastercard", last4: "4444", exp_month: 3, exp_year: 2030 },
   tok_expired: { brand: "visa", last4: "0069", exp_month: 1, exp_year: 2030, declineOnAttach: "expired_card" },
   tok_declined: { brand: "visa", last4: "0002", exp_month: 1, exp_year: 2030, declineOnAttach: "card_declined" },
+  tok_chargeCustomerFail: { brand: "visa", last4: "0341", exp_month: 1, exp_year: 2030, declineOnCharge: "card_declined" },
 };
 
 interface Answer {
@@ -46,6 +50,7 @@ export interface FakeStripe {
   requests: RecordedRequest[];
   customers: Map<string, Record<string, string>>;
   paymentMethods: Map<string, Record<string, unknown>>;
+  paymentIntents: Map<string, Record<string, unknown>>;
   /** The next request whose path matches gets this answer instead, before any processing (and is not remembered). */
   failNext(path: RegExp, status: number, body?: unknown): void;
   /** Requests whose path matches are held unanswered (a hung processor). */
@@ -58,25 +63,74 @@ const error = (status: number, type: string, message: string, code?: string, par
   body: { error: { type, message, ...(code ? { code } : {}), ...(param ? { param } : {}) } },
 });
 
+function metadataOf(form: Record<string, string>): Record<string, string> {
+  const metadata: Record<string, string> = {};
+  for (const [k, v] of Object.entries(form)) {
+    const m = /^metadata\[(.+)\]$/.exec(k);
+    if (m) metadata[m[1]] = v;
+  }
+  return metadata;
+}
+
 export async function startFakeStripe(secretKey: string): Promise<FakeStripe> {
   const requests: RecordedRequest[] = [];
   const customers = new Map<string, Record<string, string>>();
   const paymentMethods = new Map<string, Record<string, unknown>>();
+  // What the card of each payment method will do, kept out of the objects the fake answers with.
+  const cards = new Map<string, FakeCard>();
+  const paymentIntents = new Map<string, Record<string, unknown>>();
   const usedTokens = new Set<string>();
   const idempotent = new Map<string, { params: string; answer: Answer }>();
   const failures: { path: RegExp; answer: Answer }[] = [];
   const hung: RegExp[] = [];
   let seq = 0;
 
+  // Only what billing does: confirmed at once, off-session, on a card attached to the customer.
+  const paymentIntent = (form: Record<string, string>): Answer => {
+    if (!/^[1-9][0-9]*$/.test(form.amount ?? "")) {
+      return error(400, "invalid_request_error", "Invalid positive integer", "parameter_invalid_integer", "amount");
+    }
+    if (!/^[a-z]{3}$/.test(form.currency ?? "")) return error(400, "invalid_request_error", "Invalid currency", "parameter_invalid_empty", "currency");
+    if (!customers.has(form.customer)) {
+      return error(400, "invalid_request_error", `No such customer: '${form.customer}'`, "resource_missing", "customer");
+    }
+    const pm = paymentMethods.get(form.payment_method ?? "");
+    if (!pm) return error(400, "invalid_request_error", `No such PaymentMethod: '${form.payment_method}'`, "resource_missing", "payment_method");
+    if (pm.customer !== form.customer) {
+      return error(400, "invalid_request_error", "The provided PaymentMethod does not belong to the Customer.", undefined, "payment_method");
+    }
+    if (form.confirm !== "true" || form.off_session !== "true") {
+      return error(400, "invalid_request_error", "the fake only confirms off-session payment intents at once");
+    }
+    const metadata = metadataOf(form);
+    const declineOnCharge = cards.get(pm.id as string)?.declineOnCharge;
+    const pi: Record<string, unknown> = {
+      id: `pi_fake${++seq}`,
+      object: "payment_intent",
+      amount: Number(form.amount),
+      currency: form.currency,
+      customer: form.customer,
+      description: form.description ?? null,
+      metadata,
+      payment_method: declineOnCharge ? null : pm.id,
+      status: declineOnCharge ? "requires_payment_method" : "succeeded",
+    };
+    paymentIntents.set(pi.id as string, pi);
+    if (!declineOnCharge) return { status: 200, body: pi };
+    // As Stripe answers a declined off-session confirmation: a 402 card error carrying the intent.
+    return {
+      status: 402,
+      body: {
+        error: { type: "card_error", code: declineOnCharge, decline_code: "generic_decline", message: "Your card was declined.", payment_intent: pi },
+      },
+    };
+  };
+
   const handle = (method: string, path: string, form: Record<string, string>): Answer => {
     if (method !== "POST") return error(404, "invalid_request_error", "Unrecognized request URL");
     if (path === "/v1/customers") {
       const id = `cus_fake${++seq}`;
-      const metadata: Record<string, string> = {};
-      for (const [k, v] of Object.entries(form)) {
-        const m = /^metadata\[(.+)\]$/.exec(k);
-        if (m) metadata[m[1]] = v;
-      }
+      const metadata = metadataOf(form);
       customers.set(id, metadata);
       return { status: 200, body: { id, object: "customer", metadata } };
     }
@@ -90,9 +144,10 @@ export async function startFakeStripe(secretKey: string): Promise<FakeStripe> {
         return error(400, "invalid_request_error", `You cannot use a Stripe token more than once: ${token}.`, "token_already_used");
       }
       usedTokens.add(token);
-      const { declineOnAttach, ...details } = card;
+      const { declineOnAttach: _a, declineOnCharge: _c, ...details } = card;
       const pm = { id: `pm_fake${++seq}`, object: "payment_method", type: "card", customer: null, card: { ...details, funding: "credit" } };
-      paymentMethods.set(pm.id, { ...pm, declineOnAttach });
+      paymentMethods.set(pm.id, pm);
+      cards.set(pm.id, card);
       return { status: 200, body: pm };
     }
     const attach = /^\/v1\/payment_methods\/([^/]+)\/attach$/.exec(path);
@@ -102,12 +157,12 @@ export async function startFakeStripe(secretKey: string): Promise<FakeStripe> {
       if (!customers.has(form.customer)) {
         return error(400, "invalid_request_error", `No such customer: '${form.customer}'`, "resource_missing", "customer");
       }
-      const { declineOnAttach, ...pm } = stored;
-      if (typeof declineOnAttach === "string") return error(402, "card_error", "Your card was declined.", declineOnAttach);
-      pm.customer = form.customer;
-      paymentMethods.set(pm.id as string, { ...pm, declineOnAttach });
-      return { status: 200, body: pm };
+      const declineOnAttach = cards.get(stored.id as string)?.declineOnAttach;
+      if (declineOnAttach) return error(402, "card_error", "Your card was declined.", declineOnAttach);
+      stored.customer = form.customer;
+      return { status: 200, body: stored };
     }
+    if (path === "/v1/payment_intents") return paymentIntent(form);
     return error(404, "invalid_request_error", `Unrecognized request URL (POST: ${path})`);
   };
 
@@ -155,6 +210,7 @@ export async function startFakeStripe(secretKey: string): Promise<FakeStripe> {
     requests,
     customers,
     paymentMethods,
+    paymentIntents,
     failNext(path, status, body = { error: { type: "api_error", message: "An unknown error occurred" } }) {
       failures.push({ path, answer: { status, body } });
     },

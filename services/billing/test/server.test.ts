@@ -3,8 +3,11 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { createInternalClient, createLogger, startServer, type RunningServer } from "@dbaas/kit";
 import { BillingService } from "@dbaas/proto/billing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { chargeDueInvoices } from "../src/invoices/charge.ts";
+import { closeEndedPeriods } from "../src/invoices/close.ts";
 import { routes } from "../src/routes.ts";
 import { createTestContext, statusEvent as ev, violationsOf } from "./helpers.ts";
+import { checkPdf } from "./pdf-check.ts";
 
 const SECRET = "billing-server-test-secret";
 
@@ -64,6 +67,26 @@ describe("billing over HTTP/2", () => {
     expect(violationsOf(declined)).toEqual([
       { field: "token", message: "was declined by the payment processor: it is not a valid card token" },
     ]);
+  });
+
+  it("lists invoices and carries an invoice's PDF bytes intact", async () => {
+    const client = createInternalClient(BillingService, server.url, { secret: SECRET, caller: "gateway" });
+    const organizationId = "org-wire-inv";
+    await client.addPaymentMethod({ organizationId, type: "card", token: "tok_visa" });
+    await client.recordStatusEvents({
+      events: [ev(organizationId, "db-a", "large", "running", "2025-02-03T00:00:00Z"), ev(organizationId, "db-a", "large", "stopped", "2025-02-03T10:00:00Z")],
+    });
+    await closeEndedPeriods(env.ctx);
+    await chargeDueInvoices(env.ctx);
+
+    const { invoices } = await client.listInvoices({ organizationId });
+    expect(invoices.map((i) => [i.period, i.amount, i.status])).toEqual([["2025-02", 2.4, "paid"]]);
+    const { pdf, filename } = await client.getInvoicePdf({ organizationId, id: invoices[0].id });
+    expect(filename).toBe(`invoice-2025-02-${invoices[0].id}.pdf`);
+    // The high bytes of the binary marker line survive the trip.
+    expect([...pdf.subarray(9, 15)]).toEqual([0x25, 0xe2, 0xe3, 0xcf, 0xd3, 0x0a]);
+    expect(checkPdf(pdf).shown).toContain("USD 2.40");
+    expect((await client.getStanding({ organizationId })).hasPastDueInvoice).toBe(false);
   });
 
   it("refuses a call without the internal credential, or with one signed by another secret", async () => {

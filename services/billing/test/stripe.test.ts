@@ -4,11 +4,13 @@ import { Code, ConnectError, createClient, createRouterTransport, type Client } 
 import { BillingService } from "@dbaas/proto/billing";
 import { captureLog } from "@dbaas/test/support/log";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { ProcessorError, type PaymentProcessor } from "../src/processor/processor.ts";
+import { chargeDueInvoices } from "../src/invoices/charge.ts";
+import { closeEndedPeriods } from "../src/invoices/close.ts";
+import { ProcessorError, type ChargeRequest, type PaymentProcessor } from "../src/processor/processor.ts";
 import { createStripeProcessor } from "../src/processor/stripe.ts";
 import { routes } from "../src/routes.ts";
 import { startFakeStripe, type FakeStripe } from "./fake-stripe.ts";
-import { createTestContext, violationsOf } from "./helpers.ts";
+import { createTestContext, statusEvent as ev, violationsOf } from "./helpers.ts";
 
 const KEY = "sk_test_contract_51Hx9q2eZvKYlo2C";
 
@@ -167,6 +169,220 @@ describe("Stripe adapter", () => {
     const keys = stripe.requests.filter((r) => r.path === "/v1/payment_methods").map((r) => r.headers["idempotency-key"]);
     expect(keys).toHaveLength(2);
     expect(keys[0]).toBe(keys[1]);
+  });
+});
+
+describe("Stripe adapter: charges", () => {
+  /** A customer with an attached card of `token`, and a charge request for it. */
+  async function chargeable(token: string, amountCents = 1234): Promise<ChargeRequest> {
+    const p = processor();
+    const customerRef = await p.createCustomer(`org-${token}`);
+    const attached = await p.attachCard(customerRef, token);
+    if (!attached.accepted) throw new Error(`${token} was not attached`);
+    stripe.requests.length = 0;
+    return {
+      customerRef,
+      paymentMethodRef: attached.card.ref,
+      amountCents,
+      currency: "USD",
+      idempotencyKey: `dbaas-invoice-inv-${token}-1`,
+      invoiceId: `inv-${token}`,
+    };
+  }
+
+  it("confirms a PaymentIntent off-session at once, under the caller's key, as Stripe's API documents", async () => {
+    const req = await chargeable("tok_visa_charge1");
+    const result = await processor().charge(req);
+    expect(result).toEqual({ paid: true, ref: expect.stringMatching(/^pi_fake\d+$/) });
+
+    expect(stripe.requests.map((r) => [r.method, r.path, r.form])).toEqual([
+      [
+        "POST",
+        "/v1/payment_intents",
+        {
+          amount: "1234",
+          currency: "usd",
+          customer: req.customerRef,
+          payment_method: req.paymentMethodRef,
+          confirm: "true",
+          off_session: "true",
+          description: "dbaas invoice inv-tok_visa_charge1",
+          "metadata[invoice_id]": "inv-tok_visa_charge1",
+        },
+      ],
+    ]);
+    expect(stripe.requests[0].headers).toMatchObject({
+      authorization: `Bearer ${KEY}`,
+      "content-type": "application/x-www-form-urlencoded",
+      "idempotency-key": "dbaas-invoice-inv-tok_visa_charge1-1",
+    });
+    expect(stripe.paymentIntents.get(result.paid ? result.ref : "")).toMatchObject({
+      status: "succeeded",
+      amount: 1234,
+      currency: "usd",
+      customer: req.customerRef,
+      payment_method: req.paymentMethodRef,
+    });
+  });
+
+  it("answers a repeated charge with the first PaymentIntent, and refuses the key with other parameters", async () => {
+    const req = await chargeable("tok_visa_charge2");
+    const first = await processor().charge(req);
+    const intents = stripe.paymentIntents.size;
+    expect(await processor().charge(req)).toEqual(first);
+    expect(stripe.paymentIntents.size).toBe(intents);
+
+    const other = await processorError(processor().charge({ ...req, amountCents: 999 }));
+    expect(other).toMatchObject({ retryable: false, message: "stripe POST /payment_intents: HTTP 400 idempotency_error" });
+    expect(stripe.paymentIntents.size).toBe(intents);
+  });
+
+  it("maps a declined card to a decline in its own words", async () => {
+    const req = await chargeable("tok_chargeCustomerFail");
+    expect(await processor().charge(req)).toEqual({ paid: false, reason: "the card was declined" });
+    const [intent] = [...stripe.paymentIntents.values()].filter((pi) => pi.customer === req.customerRef);
+    expect(intent.status).toBe("requires_payment_method");
+
+    const visa = await chargeable("tok_visa_charge3");
+    const p = processor();
+    stripe.failNext(/^\/v1\/payment_intents$/, 402, { error: { type: "card_error", code: "expired_card", message: "Your card has expired." } });
+    expect(await p.charge({ ...visa, idempotencyKey: "k-expired" })).toEqual({ paid: false, reason: "the card has expired" });
+    stripe.failNext(/^\/v1\/payment_intents$/, 402, { error: { type: "card_error", code: "authentication_required" } });
+    expect(await p.charge({ ...visa, idempotencyKey: "k-auth" })).toEqual({ paid: false, reason: "the card was declined" });
+    // An intent answered without an error but not paid is a decline too.
+    stripe.failNext(/^\/v1\/payment_intents$/, 200, { id: "pi_x", object: "payment_intent", status: "requires_payment_method" });
+    expect(await p.charge({ ...visa, idempotencyKey: "k-rpm" })).toEqual({ paid: false, reason: "the card was declined" });
+  });
+
+  it("tells an unknown outcome (send the same key again) from a request Stripe refused (nothing charged)", async () => {
+    const req = await chargeable("tok_visa_charge4");
+    const p = processor();
+    const retryable = async (status: number, body?: unknown) => {
+      stripe.failNext(/^\/v1\/payment_intents$/, status, body);
+      return (await processorError(p.charge(req))).retryable;
+    };
+    for (const status of [500, 502, 429, 409]) expect(await retryable(status), String(status)).toBe(true);
+    // A success it cannot read, or one still processing, may have charged the card.
+    expect(await retryable(200, "<html>ok</html>")).toBe(true);
+    expect(await retryable(200, { object: "payment_intent", status: "succeeded" })).toBe(true);
+    expect(await retryable(200, { id: "pi_y", object: "payment_intent", status: "processing" })).toBe(true);
+
+    expect(await retryable(400, { error: { type: "invalid_request_error", code: "amount_too_small" } })).toBe(false);
+    expect(await retryable(200, { id: "pi_z", object: "payment_intent", status: "canceled" })).toBe(false);
+    const wrongKey = await processorError(processor({ key: "sk_test_wrong_key_0000" }).charge(req));
+    expect(wrongKey).toMatchObject({ retryable: false, message: "stripe POST /payment_intents: HTTP 401 invalid_request_error" });
+
+    // Another customer's card is Stripe's refusal too.
+    const other = await chargeable("tok_visa_charge5");
+    const mismatch = await processorError(p.charge({ ...req, paymentMethodRef: other.paymentMethodRef, idempotencyKey: "k-mismatch" }));
+    expect(mismatch.retryable).toBe(false);
+
+    const hangs = await startFakeStripe(KEY);
+    try {
+      hangs.hang(/./);
+      const timedOut = await processorError(createStripeProcessor({ secretKey: KEY, apiBase: hangs.url, timeoutMs: 100 }).charge(req));
+      expect(timedOut).toMatchObject({ retryable: true, message: "stripe POST /payment_intents timed out after 100 ms" });
+    } finally {
+      await hangs.close();
+    }
+  });
+});
+
+describe("invoices charged through the Stripe adapter", () => {
+  let env: Awaited<ReturnType<typeof createTestContext>>;
+  let client: Client<typeof BillingService>;
+  let crash = false;
+  const log = captureLog();
+
+  beforeAll(async () => {
+    env = await createTestContext("2025-03-20T12:00:00Z", {
+      log,
+      processor: () => {
+        const p = processor();
+        return {
+          ...p,
+          async charge(req) {
+            const result = await p.charge(req);
+            if (crash) throw new Error("process died before storing the answer");
+            return result;
+          },
+        };
+      },
+    });
+    client = createClient(BillingService, createRouterTransport(routes(env.ctx)));
+  });
+
+  afterAll(async () => {
+    await env?.close();
+  });
+
+  async function run(at: string): Promise<void> {
+    env.clock.set(at);
+    await closeEndedPeriods(env.ctx);
+    await chargeDueInvoices(env.ctx);
+  }
+
+  async function withMarchUsage(token: string) {
+    const org = newOrg();
+    env.clock.set("2025-03-20T12:00:00Z");
+    const card = (await client.addPaymentMethod({ organizationId: org, type: "card", token })).paymentMethod!;
+    await client.recordStatusEvents({
+      events: [ev(org, "db-a", "small", "running", "2025-03-02T00:00:00Z"), ev(org, "db-a", "small", "stopped", "2025-03-02T07:30:00Z")],
+    });
+    return { org, card };
+  }
+
+  const intentsOf = (invoiceId: string) => [...stripe.paymentIntents.values()].filter((pi) => (pi.metadata as Record<string, string>).invoice_id === invoiceId);
+
+  it("pays an invoice with a PaymentIntent on the customer's default card", async () => {
+    const { org, card } = await withMarchUsage("tok_visa_inv1");
+    await run("2025-04-01T00:00:00Z");
+    const [invoice] = (await client.listInvoices({ organizationId: org })).invoices;
+    expect(invoice).toMatchObject({ period: "2025-03", amount: 0.45, status: "paid" });
+    const { rows } = await env.ctx.pool.query(
+      `SELECT pm.processor_ref, c.customer_ref FROM payment_methods pm JOIN processor_customers c USING (organization_id)
+        WHERE pm.id = $1`,
+      [card.id],
+    );
+    expect(intentsOf(invoice.id)).toEqual([
+      expect.objectContaining({ amount: 45, currency: "usd", status: "succeeded", customer: rows[0].customer_ref, payment_method: rows[0].processor_ref }),
+    ]);
+  });
+
+  it("makes a declined invoice past due and pays it with a new default", async () => {
+    const { org } = await withMarchUsage("tok_chargeCustomerFail_inv");
+    await run("2025-04-01T00:00:00Z");
+    const [invoice] = (await client.listInvoices({ organizationId: org })).invoices;
+    expect(invoice.status).toBe("past_due");
+    expect((await client.getStanding({ organizationId: org })).hasPastDueInvoice).toBe(true);
+    const visa = (await client.addPaymentMethod({ organizationId: org, type: "card", token: "tok_visa_inv2" })).paymentMethod!;
+    await client.updatePaymentMethod({ organizationId: org, id: visa.id, isDefault: true });
+    expect((await client.listInvoices({ organizationId: org })).invoices[0].status).toBe("paid");
+    expect(intentsOf(invoice.id).map((pi) => pi.status)).toEqual(["requires_payment_method", "succeeded"]);
+  });
+
+  it("sends a charge whose answer was lost again with its key: Stripe replays it, one PaymentIntent", async () => {
+    const { org } = await withMarchUsage("tok_visa_inv3");
+    crash = true;
+    try {
+      await run("2025-04-01T00:00:00Z");
+    } finally {
+      crash = false;
+    }
+    const [open] = (await client.listInvoices({ organizationId: org })).invoices;
+    expect(open.status).toBe("open");
+    expect(log.lines.find((l) => l.msg === "charging an invoice failed; retried later")?.fields).toMatchObject({ invoice_id: open.id });
+    expect(intentsOf(open.id)).toHaveLength(1);
+
+    await run("2025-04-01T00:10:00Z");
+    const [paid] = (await client.listInvoices({ organizationId: org })).invoices;
+    expect(paid.status).toBe("paid");
+    const sends = stripe.requests.filter((r) => r.path === "/v1/payment_intents" && r.form["metadata[invoice_id]"] === open.id);
+    expect(sends.map((r) => r.headers["idempotency-key"])).toEqual([`dbaas-invoice-${open.id}-1`, `dbaas-invoice-${open.id}-1`]);
+    const intents = intentsOf(open.id);
+    expect(intents).toHaveLength(1);
+    const stored = await env.ctx.pool.query("SELECT charge_ref FROM charge_attempts WHERE invoice_id = $1", [open.id]);
+    expect(stored.rows).toEqual([{ charge_ref: intents[0].id }]);
   });
 });
 

@@ -1,9 +1,9 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ApiKey } from "@dbaas/proto/identity";
 import { ApiError } from "../../errors.ts";
-import { created, list, noContent, type Reply } from "../../middleware/envelope.ts";
-import { optional, pagination, PAGINATION_QUERY, required, type Infer, type QuerySchema } from "../../schema.ts";
-import { iso, present, roleName } from "../mappers.ts";
+import { created, noContent, type Reply } from "../../middleware/envelope.ts";
+import { optional, PAGINATION_QUERY, required, type Infer, type QuerySchema } from "../../schema.ts";
+import { iso, pageOf, present, roleName } from "../mappers.ts";
 import type { AuthedCall } from "../route.ts";
 
 export const createBody = {
@@ -54,12 +54,9 @@ export async function createApiKey(call: AuthedCall<Infer<typeof createBody>>): 
   return created({ ...apiKey(present(res.apiKey, "api_key")), secret: res.secret });
 }
 
-/** Identity returns an organization's keys at once (there are few); pages are cut here. */
 export async function listApiKeys(call: AuthedCall<unknown>): Promise<Reply> {
-  const { page, perPage } = pagination(call.query);
   const res = await call.ctx.identity.listApiKeys({ organizationId: call.principal.organizationId });
-  const items = res.apiKeys.slice((page - 1) * perPage, page * perPage).map(apiKey);
-  return list("api_keys", items, { page, perPage, total: res.apiKeys.length });
+  return pageOf("api_keys", res.apiKeys, call.query, apiKey);
 }
 
 export async function revokeApiKey(call: AuthedCall<unknown>): Promise<Reply> {

@@ -1,7 +1,7 @@
-import type { PaymentMethod, UsageLine } from "@dbaas/proto/billing";
-import { created, list, ok, type Reply } from "../../middleware/envelope.ts";
-import { optional, pagination, PAGINATION_QUERY, required, type Infer, type QuerySchema } from "../../schema.ts";
-import { iso, present } from "../mappers.ts";
+import type { Invoice, PaymentMethod, UsageLine } from "@dbaas/proto/billing";
+import { created, file, ok, type Reply } from "../../middleware/envelope.ts";
+import { optional, PAGINATION_QUERY, required, type Infer, type QuerySchema } from "../../schema.ts";
+import { iso, pageOf, present } from "../mappers.ts";
 import type { AuthedCall } from "../route.ts";
 
 export const addPaymentMethodBody = {
@@ -51,12 +51,9 @@ function paymentMethod(pm: PaymentMethod) {
   };
 }
 
-/** Billing returns every method at once (an organization has few); pages are cut here. */
 export async function listPaymentMethods(call: AuthedCall<unknown>): Promise<Reply> {
-  const { page, perPage } = pagination(call.query);
   const res = await call.ctx.billing.listPaymentMethods({ organizationId: call.principal.organizationId });
-  const items = res.paymentMethods.slice((page - 1) * perPage, page * perPage).map(paymentMethod);
-  return list("payment_methods", items, { page, perPage, total: res.paymentMethods.length });
+  return pageOf("payment_methods", res.paymentMethods, call.query, paymentMethod);
 }
 
 /** 201 with the new method; an organization's first one becomes its default. */
@@ -77,4 +74,33 @@ export async function updatePaymentMethod(call: AuthedCall<Infer<typeof updatePa
     isDefault: call.body.default,
   });
   return ok(paymentMethod(present(res.paymentMethod, "payment_method")));
+}
+
+/** Spec 2.5. The PDF is served by this gateway, so pdf_url is under its public base URL. */
+function invoice(inv: Invoice, publicBaseUrl: string) {
+  return {
+    id: inv.id,
+    period: inv.period,
+    amount: inv.amount,
+    currency: inv.currency,
+    status: inv.status,
+    issued_at: iso(inv.issuedAt),
+    due_at: iso(inv.dueAt),
+    paid_at: iso(inv.paidAt),
+    pdf_url: `${publicBaseUrl}/v1/billing/invoices/${encodeURIComponent(inv.id)}/pdf`,
+    lines: inv.lines.map((l) => ({ description: l.description, quantity: l.quantity, unit: l.unit, amount: l.amount })),
+  };
+}
+
+/** One invoice per month with usage: billing answers them all. */
+export async function listInvoices(call: AuthedCall<unknown>): Promise<Reply> {
+  const res = await call.ctx.billing.listInvoices({ organizationId: call.principal.organizationId });
+  return pageOf("invoices", res.invoices, call.query, (inv) => invoice(inv, call.ctx.config.publicBaseUrl));
+}
+
+export async function getInvoicePdf(call: AuthedCall<unknown>): Promise<Reply> {
+  const res = await call.ctx.billing.getInvoicePdf({ organizationId: call.principal.organizationId, id: call.params.id });
+  // A view of the decoded message's bytes, not a copy.
+  const pdf = Buffer.from(res.pdf.buffer, res.pdf.byteOffset, res.pdf.byteLength);
+  return file("application/pdf", res.filename, pdf);
 }

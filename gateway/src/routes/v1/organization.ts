@@ -1,8 +1,8 @@
 import type { Invitation, Member } from "@dbaas/proto/identity";
 import { insufficientPermissions } from "../../errors.ts";
-import { created, list, noContent, ok, type Reply } from "../../middleware/envelope.ts";
-import { optional, pagination, PAGINATION_QUERY, required, type Infer, type QuerySchema } from "../../schema.ts";
-import { iso, organization, present, roleName } from "../mappers.ts";
+import { created, noContent, ok, type Reply } from "../../middleware/envelope.ts";
+import { optional, PAGINATION_QUERY, required, type Infer, type QuerySchema } from "../../schema.ts";
+import { iso, organization, pageOf, present, roleName } from "../mappers.ts";
 import type { AuthedCall, Call } from "../route.ts";
 
 export const updateOrganizationBody = {
@@ -85,12 +85,9 @@ export async function deleteOrganization(call: AuthedCall<unknown>): Promise<Rep
   return noContent();
 }
 
-/** Identity returns all members at once (an organization has few); pages are cut here. */
 export async function listMembers(call: AuthedCall<unknown>): Promise<Reply> {
-  const { page, perPage } = pagination(call.query);
   const res = await call.ctx.identity.listMembers({ organizationId: call.principal.organizationId });
-  const items = res.members.slice((page - 1) * perPage, page * perPage).map(member);
-  return list("members", items, { page, perPage, total: res.members.length });
+  return pageOf("members", res.members, call.query, member);
 }
 
 export async function inviteMember(call: AuthedCall<Infer<typeof inviteBody>>): Promise<Reply> {
@@ -123,10 +120,8 @@ export async function removeMember(call: AuthedCall<unknown>): Promise<Reply> {
 }
 
 export async function listInvitations(call: AuthedCall<unknown>): Promise<Reply> {
-  const { page, perPage } = pagination(call.query);
   const res = await call.ctx.identity.listInvitations({ organizationId: call.principal.organizationId });
-  const items = res.invitations.slice((page - 1) * perPage, page * perPage).map(invitation);
-  return list("invitations", items, { page, perPage, total: res.invitations.length });
+  return pageOf("invitations", res.invitations, call.query, invitation);
 }
 
 export async function cancelInvitation(call: AuthedCall<unknown>): Promise<Reply> {

@@ -13,16 +13,31 @@ export interface StatusChange {
 /**
  * Stores the changes not seen before and returns how many that was. One
  * statement, so a batch lands entirely or not at all; a repeated event_id
- * (redelivery, or twice in one batch) is skipped, the first copy wins.
+ * (redelivery, or twice in one batch) is skipped, the first copy wins. The
+ * same statement schedules the months of the new changes for closing (see
+ * invoice_schedule), locking schedule rows in one order so that concurrent
+ * batches cannot deadlock.
  */
 export async function insertStatusChanges(db: pg.Pool | pg.PoolClient, changes: StatusChange[]): Promise<number> {
-  const result = await db.query(
-    `INSERT INTO status_events (event_id, organization_id, database_id, tier, status, occurred_at)
-     SELECT e.event_id, e.organization_id, e.database_id, e.tier, e.status, e.occurred_at
-       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])
-            WITH ORDINALITY AS e(event_id, organization_id, database_id, tier, status, occurred_at, ord)
-      ORDER BY e.ord
-     ON CONFLICT (event_id) DO NOTHING`,
+  const result = await db.query<{ recorded: number }>(
+    `WITH inserted AS (
+       INSERT INTO status_events (event_id, organization_id, database_id, tier, status, occurred_at)
+       SELECT e.event_id, e.organization_id, e.database_id, e.tier, e.status, e.occurred_at
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])
+              WITH ORDINALITY AS e(event_id, organization_id, database_id, tier, status, occurred_at, ord)
+        ORDER BY e.ord
+       ON CONFLICT (event_id) DO NOTHING
+       RETURNING organization_id, occurred_at
+     ), scheduled AS (
+       INSERT INTO invoice_schedule (organization_id, next_period)
+       SELECT organization_id, date_trunc('month', min(occurred_at) AT TIME ZONE 'UTC')::date
+         FROM inserted
+        GROUP BY organization_id
+        ORDER BY organization_id
+       ON CONFLICT (organization_id) DO UPDATE SET next_period = excluded.next_period
+        WHERE invoice_schedule.next_period > excluded.next_period
+     )
+     SELECT count(*)::int AS recorded FROM inserted`,
     [
       changes.map((c) => c.eventId),
       changes.map((c) => c.organizationId),
@@ -32,7 +47,7 @@ export async function insertStatusChanges(db: pg.Pool | pg.PoolClient, changes: 
       changes.map((c) => c.occurredAt.toISOString()),
     ],
   );
-  return result.rowCount ?? 0;
+  return result.rows[0].recorded;
 }
 
 interface ChangeRow {

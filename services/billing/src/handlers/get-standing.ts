@@ -2,6 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { Validator } from "@dbaas/kit";
 import { GetStandingResponseSchema, type GetStandingRequest, type GetStandingResponse } from "@dbaas/proto/billing";
 import type { AppContext } from "../context.ts";
+import { hasPastDueInvoice } from "../db/invoices.ts";
 import { hasDefaultPaymentMethod } from "../db/payment-methods.ts";
 import { checkOrganizationId } from "../validation.ts";
 
@@ -11,8 +12,10 @@ export function getStanding(ctx: AppContext) {
     const v = new Validator();
     checkOrganizationId(v, req.organizationId);
     v.throwIfAny();
-    return create(GetStandingResponseSchema, {
-      hasDefaultPaymentMethod: await hasDefaultPaymentMethod(ctx.pool, req.organizationId),
-    });
+    const [hasDefault, pastDue] = await Promise.all([
+      hasDefaultPaymentMethod(ctx.pool, req.organizationId),
+      hasPastDueInvoice(ctx.pool, req.organizationId),
+    ]);
+    return create(GetStandingResponseSchema, { hasDefaultPaymentMethod: hasDefault, hasPastDueInvoice: pastDue });
   };
 }

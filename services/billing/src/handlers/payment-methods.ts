@@ -25,6 +25,7 @@ import {
   makeDefault,
   type PaymentMethodRow,
 } from "../db/payment-methods.ts";
+import { chargePastDueInvoices } from "../invoices/charge.ts";
 import { ProcessorError } from "../processor/processor.ts";
 import { checkOrganizationId } from "../validation.ts";
 
@@ -71,7 +72,8 @@ async function askProcessor<T>(ctx: AppContext, organizationId: string, call: ()
  * Hands the token to the processor, then stores what it reports. The token
  * itself is neither stored nor logged. The processor is asked outside any
  * transaction; only the insert, which decides the default, is serialised per
- * organization.
+ * organization. A new default is then charged the organization's past-due
+ * invoices, after the commit; that charge's failures are logged, not answered.
  */
 export function addPaymentMethod(ctx: AppContext) {
   return async (req: AddPaymentMethodRequest): Promise<AddPaymentMethodResponse> => {
@@ -112,6 +114,8 @@ export function addPaymentMethod(ctx: AppContext) {
       brand: row.brand,
       is_default: row.is_default,
     });
+    // Only a new default changes what a past-due invoice would be charged to.
+    if (row.is_default) await chargePastDueInvoices(ctx, org);
     return create(AddPaymentMethodResponseSchema, { paymentMethod: paymentMethodToProto(row) });
   };
 }
@@ -129,7 +133,8 @@ export function listPaymentMethods(ctx: AppContext) {
 /**
  * Switches the default: the old default stops being it in the same
  * transaction. A default is only ever replaced, never cleared, so an
- * organization that had one keeps one.
+ * organization that had one keeps one. The new default is then charged the
+ * past-due invoices, as after an add.
  */
 export function updatePaymentMethod(ctx: AppContext) {
   return async (req: UpdatePaymentMethodRequest): Promise<UpdatePaymentMethodResponse> => {
@@ -154,6 +159,7 @@ export function updatePaymentMethod(ctx: AppContext) {
     });
     if (changed) {
       ctx.log.info("default payment method set", { organization_id: org, payment_method_id: row.id });
+      await chargePastDueInvoices(ctx, org);
     }
     return create(UpdatePaymentMethodResponseSchema, { paymentMethod: paymentMethodToProto(row) });
   };

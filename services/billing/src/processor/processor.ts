@@ -16,6 +16,31 @@ export interface AttachedCard {
  */
 export type AttachResult = { accepted: true; card: AttachedCard } | { accepted: false; reason: string };
 
+/** A charge of one invoice to an instrument the processor holds for the customer. */
+export interface ChargeRequest {
+  customerRef: string;
+  paymentMethodRef: string;
+  /** In the currency's smallest unit (cents). */
+  amountCents: number;
+  /** ISO 4217, as the catalogue names it (`USD`). */
+  currency: string;
+  /**
+   * Names this charge: the processor answers a request repeated with the same
+   * key and parameters with its first answer, without charging again. Derived
+   * from the invoice and the attempt, so a charge whose answer was lost can be
+   * sent again safely.
+   */
+  idempotencyKey: string;
+  /** Ours, for the processor's records. */
+  invoiceId: string;
+}
+
+/**
+ * The processor's answer to a charge: paid, with its id of the payment; or
+ * declined, the card's fault, with a reason in our words fit to show the user.
+ */
+export type ChargeResult = { paid: true; ref: string } | { paid: false; reason: string };
+
 /**
  * The payment processor, behind one interface: the test processor locally, Stripe
  * in production. Implementations never log or keep the token.
@@ -27,6 +52,12 @@ export interface PaymentProcessor {
   createCustomer(organizationId: string): Promise<string>;
   /** Turns a token from the processor's client-side SDK into a card held for the customer. */
   attachCard(customerRef: string, token: string): Promise<AttachResult>;
+  /**
+   * Charges a card off-session (no user present). A ProcessorError means the
+   * outcome is unknown when retryable (send the same request again, with its
+   * key) and that nothing was charged when not.
+   */
+  charge(request: ChargeRequest): Promise<ChargeResult>;
 }
 
 /**

@@ -1,5 +1,11 @@
 import { createHash } from "node:crypto";
-import { ProcessorError, type AttachedCard, type AttachResult, type PaymentProcessor } from "./processor.ts";
+import {
+  ProcessorError,
+  type AttachedCard,
+  type AttachResult,
+  type ChargeResult,
+  type PaymentProcessor,
+} from "./processor.ts";
 
 export const STRIPE_API_BASE = "https://api.stripe.com/v1";
 
@@ -69,7 +75,8 @@ function cardOf(pm: Record<string, unknown>): AttachedCard {
  * Idempotency-Key derived from what it acts on, so a retried add (after a
  * timeout, or after our process died between Stripe's answer and our commit)
  * gets Stripe's first answer again instead of a second customer or a "token
- * already used".
+ * already used". Charges are PaymentIntents confirmed off-session at once,
+ * keyed by the caller (invoice and attempt).
  */
 export function createStripeProcessor(opts: StripeOptions): PaymentProcessor {
   const base = opts.apiBase.replace(/\/+$/, "");
@@ -153,6 +160,40 @@ export function createStripeProcessor(opts: StripeOptions): PaymentProcessor {
         throw failure(path, attached);
       }
       return { accepted: true, card: cardOf(attached.body) };
+    },
+
+    async charge(req): Promise<ChargeResult> {
+      const path = "/payment_intents";
+      const reply = await post(
+        path,
+        {
+          amount: String(req.amountCents),
+          currency: req.currency.toLowerCase(),
+          customer: req.customerRef,
+          payment_method: req.paymentMethodRef,
+          confirm: "true",
+          off_session: "true",
+          description: `dbaas invoice ${req.invoiceId}`,
+          "metadata[invoice_id]": req.invoiceId,
+        },
+        req.idempotencyKey,
+      );
+      if (!reply.ok) {
+        // Off-session, a declined card (or one that wants the cardholder to authenticate) is a 402 card_error.
+        if (reply.error.type === "card_error") {
+          return { paid: false, reason: CARD_ERROR_REASONS.get(reply.error.code ?? "") ?? "the card was declined" };
+        }
+        // A success we cannot read may have charged the card: only the same key may be sent again.
+        if (reply.status < 300) throw new ProcessorError(`stripe POST ${path}: HTTP ${reply.status} with an unreadable body`, true);
+        throw failure(path, reply);
+      }
+      const { id, status } = reply.body;
+      if (typeof id !== "string") throw new ProcessorError(`stripe POST ${path}: a payment intent without its id`, true);
+      if (status === "succeeded") return { paid: true, ref: id };
+      if (status === "requires_payment_method" || status === "requires_action") return { paid: false, reason: "the card was declined" };
+      // `processing` (not seen for cards) is no outcome yet: retryable keeps the attempt pending, never
+      // charged again under a new key. Any other status is a request we did not mean to make.
+      throw new ProcessorError(`stripe POST ${path}: payment intent ${String(status)}`, status === "processing");
     },
   };
 }
