@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dbaas/billing/v1/billing_service.proto.
  */
 export const file_dbaas_billing_v1_billing_service: GenFile = /*@__PURE__*/
-  fileDesc("CiZkYmFhcy9iaWxsaW5nL3YxL2JpbGxpbmdfc2VydmljZS5wcm90bxIQZGJhYXMuYmlsbGluZy52MSKcAQoLU3RhdHVzRXZlbnQSEAoIZXZlbnRfaWQYASABKAkSFwoPb3JnYW5pemF0aW9uX2lkGAIgASgJEhMKC2RhdGFiYXNlX2lkGAMgASgJEgwKBHRpZXIYBCABKAkSDgoGc3RhdHVzGAUgASgJEi8KC29jY3VycmVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJKChlSZWNvcmRTdGF0dXNFdmVudHNSZXF1ZXN0Ei0KBmV2ZW50cxgBIAMoCzIdLmRiYWFzLmJpbGxpbmcudjEuU3RhdHVzRXZlbnQiLgoaUmVjb3JkU3RhdHVzRXZlbnRzUmVzcG9uc2USEAoIcmVjb3JkZWQYASABKAUiKgoPR2V0VXNhZ2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSItCglVc2FnZUxpbmUSEAoIcXVhbnRpdHkYASABKAESDgoGYW1vdW50GAIgASgBIuUCChBHZXRVc2FnZVJlc3BvbnNlEjAKDHBlcmlvZF9zdGFydBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcGVyaW9kX2VuZBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoNY29tcHV0ZV9ob3VycxgDIAEoCzIbLmRiYWFzLmJpbGxpbmcudjEuVXNhZ2VMaW5lEi8KCnN0b3JhZ2VfZ2IYBCABKAsyGy5kYmFhcy5iaWxsaW5nLnYxLlVzYWdlTGluZRI1ChBkYXRhX3RyYW5zZmVyX2diGAUgASgLMhsuZGJhYXMuYmlsbGluZy52MS5Vc2FnZUxpbmUSMgoNcmVwbGljYV9ob3VycxgGIAEoCzIbLmRiYWFzLmJpbGxpbmcudjEuVXNhZ2VMaW5lEg0KBXRvdGFsGAcgASgBEhAKCGN1cnJlbmN5GAggASgJIskBCg1QYXltZW50TWV0aG9kEgoKAmlkGAEgASgJEhcKD29yZ2FuaXphdGlvbl9pZBgCIAEoCRIMCgR0eXBlGAMgASgJEg0KBWJyYW5kGAQgASgJEg0KBWxhc3Q0GAUgASgJEhEKCWV4cF9tb250aBgGIAEoBRIQCghleHBfeWVhchgHIAEoBRISCgppc19kZWZhdWx0GAggASgIEi4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk8KF0FkZFBheW1lbnRNZXRob2RSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIMCgR0eXBlGAIgASgJEg0KBXRva2VuGAMgASgJIlMKGEFkZFBheW1lbnRNZXRob2RSZXNwb25zZRI3Cg5wYXltZW50X21ldGhvZBgBIAEoCzIfLmRiYWFzLmJpbGxpbmcudjEuUGF5bWVudE1ldGhvZCI0ChlMaXN0UGF5bWVudE1ldGhvZHNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSJWChpMaXN0UGF5bWVudE1ldGhvZHNSZXNwb25zZRI4Cg9wYXltZW50X21ldGhvZHMYASADKAsyHy5kYmFhcy5iaWxsaW5nLnYxLlBheW1lbnRNZXRob2QiaQoaVXBkYXRlUGF5bWVudE1ldGhvZFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJEhcKCmlzX2RlZmF1bHQYAyABKAhIAIgBAUINCgtfaXNfZGVmYXVsdCJWChtVcGRhdGVQYXltZW50TWV0aG9kUmVzcG9uc2USNwoOcGF5bWVudF9tZXRob2QYASABKAsyHy5kYmFhcy5iaWxsaW5nLnYxLlBheW1lbnRNZXRob2QiLQoSR2V0U3RhbmRpbmdSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSJXChNHZXRTdGFuZGluZ1Jlc3BvbnNlEiIKGmhhc19kZWZhdWx0X3BheW1lbnRfbWV0aG9kGAEgASgIEhwKFGhhc19wYXN0X2R1ZV9pbnZvaWNlGAIgASgIIlIKC0ludm9pY2VMaW5lEhMKC2Rlc2NyaXB0aW9uGAEgASgJEhAKCHF1YW50aXR5GAIgASgBEgwKBHVuaXQYAyABKAkSDgoGYW1vdW50GAQgASgBIqYCCgdJbnZvaWNlEgoKAmlkGAEgASgJEhcKD29yZ2FuaXphdGlvbl9pZBgCIAEoCRIOCgZwZXJpb2QYAyABKAkSDgoGYW1vdW50GAQgASgBEhAKCGN1cnJlbmN5GAUgASgJEg4KBnN0YXR1cxgGIAEoCRItCglpc3N1ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEioKBmR1ZV9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKwoHcGFpZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoFbGluZXMYCiADKAsyHS5kYmFhcy5iaWxsaW5nLnYxLkludm9pY2VMaW5lIi4KE0xpc3RJbnZvaWNlc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIkMKFExpc3RJbnZvaWNlc1Jlc3BvbnNlEisKCGludm9pY2VzGAEgAygLMhkuZGJhYXMuYmlsbGluZy52MS5JbnZvaWNlIjsKFEdldEludm9pY2VQZGZSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSI2ChVHZXRJbnZvaWNlUGRmUmVzcG9uc2USCwoDcGRmGAEgASgMEhAKCGZpbGVuYW1lGAIgASgJMsEGCg5CaWxsaW5nU2VydmljZRJvChJSZWNvcmRTdGF0dXNFdmVudHMSKy5kYmFhcy5iaWxsaW5nLnYxLlJlY29yZFN0YXR1c0V2ZW50c1JlcXVlc3QaLC5kYmFhcy5iaWxsaW5nLnYxLlJlY29yZFN0YXR1c0V2ZW50c1Jlc3BvbnNlElEKCEdldFVzYWdlEiEuZGJhYXMuYmlsbGluZy52MS5HZXRVc2FnZVJlcXVlc3QaIi5kYmFhcy5iaWxsaW5nLnYxLkdldFVzYWdlUmVzcG9uc2USaQoQQWRkUGF5bWVudE1ldGhvZBIpLmRiYWFzLmJpbGxpbmcudjEuQWRkUGF5bWVudE1ldGhvZFJlcXVlc3QaKi5kYmFhcy5iaWxsaW5nLnYxLkFkZFBheW1lbnRNZXRob2RSZXNwb25zZRJvChJMaXN0UGF5bWVudE1ldGhvZHMSKy5kYmFhcy5iaWxsaW5nLnYxLkxpc3RQYXltZW50TWV0aG9kc1JlcXVlc3QaLC5kYmFhcy5iaWxsaW5nLnYxLkxpc3RQYXltZW50TWV0aG9kc1Jlc3BvbnNlEnIKE1VwZGF0ZVBheW1lbnRNZXRob2QSLC5kYmFhcy5iaWxsaW5nLnYxLlVwZGF0ZVBheW1lbnRNZXRob2RSZXF1ZXN0Gi0uZGJhYXMuYmlsbGluZy52MS5VcGRhdGVQYXltZW50TWV0aG9kUmVzcG9uc2USWgoLR2V0U3RhbmRpbmcSJC5kYmFhcy5iaWxsaW5nLnYxLkdldFN0YW5kaW5nUmVxdWVzdBolLmRiYWFzLmJpbGxpbmcudjEuR2V0U3RhbmRpbmdSZXNwb25zZRJdCgxMaXN0SW52b2ljZXMSJS5kYmFhcy5iaWxsaW5nLnYxLkxpc3RJbnZvaWNlc1JlcXVlc3QaJi5kYmFhcy5iaWxsaW5nLnYxLkxpc3RJbnZvaWNlc1Jlc3BvbnNlEmAKDUdldEludm9pY2VQZGYSJi5kYmFhcy5iaWxsaW5nLnYxLkdldEludm9pY2VQZGZSZXF1ZXN0GicuZGJhYXMuYmlsbGluZy52MS5HZXRJbnZvaWNlUGRmUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("CiZkYmFhcy9iaWxsaW5nL3YxL2JpbGxpbmdfc2VydmljZS5wcm90bxIQZGJhYXMuYmlsbGluZy52MSKcAQoLU3RhdHVzRXZlbnQSEAoIZXZlbnRfaWQYASABKAkSFwoPb3JnYW5pemF0aW9uX2lkGAIgASgJEhMKC2RhdGFiYXNlX2lkGAMgASgJEgwKBHRpZXIYBCABKAkSDgoGc3RhdHVzGAUgASgJEi8KC29jY3VycmVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJKChlSZWNvcmRTdGF0dXNFdmVudHNSZXF1ZXN0Ei0KBmV2ZW50cxgBIAMoCzIdLmRiYWFzLmJpbGxpbmcudjEuU3RhdHVzRXZlbnQiLgoaUmVjb3JkU3RhdHVzRXZlbnRzUmVzcG9uc2USEAoIcmVjb3JkZWQYASABKAUiKgoPR2V0VXNhZ2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSItCglVc2FnZUxpbmUSEAoIcXVhbnRpdHkYASABKAESDgoGYW1vdW50GAIgASgBIuUCChBHZXRVc2FnZVJlc3BvbnNlEjAKDHBlcmlvZF9zdGFydBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcGVyaW9kX2VuZBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoNY29tcHV0ZV9ob3VycxgDIAEoCzIbLmRiYWFzLmJpbGxpbmcudjEuVXNhZ2VMaW5lEi8KCnN0b3JhZ2VfZ2IYBCABKAsyGy5kYmFhcy5iaWxsaW5nLnYxLlVzYWdlTGluZRI1ChBkYXRhX3RyYW5zZmVyX2diGAUgASgLMhsuZGJhYXMuYmlsbGluZy52MS5Vc2FnZUxpbmUSMgoNcmVwbGljYV9ob3VycxgGIAEoCzIbLmRiYWFzLmJpbGxpbmcudjEuVXNhZ2VMaW5lEg0KBXRvdGFsGAcgASgBEhAKCGN1cnJlbmN5GAggASgJIskBCg1QYXltZW50TWV0aG9kEgoKAmlkGAEgASgJEhcKD29yZ2FuaXphdGlvbl9pZBgCIAEoCRIMCgR0eXBlGAMgASgJEg0KBWJyYW5kGAQgASgJEg0KBWxhc3Q0GAUgASgJEhEKCWV4cF9tb250aBgGIAEoBRIQCghleHBfeWVhchgHIAEoBRISCgppc19kZWZhdWx0GAggASgIEi4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk8KF0FkZFBheW1lbnRNZXRob2RSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIMCgR0eXBlGAIgASgJEg0KBXRva2VuGAMgASgJIlMKGEFkZFBheW1lbnRNZXRob2RSZXNwb25zZRI3Cg5wYXltZW50X21ldGhvZBgBIAEoCzIfLmRiYWFzLmJpbGxpbmcudjEuUGF5bWVudE1ldGhvZCI0ChlMaXN0UGF5bWVudE1ldGhvZHNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSJWChpMaXN0UGF5bWVudE1ldGhvZHNSZXNwb25zZRI4Cg9wYXltZW50X21ldGhvZHMYASADKAsyHy5kYmFhcy5iaWxsaW5nLnYxLlBheW1lbnRNZXRob2QiaQoaVXBkYXRlUGF5bWVudE1ldGhvZFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJEhcKCmlzX2RlZmF1bHQYAyABKAhIAIgBAUINCgtfaXNfZGVmYXVsdCJWChtVcGRhdGVQYXltZW50TWV0aG9kUmVzcG9uc2USNwoOcGF5bWVudF9tZXRob2QYASABKAsyHy5kYmFhcy5iaWxsaW5nLnYxLlBheW1lbnRNZXRob2QiLQoSR2V0U3RhbmRpbmdSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSJXChNHZXRTdGFuZGluZ1Jlc3BvbnNlEiIKGmhhc19kZWZhdWx0X3BheW1lbnRfbWV0aG9kGAEgASgIEhwKFGhhc19wYXN0X2R1ZV9pbnZvaWNlGAIgASgIIlIKC0ludm9pY2VMaW5lEhMKC2Rlc2NyaXB0aW9uGAEgASgJEhAKCHF1YW50aXR5GAIgASgBEgwKBHVuaXQYAyABKAkSDgoGYW1vdW50GAQgASgBIqYCCgdJbnZvaWNlEgoKAmlkGAEgASgJEhcKD29yZ2FuaXphdGlvbl9pZBgCIAEoCRIOCgZwZXJpb2QYAyABKAkSDgoGYW1vdW50GAQgASgBEhAKCGN1cnJlbmN5GAUgASgJEg4KBnN0YXR1cxgGIAEoCRItCglpc3N1ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEioKBmR1ZV9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKwoHcGFpZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoFbGluZXMYCiADKAsyHS5kYmFhcy5iaWxsaW5nLnYxLkludm9pY2VMaW5lIi4KE0xpc3RJbnZvaWNlc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIkMKFExpc3RJbnZvaWNlc1Jlc3BvbnNlEisKCGludm9pY2VzGAEgAygLMhkuZGJhYXMuYmlsbGluZy52MS5JbnZvaWNlIjsKFEdldEludm9pY2VQZGZSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSI2ChVHZXRJbnZvaWNlUGRmUmVzcG9uc2USCwoDcGRmGAEgASgMEhAKCGZpbGVuYW1lGAIgASgJIpMBCgVBbGVydBIKCgJpZBgBIAEoCRIXCg9vcmdhbml6YXRpb25faWQYAiABKAkSEQoJdGhyZXNob2xkGAMgASgBEhAKCGN1cnJlbmN5GAQgASgJEhAKCGNoYW5uZWxzGAUgAygJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImQKEkNyZWF0ZUFsZXJ0UmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEQoJdGhyZXNob2xkGAIgASgBEhAKCGN1cnJlbmN5GAMgASgJEhAKCGNoYW5uZWxzGAQgAygJIj0KE0NyZWF0ZUFsZXJ0UmVzcG9uc2USJgoFYWxlcnQYASABKAsyFy5kYmFhcy5iaWxsaW5nLnYxLkFsZXJ0Mp0HCg5CaWxsaW5nU2VydmljZRJvChJSZWNvcmRTdGF0dXNFdmVudHMSKy5kYmFhcy5iaWxsaW5nLnYxLlJlY29yZFN0YXR1c0V2ZW50c1JlcXVlc3QaLC5kYmFhcy5iaWxsaW5nLnYxLlJlY29yZFN0YXR1c0V2ZW50c1Jlc3BvbnNlElEKCEdldFVzYWdlEiEuZGJhYXMuYmlsbGluZy52MS5HZXRVc2FnZVJlcXVlc3QaIi5kYmFhcy5iaWxsaW5nLnYxLkdldFVzYWdlUmVzcG9uc2USaQoQQWRkUGF5bWVudE1ldGhvZBIpLmRiYWFzLmJpbGxpbmcudjEuQWRkUGF5bWVudE1ldGhvZFJlcXVlc3QaKi5kYmFhcy5iaWxsaW5nLnYxLkFkZFBheW1lbnRNZXRob2RSZXNwb25zZRJvChJMaXN0UGF5bWVudE1ldGhvZHMSKy5kYmFhcy5iaWxsaW5nLnYxLkxpc3RQYXltZW50TWV0aG9kc1JlcXVlc3QaLC5kYmFhcy5iaWxsaW5nLnYxLkxpc3RQYXltZW50TWV0aG9kc1Jlc3BvbnNlEnIKE1VwZGF0ZVBheW1lbnRNZXRob2QSLC5kYmFhcy5iaWxsaW5nLnYxLlVwZGF0ZVBheW1lbnRNZXRob2RSZXF1ZXN0Gi0uZGJhYXMuYmlsbGluZy52MS5VcGRhdGVQYXltZW50TWV0aG9kUmVzcG9uc2USWgoLR2V0U3RhbmRpbmcSJC5kYmFhcy5iaWxsaW5nLnYxLkdldFN0YW5kaW5nUmVxdWVzdBolLmRiYWFzLmJpbGxpbmcudjEuR2V0U3RhbmRpbmdSZXNwb25zZRJdCgxMaXN0SW52b2ljZXMSJS5kYmFhcy5iaWxsaW5nLnYxLkxpc3RJbnZvaWNlc1JlcXVlc3QaJi5kYmFhcy5iaWxsaW5nLnYxLkxpc3RJbnZvaWNlc1Jlc3BvbnNlEmAKDUdldEludm9pY2VQZGYSJi5kYmFhcy5iaWxsaW5nLnYxLkdldEludm9pY2VQZGZSZXF1ZXN0GicuZGJhYXMuYmlsbGluZy52MS5HZXRJbnZvaWNlUGRmUmVzcG9uc2USWgoLQ3JlYXRlQWxlcnQSJC5kYmFhcy5iaWxsaW5nLnYxLkNyZWF0ZUFsZXJ0UmVxdWVzdBolLmRiYWFzLmJpbGxpbmcudjEuQ3JlYXRlQWxlcnRSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * A database entering a status. Compute is metered from these: `running` starts
@@ -648,6 +648,105 @@ export const GetInvoicePdfResponseSchema: GenMessage<GetInvoicePdfResponse> = /*
   messageDesc(file_dbaas_billing_v1_billing_service, 20);
 
 /**
+ * A spending alert of an organization.
+ *
+ * @generated from message dbaas.billing.v1.Alert
+ */
+export type Alert = Message<"dbaas.billing.v1.Alert"> & {
+  /**
+   * Prefix `alr-`.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string organization_id = 2;
+   */
+  organizationId: string;
+
+  /**
+   * Month-to-date total, in `currency`, at which the alert fires.
+   *
+   * @generated from field: double threshold = 3;
+   */
+  threshold: number;
+
+  /**
+   * @generated from field: string currency = 4;
+   */
+  currency: string;
+
+  /**
+   * `email`: a mail to the organization's members who may read billing.
+   *
+   * @generated from field: repeated string channels = 5;
+   */
+  channels: string[];
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 6;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message dbaas.billing.v1.Alert.
+ * Use `create(AlertSchema)` to create a new message.
+ */
+export const AlertSchema: GenMessage<Alert> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 21);
+
+/**
+ * @generated from message dbaas.billing.v1.CreateAlertRequest
+ */
+export type CreateAlertRequest = Message<"dbaas.billing.v1.CreateAlertRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: double threshold = 2;
+   */
+  threshold: number;
+
+  /**
+   * @generated from field: string currency = 3;
+   */
+  currency: string;
+
+  /**
+   * @generated from field: repeated string channels = 4;
+   */
+  channels: string[];
+};
+
+/**
+ * Describes the message dbaas.billing.v1.CreateAlertRequest.
+ * Use `create(CreateAlertRequestSchema)` to create a new message.
+ */
+export const CreateAlertRequestSchema: GenMessage<CreateAlertRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 22);
+
+/**
+ * @generated from message dbaas.billing.v1.CreateAlertResponse
+ */
+export type CreateAlertResponse = Message<"dbaas.billing.v1.CreateAlertResponse"> & {
+  /**
+   * @generated from field: dbaas.billing.v1.Alert alert = 1;
+   */
+  alert?: Alert | undefined;
+};
+
+/**
+ * Describes the message dbaas.billing.v1.CreateAlertResponse.
+ * Use `create(CreateAlertResponseSchema)` to create a new message.
+ */
+export const CreateAlertResponseSchema: GenMessage<CreateAlertResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 23);
+
+/**
  * BillingService meters usage and prices it.
  *
  * @generated from service dbaas.billing.v1.BillingService
@@ -740,6 +839,19 @@ export const BillingService: GenService<{
     methodKind: "unary";
     input: typeof GetInvoicePdfRequestSchema;
     output: typeof GetInvoicePdfResponseSchema;
+  },
+  /**
+   * CreateAlert sets a spending alert: once per calendar month, when the month-to-date total reaches the
+   * threshold, the organization is told through the alert's channels. INVALID_ARGUMENT per field for a
+   * threshold that is not positive, a currency other than the catalogue's, or channels that are empty,
+   * repeated or unknown (`email` is the only channel).
+   *
+   * @generated from rpc dbaas.billing.v1.BillingService.CreateAlert
+   */
+  createAlert: {
+    methodKind: "unary";
+    input: typeof CreateAlertRequestSchema;
+    output: typeof CreateAlertResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_dbaas_billing_v1_billing_service, 0);
