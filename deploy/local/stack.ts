@@ -178,7 +178,14 @@ async function main() {
       health: () => h2Health(ports.identity),
       restarts: 0,
     },
-    { name: "billing", entry: "services/billing/src/main.ts", env: { ...common, PORT: String(ports.billing) }, health: () => h2Health(ports.billing), restarts: 0 },
+    {
+      name: "billing",
+      entry: "services/billing/src/main.ts",
+      // Spending alerts are mailed through identity, which starts first.
+      env: { ...common, PORT: String(ports.billing), IDENTITY_URL: url(ports.identity) },
+      health: () => h2Health(ports.billing),
+      restarts: 0,
+    },
     {
       name: "databases",
       entry: "services/databases/src/main.ts",

@@ -259,6 +259,12 @@ const MATRIX: Record<string, ProtectedExpectation | PublicExpectation> = {
     scope: "resource",
     request: async (t) => ({ path: `/v1/billing/payment-methods/${await freshPaymentMethod(t.world)}`, body: { default: true } }),
   },
+  "POST /v1/billing/alerts": {
+    permission: "billing:write",
+    success: 201,
+    scope: "organization",
+    request: async () => ({ path: "/v1/billing/alerts", body: { threshold: 50, currency: "USD", channels: ["email"] } }),
+  },
   "GET /v1/billing/invoices": {
     permission: "billing:read",
     success: 200,

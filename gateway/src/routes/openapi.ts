@@ -287,7 +287,7 @@ const TAGS = [
   { name: "Organization", description: "The organization, its members and invitations.", paths: ["/v1/organization"] },
   { name: "Databases", description: "Databases and their lifecycle.", paths: ["/v1/databases"] },
   { name: "Catalogue", description: "What a database can be created with.", paths: ["/v1/regions", "/v1/tiers", "/v1/versions"] },
-  { name: "Billing", description: "Usage, its price, the monthly invoices and the payment methods they are charged to.", paths: ["/v1/billing/"] },
+  { name: "Billing", description: "Usage, its price, spending alerts on it, the monthly invoices and the payment methods they are charged to.", paths: ["/v1/billing/"] },
   { name: "Meta", description: "This description.", paths: ["/v1/openapi.json"] },
 ];
 

@@ -194,6 +194,13 @@ const SCHEMAS = {
       }),
     ),
   }),
+  Alert: object("A spending alert (spec 4.2): fires at most once per calendar month (UTC).", {
+    id: id("alr-"),
+    threshold: num("Month-to-date total, in `currency`, at which the alert fires."),
+    currency: str("Three-letter currency code."),
+    channels: arrayOf(oneOf(["email"], "`email`: a mail to every member who may read billing.")),
+    created_at: dateTime(),
+  }),
   Organization: object("An organization.", {
     id: id("org-"),
     name: str(),

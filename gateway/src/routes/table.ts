@@ -240,6 +240,16 @@ export const ROUTES: readonly Route[] = [
   }),
 
   protectedRoute({
+    method: "POST",
+    path: "/v1/billing/alerts",
+    summary: "Set a spending alert: once per calendar month (UTC), when the month-to-date total reaches the threshold, the organization is told through the channels.",
+    permission: "billing:write",
+    response: json(201, "Alert"),
+    body: billing.createAlertBody,
+    handler: billing.createAlert,
+  }),
+
+  protectedRoute({
     method: "GET",
     path: "/v1/organization",
     summary: "The caller's organization: id, name, plan.",

@@ -2,8 +2,8 @@ import { SCOPES } from "@dbaas/kit";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
-import { createLogger, invalidArgument, notFound, startServer, withReason, type RunningServer } from "@dbaas/kit";
-import { BillingService, PaymentMethodSchema, type Invoice, type PaymentMethod } from "@dbaas/proto/billing";
+import { conflict, createLogger, invalidArgument, notFound, startServer, withReason, type RunningServer } from "@dbaas/kit";
+import { AlertSchema, BillingService, PaymentMethodSchema, type Alert, type Invoice, type PaymentMethod } from "@dbaas/proto/billing";
 import { DatabaseSchema, DatabasesService, type Database } from "@dbaas/proto/databases";
 import {
   ApiKeySchema,
@@ -63,6 +63,8 @@ export interface StubState {
   paymentMethods: PaymentMethod[];
   /** Every organization's invoices, in any order: a test seeds them. */
   invoices: StubInvoice[];
+  /** Every organization's alerts, oldest first. */
+  alerts: Alert[];
   /** While true, creating a database named "flaky" fails with UNAVAILABLE. */
   flaky: boolean;
   /** Requests as the upstreams received them, by RPC name. */
@@ -327,6 +329,10 @@ function databasesRoutes(state: StubState) {
     });
 }
 
+/** Billing's rules for an alert (alerts-shared contract), so the gateway is seen passing its violations on. */
+const MAX_ALERTS = 20;
+const MAX_THRESHOLD = 1_000_000;
+
 /** The test processor's tokens (Stripe's test cards): what it reports about the card each stands for. */
 const TEST_CARDS: Record<string, { brand: string; last4: string }> = {
   tok_visa: { brand: "visa", last4: "4242" },
@@ -387,6 +393,30 @@ function billingRoutes(state: StubState) {
         if (!found) throw notFound("invoice");
         return { pdf: found.pdf, filename: found.filename };
       },
+      async createAlert(req) {
+        record(state, "createAlert", req);
+        const violations = [];
+        if (!(req.threshold > 0)) violations.push({ field: "threshold", message: "must be greater than 0" });
+        else if (!(req.threshold <= MAX_THRESHOLD)) violations.push({ field: "threshold", message: `must be at most ${MAX_THRESHOLD}` });
+        if (req.currency !== "USD") violations.push({ field: "currency", message: "must be one of: USD" });
+        if (req.channels.length === 0) violations.push({ field: "channels", message: "must list at least one channel" });
+        else if (req.channels.some((c) => c !== "email")) violations.push({ field: "channels", message: "must each be one of: email" });
+        else if (new Set(req.channels).size !== req.channels.length) violations.push({ field: "channels", message: "must not repeat a channel" });
+        if (violations.length > 0) throw invalidArgument(violations);
+        if (state.alerts.filter((a) => a.organizationId === req.organizationId).length >= MAX_ALERTS) {
+          throw conflict(`an organization can have at most ${MAX_ALERTS} alerts`);
+        }
+        const alert = create(AlertSchema, {
+          id: `alr-${state.alerts.length + 1}`,
+          organizationId: req.organizationId,
+          threshold: req.threshold,
+          currency: req.currency,
+          channels: req.channels,
+          createdAt: timestampFromDate(T0),
+        });
+        state.alerts.push(alert);
+        return { alert };
+      },
       async recordStatusEvents() {
         return { recorded: 0 };
       },
@@ -413,6 +443,7 @@ export async function startStubs(secret = SECRET): Promise<Stubs> {
     apiKeys: [],
     paymentMethods: [],
     invoices: [],
+    alerts: [],
     flaky: false,
     seen: new Map(),
     watchers: new Set(),

@@ -1,4 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import { checkAlerts } from "./alerts/check.ts";
+import { relayAlertNotifications } from "./alerts/relay.ts";
 import type { AppContext } from "./context.ts";
 import { chargeDueInvoices } from "./invoices/charge.ts";
 import { closeEndedPeriods } from "./invoices/close.ts";
@@ -21,6 +23,40 @@ export function startInvoicing(ctx: AppContext, signal: AbortSignal, intervalMs:
         await chargeDueInvoices(ctx, signal);
       } catch (err) {
         ctx.log.warn("invoicing run failed; will retry", { error: err });
+      }
+      await pause();
+    }
+  })();
+}
+
+/**
+ * The alert loop until `signal` aborts, apart from invoicing so that neither
+ * an identity outage nor a slow month close holds up the other: at once, then
+ * every `intervalMs`, fires the alerts that month-to-date totals reach, then
+ * relays the notices that are due (the new ones at once, failed ones after
+ * their backoff). Without an identity client nothing could be delivered, so
+ * alerts are not checked at all (a firing is only worth recording if someone
+ * can be told); that is logged once.
+ */
+export function startAlerting(ctx: AppContext, signal: AbortSignal, intervalMs: number): Promise<void> {
+  const { identity } = ctx;
+  if (!identity) {
+    ctx.log.warn("IDENTITY_URL is not set: billing alerts are stored but neither checked nor delivered");
+    return Promise.resolve();
+  }
+  const pause = () => sleep(intervalMs, undefined, { signal }).catch(() => {});
+  return (async () => {
+    while (!signal.aborted) {
+      try {
+        const fired = await checkAlerts(ctx, signal);
+        if (fired > 0) ctx.log.info("alerts fired", { count: fired });
+      } catch (err) {
+        ctx.log.warn("alert check failed; will retry", { error: err });
+      }
+      try {
+        await relayAlertNotifications(ctx, identity, signal);
+      } catch (err) {
+        ctx.log.warn("relaying alert notices failed; will retry", { error: err });
       }
       await pause();
     }

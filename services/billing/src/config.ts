@@ -13,37 +13,48 @@ export interface Config {
   processor: ProcessorConfig;
   /** How often ended months are closed and due invoices charged (also once at start-up). */
   invoiceCloseIntervalMs: number;
+  /** Identity's internal address, where alert notices go; without it alerts are stored but never checked. */
+  identityUrl: string | undefined;
+  /** How often alerts are checked against month-to-date totals and their notices relayed. */
+  alertCheckIntervalMs: number;
 }
 
 type Env = Record<string, string | undefined>;
+
+function checkUrl(name: string, value: string): string {
+  try {
+    new URL(value);
+  } catch {
+    throw new ConfigError(`environment variable ${name} must be a URL, got "${value}"`);
+  }
+  return value;
+}
 
 function readProcessor(env: Env): ProcessorConfig {
   const kind = envString(env, "PAYMENT_PROCESSOR", "test");
   if (kind === "test") return { kind };
   if (kind !== "stripe") throw new ConfigError(`PAYMENT_PROCESSOR must be test or stripe, got "${kind}"`);
-  const apiBase = envString(env, "STRIPE_API_BASE", STRIPE_API_BASE);
-  try {
-    new URL(apiBase);
-  } catch {
-    throw new ConfigError(`environment variable STRIPE_API_BASE must be a URL, got "${apiBase}"`);
-  }
+  const apiBase = checkUrl("STRIPE_API_BASE", envString(env, "STRIPE_API_BASE", STRIPE_API_BASE));
   return { kind, secretKey: requireEnv(env, "STRIPE_SECRET_KEY"), apiBase };
 }
 
-function readInterval(env: Env): number {
-  const ms = envInt(env, "INVOICE_CLOSE_INTERVAL_MS", 60_000);
-  if (ms <= 0) throw new ConfigError(`INVOICE_CLOSE_INTERVAL_MS must be a positive number of milliseconds, got ${ms}`);
+function readInterval(env: Env, name: string): number {
+  const ms = envInt(env, name, 60_000);
+  if (ms <= 0) throw new ConfigError(`${name} must be a positive number of milliseconds, got ${ms}`);
   return ms;
 }
 
 /** Reads the billing service's settings, failing fast on a missing one. */
 export function readConfig(env: Env = process.env): Config {
+  const identityUrl = envString(env, "IDENTITY_URL", "");
   return {
     port: envInt(env, "PORT", 8083),
     databaseUrl: requireEnv(env, "DATABASE_URL"),
     schema: envString(env, "DATABASE_SCHEMA", "billing"),
     internalSecret: requireEnv(env, "INTERNAL_AUTH_SECRET"),
     processor: readProcessor(env),
-    invoiceCloseIntervalMs: readInterval(env),
+    invoiceCloseIntervalMs: readInterval(env, "INVOICE_CLOSE_INTERVAL_MS"),
+    identityUrl: identityUrl === "" ? undefined : checkUrl("IDENTITY_URL", identityUrl),
+    alertCheckIntervalMs: readInterval(env, "ALERT_CHECK_INTERVAL_MS"),
   };
 }

@@ -1,5 +1,7 @@
+import type { Client } from "@connectrpc/connect";
 import type pg from "pg";
-import { createLogger, createPool, systemClock, type Clock, type Logger } from "@dbaas/kit";
+import { createInternalClient, createLogger, createPool, systemClock, type Clock, type Logger } from "@dbaas/kit";
+import { IdentityService } from "@dbaas/proto/identity";
 import type { Config } from "./config.ts";
 import type { PaymentProcessor } from "./processor/processor.ts";
 import { createStripeProcessor } from "./processor/stripe.ts";
@@ -11,6 +13,8 @@ export interface AppContext {
   clock: Clock;
   log: Logger;
   processor: PaymentProcessor;
+  /** Where alert notices go; unset without IDENTITY_URL. */
+  identity?: Client<typeof IdentityService>;
 }
 
 export function createContext(config: Config): AppContext {
@@ -21,5 +25,9 @@ export function createContext(config: Config): AppContext {
     clock,
     log: createLogger("billing"),
     processor: p.kind === "stripe" ? createStripeProcessor(p) : createTestProcessor(clock),
+    identity:
+      config.identityUrl === undefined
+        ? undefined
+        : createInternalClient(IdentityService, config.identityUrl, { secret: config.internalSecret, caller: "billing" }),
   };
 }

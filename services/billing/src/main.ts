@@ -1,5 +1,5 @@
 import { onShutdown, startServer, startTelemetry } from "@dbaas/kit";
-import { startInvoicing } from "./background.ts";
+import { startAlerting, startInvoicing } from "./background.ts";
 import { readConfig } from "./config.ts";
 import { createContext } from "./context.ts";
 import { migrateBilling } from "./db/migrate.ts";
@@ -20,10 +20,12 @@ const server = await startServer({
   },
 });
 const invoicing = startInvoicing(ctx, server.shutdownSignal, config.invoiceCloseIntervalMs);
+const alerting = startAlerting(ctx, server.shutdownSignal, config.alertCheckIntervalMs);
 onShutdown(
   ctx.log,
   stopTelemetry,
   () => ctx.pool.end(),
+  () => alerting,
   () => invoicing,
   () => server.close(),
 );

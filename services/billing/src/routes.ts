@@ -1,6 +1,7 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import { BillingService } from "@dbaas/proto/billing";
 import type { AppContext } from "./context.ts";
+import { createAlert } from "./handlers/create-alert.ts";
 import { getStanding } from "./handlers/get-standing.ts";
 import { getUsage } from "./handlers/get-usage.ts";
 import { getInvoicePdf, listInvoices } from "./handlers/invoices.ts";
@@ -17,4 +18,5 @@ export const routes = (ctx: AppContext) => (router: ConnectRouter) =>
     getStanding: getStanding(ctx),
     listInvoices: listInvoices(ctx),
     getInvoicePdf: getInvoicePdf(ctx),
+    createAlert: createAlert(ctx),
   });

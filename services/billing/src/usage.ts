@@ -116,3 +116,30 @@ export function monthOf(now: Date): { start: Date; end: Date } {
   const m = now.getUTCMonth();
   return { start: new Date(Date.UTC(y, m, 1)), end: new Date(Date.UTC(y, m + 1, 1)) };
 }
+
+/** A month's name, `YYYY-MM`, from its first instant. */
+export const periodName = (start: Date) => start.toISOString().slice(0, 7);
+
+/** Month-to-date usage priced as a running meter (4 decimals), and its total. */
+export interface MonthToDate {
+  period: { start: Date; end: Date };
+  compute: PricedLine;
+  storage: PricedLine;
+  dataTransfer: PricedLine;
+  replicas: PricedLine;
+  total: number;
+}
+
+/**
+ * An organization's usage in the calendar month (UTC) of `now`, up to `now`:
+ * the figure GetUsage reports and spending alerts are checked against.
+ */
+export async function readMonthToDate(db: pg.Pool | pg.PoolClient, organizationId: string, now: Date): Promise<MonthToDate> {
+  const period = monthOf(now);
+  const usage = await readUsage(db, organizationId, period.start, now);
+  const compute = priceCompute(usage.running);
+  const { storage, dataTransfer, replicas } = usage;
+  // Every amount is a whole number of 1e-4 USD; summing those units avoids float drift.
+  const totalUnits = [compute, storage, dataTransfer, replicas].reduce((sum, l) => sum + Math.round(l.amount * 10_000), 0);
+  return { period, compute, storage, dataTransfer, replicas, total: totalUnits / 10_000 };
+}

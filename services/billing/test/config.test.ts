@@ -45,6 +45,25 @@ describe("billing config", () => {
     expect(() => readConfig({ ...base, INVOICE_CLOSE_INTERVAL_MS: "1m" })).toThrow(ConfigError);
   });
 
+  it("reads identity's address for alert notices, optional, and checks alerts every minute unless told otherwise", () => {
+    expect(readConfig(base)).toMatchObject({ identityUrl: undefined, alertCheckIntervalMs: 60_000 });
+    expect(readConfig({ ...base, IDENTITY_URL: "http://127.0.0.1:8081", ALERT_CHECK_INTERVAL_MS: "500" })).toMatchObject({
+      identityUrl: "http://127.0.0.1:8081",
+      alertCheckIntervalMs: 500,
+    });
+    expect(() => readConfig({ ...base, IDENTITY_URL: "identity 8081" })).toThrow(/IDENTITY_URL must be a URL/);
+    expect(() => readConfig({ ...base, ALERT_CHECK_INTERVAL_MS: "-1" })).toThrow(/ALERT_CHECK_INTERVAL_MS must be a positive/);
+  });
+
+  it("builds an identity client only with IDENTITY_URL", async () => {
+    const without = createContext(readConfig(base));
+    const withUrl = createContext(readConfig({ ...base, IDENTITY_URL: "http://127.0.0.1:8081" }));
+    expect(without.identity).toBeUndefined();
+    expect(typeof withUrl.identity?.notifyOrganization).toBe("function");
+    await without.pool.end();
+    await withUrl.pool.end();
+  });
+
   it("builds the processor the config names", async () => {
     for (const [env, name] of [
       [base, "test"],

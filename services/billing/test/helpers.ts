@@ -33,6 +33,8 @@ export async function createTestContext(
 ): Promise<{
   ctx: AppContext;
   clock: ManualClock;
+  /** The test database, for a second pool (another replica, or the process after a restart). */
+  url: string;
   close(): Promise<void>;
 }> {
   const db = await createTestDatabase("billing");
@@ -43,6 +45,7 @@ export async function createTestContext(
   return {
     ctx: { pool, clock, log: opts.log ?? createLogger("billing-test"), processor },
     clock,
+    url: db.url,
     async close() {
       await pool.end();
       await db.drop();

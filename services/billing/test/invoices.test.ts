@@ -253,7 +253,7 @@ describe("closing months", () => {
            ('e2', 'org-old', 'db-1', 'micro', 'stopped', '2025-01-02T00:00:00Z'),
            ('e3', 'org-new', 'db-2', 'micro', 'running', '2025-02-01T00:00:00Z')`,
       );
-      expect(await migrateBilling(pool, SCHEMA)).toEqual(["0003_invoices.sql"]);
+      expect(await migrateBilling(pool, SCHEMA)).toContain("0003_invoices.sql");
       const { rows } = await pool.query("SELECT organization_id, to_char(next_period, 'YYYY-MM') AS p FROM invoice_schedule ORDER BY 1");
       expect(rows).toEqual([
         { organization_id: "org-new", p: "2025-02" },

@@ -6,6 +6,7 @@ import { authenticate } from "./handlers/authenticate.ts";
 import { createToken } from "./handlers/create-token.ts";
 import { acceptInvitation, cancelInvitation, createInvitation, listInvitations } from "./handlers/invitations.ts";
 import { listMembers, removeMember, transferOwnership, updateMember } from "./handlers/members.ts";
+import { notifyOrganization } from "./handlers/notify-organization.ts";
 import { deleteOrganization, getOrganization, updateOrganization } from "./handlers/organizations.ts";
 import { watchRevocations } from "./handlers/revocations.ts";
 import { signup } from "./handlers/signup.ts";
@@ -30,4 +31,5 @@ export const routes = (ctx: AppContext, opts: { heartbeatMs?: number } = {}) => 
     cancelInvitation: cancelInvitation(ctx),
     acceptInvitation: acceptInvitation(ctx),
     watchRevocations: watchRevocations(ctx, opts.heartbeatMs),
+    notifyOrganization: notifyOrganization(ctx),
   });

@@ -1,4 +1,4 @@
-import type { Invoice, PaymentMethod, UsageLine } from "@dbaas/proto/billing";
+import type { Alert, Invoice, PaymentMethod, UsageLine } from "@dbaas/proto/billing";
 import { created, file, ok, type Reply } from "../../middleware/envelope.ts";
 import { optional, PAGINATION_QUERY, required, type Infer, type QuerySchema } from "../../schema.ts";
 import { iso, pageOf, present } from "../mappers.ts";
@@ -11,6 +11,12 @@ export const addPaymentMethodBody = {
 
 export const updatePaymentMethodBody = {
   default: optional("boolean", "true makes this the default payment method, the one invoices are charged to; the previous default stops being it."),
+};
+
+export const createAlertBody = {
+  threshold: required("number", "Month-to-date total at which the alert fires: more than 0, at most 1,000,000."),
+  currency: required("string", "The catalogue's currency, `USD`."),
+  channels: required("string[]", "How the organization is told, at least one, no repeats: `email` mails every member who may read billing."),
 };
 
 export const listQuery: QuerySchema = PAGINATION_QUERY;
@@ -103,4 +109,19 @@ export async function getInvoicePdf(call: AuthedCall<unknown>): Promise<Reply> {
   // A view of the decoded message's bytes, not a copy.
   const pdf = Buffer.from(res.pdf.buffer, res.pdf.byteOffset, res.pdf.byteLength);
   return file("application/pdf", res.filename, pdf);
+}
+
+function alert(a: Alert) {
+  return { id: a.id, threshold: a.threshold, currency: a.currency, channels: a.channels, created_at: iso(a.createdAt) };
+}
+
+/** 201 with the alert; billing judges the values (and the per-organization cap), its violations naming the public fields. */
+export async function createAlert(call: AuthedCall<Infer<typeof createAlertBody>>): Promise<Reply> {
+  const res = await call.ctx.billing.createAlert({
+    organizationId: call.principal.organizationId,
+    threshold: call.body.threshold,
+    currency: call.body.currency,
+    channels: call.body.channels,
+  });
+  return created(alert(present(res.alert, "alert")));
 }

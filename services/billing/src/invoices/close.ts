@@ -3,7 +3,7 @@ import { CURRENCY, newId, withTransaction } from "@dbaas/kit";
 import type { AppContext } from "../context.ts";
 import { claimScheduledOrganization, insertInvoice, setNextPeriod, type InvoiceLineRecord } from "../db/invoices.ts";
 import { listStatusChangesForPeriod } from "../db/status-events.ts";
-import { monthOf, priceComputeByTier, usageOf, type Usage } from "../usage.ts";
+import { monthOf, periodName, priceComputeByTier, usageOf, type Usage } from "../usage.ts";
 
 const cents = (amount: number) => Math.round(amount * 100);
 
@@ -29,8 +29,6 @@ export function invoiceLines(usage: Usage): InvoiceLineRecord[] {
   }
   return lines;
 }
-
-const periodName = (start: Date) => start.toISOString().slice(0, 7);
 
 /**
  * Closes the organization's months from `from` up to `until` (exclusive),

@@ -1,0 +1,139 @@
+/**
+ * Spending alerts end to end, against the real stack (billing checking alerts
+ * every half second, identity mailing through a real SMTP server process):
+ * this month's usage is recorded at billing directly, as the databases outbox
+ * would have; an alert below the month-to-date total fires once, and every
+ * member who may read billing gets one mail, however often billing checks
+ * again and however far the total climbs after it.
+ */
+import type { Client } from "@connectrpc/connect";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { createInternalClient, operatorSecret } from "@dbaas/kit";
+import { BillingService } from "@dbaas/proto/billing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createApi } from "../support/api.ts";
+import { createTestDatabase, type TestDatabase } from "../support/pg.ts";
+import { invitationToken, startSmtpServer, type ReceivedMail, type SmtpServer } from "../support/smtp.ts";
+import { startStack, type Stack } from "../support/stack.ts";
+
+const CHECK_INTERVAL_MS = 500;
+
+let meta: TestDatabase;
+let smtp: SmtpServer;
+let stack: Stack;
+let billing: Client<typeof BillingService>;
+
+beforeAll(async () => {
+  smtp = await startSmtpServer();
+  meta = await createTestDatabase("e2e_alerts");
+  stack = await startStack({
+    databaseUrl: meta.url,
+    agents: "fsn1",
+    env: { SMTP_URL: smtp.url, ALERT_CHECK_INTERVAL_MS: String(CHECK_INTERVAL_MS) },
+  });
+  // What a support tool next to the stack does: the secret from the data directory, billing on its port.
+  billing = createInternalClient(BillingService, `http://127.0.0.1:${Number(stack.env.PORT) + 3}`, {
+    secret: operatorSecret({ ...process.env, DBAAS_DATA_DIR: stack.dataDir }),
+    caller: "support",
+  });
+}, 240_000);
+
+afterAll(async () => {
+  await stack?.destroy();
+  await smtp?.stop();
+  await meta?.drop();
+});
+
+const PATH = "/v1/billing/alerts";
+const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const HOUR = 3_600_000;
+const PASSWORD = "correct horse battery staple";
+
+/** The current calendar month (UTC): the alert's period. Its first hour must have passed (see recordUsage). */
+const now = new Date();
+const monthStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+const PERIOD = monthStart.toISOString().slice(0, 7);
+const inThisMonth = (hours: number) => timestampFromDate(new Date(monthStart.getTime() + hours * HOUR));
+
+/**
+ * 25 xlarge databases that ran the first hour of this month: 25 × 0.48 =
+ * 12.00 USD month to date, a figure that does not move while the test runs.
+ */
+async function recordUsage(organizationId: string): Promise<void> {
+  const events = Array.from({ length: 25 }, (_, i) => {
+    const databaseId = `db-alr-${organizationId}-${i}`;
+    const event = { organizationId, databaseId, tier: "xlarge" };
+    return [
+      { ...event, eventId: `${databaseId}-up`, status: "running", occurredAt: inThisMonth(0) },
+      { ...event, eventId: `${databaseId}-down`, status: "stopped", occurredAt: inThisMonth(1) },
+    ];
+  }).flat();
+  expect((await billing.recordStatusEvents({ events })).recorded).toBe(50);
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const mailsTo = (email: string): ReceivedMail[] => smtp.mails.filter((m) => m.to.includes(email));
+
+describe("billing alerts, end to end", () => {
+  let owner: ReturnType<typeof createApi>;
+  let ownerEmail: string;
+  let organizationId: string;
+  const members: Record<"admin" | "developer", { email: string }> = { admin: { email: "" }, developer: { email: "" } };
+
+  it("sets up an organization with an admin and a developer, and 12.00 USD of usage this month", async () => {
+    owner = createApi(stack.baseUrl);
+    ownerEmail = (await owner.signup("alr-owner")).email;
+    organizationId = (await owner.get("/v1/organization")).body.data.id;
+    for (const role of ["admin", "developer"] as const) {
+      const email = `alr-${role}-${Date.now()}@example.com`;
+      expect((await owner.post("/v1/organization/members", { email, role })).status).toBe(201);
+      const token = invitationToken(await smtp.waitForMail((m) => m.to.includes(email), 30_000));
+      const accepted = await createApi(stack.baseUrl).post("/v1/invitations/accept", { token, name: role, password: PASSWORD });
+      expect(accepted.status).toBe(201);
+      members[role].email = email;
+    }
+    await recordUsage(organizationId);
+    const usage = await owner.get("/v1/billing/usage");
+    expect(usage.status).toBe(200);
+    expect(usage.body.data).toMatchObject({ total: 12, currency: "USD" });
+  });
+
+  it("an alert below the month-to-date total answers 201 and mails every member who may read billing, once", async () => {
+    const res = await owner.post(PATH, { threshold: 10, currency: "USD", channels: ["email"] });
+    expect(res.status).toBe(201);
+    expect(res.body.data).toEqual({
+      id: expect.stringMatching(/^alr-/),
+      threshold: 10,
+      currency: "USD",
+      channels: ["email"],
+      created_at: expect.stringMatching(ISO),
+    });
+    // An alert the total has not reached: it must not fire.
+    expect((await owner.post(PATH, { threshold: 1000, currency: "USD", channels: ["email"] })).status).toBe(201);
+
+    // Within a few seconds: billing checks every half second, then its outbox and identity's mail outbox relay it.
+    const mail = await smtp.waitForMail((m) => m.to.includes(ownerEmail) && m.subject.startsWith("Spending alert"), 10_000);
+    // Billing knows the organization by id only, so the subject does not name it.
+    expect(mail.subject).toBe(`Spending alert: your organization passed 10.00 USD in ${PERIOD}`);
+    expect(mail.text).toContain("12.00 USD");
+    expect(mail.text).toContain("10.00 USD");
+    expect(mail.text).toContain("/v1/billing/usage");
+    // The admin holds billing:read too; the developer does not.
+    const toAdmin = await smtp.waitForMail((m) => m.to.includes(members.admin.email) && m.subject === mail.subject, 10_000);
+    expect(toAdmin.text).toBe(mail.text);
+  });
+
+  it("billing checking again, and the total climbing further, sends no second mail", async () => {
+    // One more xlarge database, still running: the month-to-date total keeps rising past 12.00.
+    const databaseId = `db-alr-${organizationId}-more`;
+    await billing.recordStatusEvents({
+      events: [{ eventId: `${databaseId}-up`, organizationId, databaseId, tier: "xlarge", status: "running", occurredAt: inThisMonth(1) }],
+    });
+    await sleep(10 * CHECK_INTERVAL_MS);
+    expect((await owner.get("/v1/billing/usage")).body.data.total).toBeGreaterThan(12);
+    const alerts = (email: string) => mailsTo(email).filter((m) => m.subject.startsWith("Spending alert"));
+    expect(alerts(ownerEmail)).toHaveLength(1);
+    expect(alerts(members.admin.email)).toHaveLength(1);
+    expect(alerts(members.developer.email)).toEqual([]);
+  });
+});
