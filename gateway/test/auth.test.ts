@@ -185,6 +185,29 @@ describe("principal cache and identity's revocation feed", () => {
     expect(stubs.state.authenticateCalls).toBe(4);
   });
 
+  it("acknowledges each revocation, numbered as identity sent it, after applying it", async () => {
+    known("tok-f3");
+    await api(gw.url, "/v1/regions", { token: "tok-f3" });
+    const size = gw.ctx.authCache.size;
+    stubs.state.acks.length = 0;
+    stubs.state.cacheSizeAtAck = () => gw.ctx.authCache.size;
+    try {
+      revoke({ organizationId: "org-f", userId: "user-org-f" });
+      revoke({ credentialId: "cred-nobody" });
+      await until("two acknowledgements", () => stubs.state.acks.length === 2);
+      const subscription = stubs.state.acks[0]!.subscriptionId;
+      expect(subscription).toMatch(/^sub-\d+$/);
+      expect(stubs.state.acks.map((a) => [a.subscriptionId, a.seq])).toEqual([
+        [subscription, stubs.state.acks[0]!.seq],
+        [subscription, stubs.state.acks[0]!.seq + 1],
+      ]);
+      // The principal was gone from the cache before identity heard that it was.
+      expect(stubs.state.acks[0]!.cacheSize).toBe(size - 1);
+    } finally {
+      delete stubs.state.cacheSizeAtAck;
+    }
+  });
+
   it("authenticates every request while the feed is down, and caches again once it is back", async () => {
     known("tok-f2");
     await api(gw.url, "/v1/regions", { token: "tok-f2" });

@@ -46,29 +46,30 @@ afterAll(async () => {
 
 const PATH = "/v1/billing/alerts";
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-const HOUR = 3_600_000;
 const PASSWORD = "correct horse battery staple";
 
-/** The current calendar month (UTC): the alert's period. Its first hour must have passed (see recordUsage). */
+/**
+ * The current calendar month (UTC): the alert's period. The usage is put in the six minutes that ended a
+ * minute ago, so only a run in the first seven minutes of a month could not hold it.
+ */
 const now = new Date();
-const monthStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
-const PERIOD = monthStart.toISOString().slice(0, 7);
-const inThisMonth = (hours: number) => timestampFromDate(new Date(monthStart.getTime() + hours * HOUR));
+const PERIOD = now.toISOString().slice(0, 7);
+const minutesAgo = (m: number) => timestampFromDate(new Date(now.getTime() - m * 60_000));
 
 /**
- * 25 xlarge databases that ran the first hour of this month: 25 × 0.48 =
+ * 250 xlarge databases that ran for six minutes: 250 × 0.1 h × 0.48 =
  * 12.00 USD month to date, a figure that does not move while the test runs.
  */
 async function recordUsage(organizationId: string): Promise<void> {
-  const events = Array.from({ length: 25 }, (_, i) => {
+  const events = Array.from({ length: 250 }, (_, i) => {
     const databaseId = `db-alr-${organizationId}-${i}`;
     const event = { organizationId, databaseId, tier: "xlarge" };
     return [
-      { ...event, eventId: `${databaseId}-up`, status: "running", occurredAt: inThisMonth(0) },
-      { ...event, eventId: `${databaseId}-down`, status: "stopped", occurredAt: inThisMonth(1) },
+      { ...event, eventId: `${databaseId}-up`, status: "running", occurredAt: minutesAgo(7) },
+      { ...event, eventId: `${databaseId}-down`, status: "stopped", occurredAt: minutesAgo(1) },
     ];
   }).flat();
-  expect((await billing.recordStatusEvents({ events })).recorded).toBe(50);
+  expect((await billing.recordStatusEvents({ events })).recorded).toBe(500);
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -127,7 +128,7 @@ describe("billing alerts, end to end", () => {
     // One more xlarge database, still running: the month-to-date total keeps rising past 12.00.
     const databaseId = `db-alr-${organizationId}-more`;
     await billing.recordStatusEvents({
-      events: [{ eventId: `${databaseId}-up`, organizationId, databaseId, tier: "xlarge", status: "running", occurredAt: inThisMonth(1) }],
+      events: [{ eventId: `${databaseId}-up`, organizationId, databaseId, tier: "xlarge", status: "running", occurredAt: minutesAgo(1) }],
     });
     await sleep(10 * CHECK_INTERVAL_MS);
     expect((await owner.get("/v1/billing/usage")).body.data.total).toBeGreaterThan(12);

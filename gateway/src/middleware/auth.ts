@@ -127,7 +127,7 @@ export interface RevocationFeed {
  * The cache is live only between the stream's `subscribed` message and its end.
  */
 export function startRevocationFeed(
-  identity: Pick<Client<typeof IdentityService>, "watchRevocations">,
+  identity: Pick<Client<typeof IdentityService>, "watchRevocations" | "ackRevocation">,
   cache: AuthCache,
   log: Logger,
   opts: RevocationFeedOptions = {},
@@ -152,16 +152,23 @@ export function startRevocationFeed(
     };
     try {
       arm();
+      let subscriptionId = "";
       for await (const res of identity.watchRevocations({}, { signal: call.signal })) {
         arm();
         const event = res.event;
         if (event.case === "subscribed") {
+          subscriptionId = event.value.subscriptionId;
           cache.setLive(true);
           backoff = minBackoff;
           outageReported = false;
           log.info("revocation feed subscribed");
         } else if (event.case === "revocation") {
           cache.revoke(event.value);
+          // Identity holds the revoking call until this gateway says the revocation is applied: say so now.
+          // An acknowledgement that does not arrive costs this stream (identity cuts it), never a stale principal.
+          identity.ackRevocation({ subscriptionId, seq: res.seq }, { signal: call.signal, timeoutMs: 5_000 }).catch((err: unknown) => {
+            if (!call.signal.aborted) log.warn("could not acknowledge a revocation", { error: err });
+          });
         }
       }
     } finally {

@@ -73,6 +73,12 @@ export interface StubState {
   watchers: Set<(event: Revocation | "break") => void>;
   /** While true, WatchRevocations is refused with UNAVAILABLE (identity's feed is down). */
   feedDown: boolean;
+  /** Subscriptions handed out so far (they are numbered). */
+  subscriptions: number;
+  /** AckRevocation calls, with what `cacheSizeAtAck` said when each arrived. */
+  acks: Array<{ subscriptionId: string; seq: number; cacheSize: number | undefined }>;
+  /** Set by a test: reads the gateway's cache when an acknowledgement arrives. */
+  cacheSizeAtAck?: () => number;
 }
 
 export interface Stubs {
@@ -165,8 +171,10 @@ function identityRoutes(state: StubState) {
           wake?.();
         };
         state.watchers.add(push);
+        const subscriptionId = `sub-${++state.subscriptions}`;
+        let seq = 0n;
         try {
-          yield { event: { case: "subscribed", value: {} } };
+          yield { event: { case: "subscribed", value: { subscriptionId } } };
           while (!ctx.signal.aborted) {
             if (queue.length === 0) {
               await new Promise<void>((resolve) => {
@@ -176,12 +184,16 @@ function identityRoutes(state: StubState) {
             }
             for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
               if (next === "break") throw new ConnectError("revocation feed interrupted", Code.Unavailable);
-              yield { event: { case: "revocation", value: next } };
+              yield { event: { case: "revocation", value: next }, seq: ++seq };
             }
           }
         } finally {
           state.watchers.delete(push);
         }
+      },
+      async ackRevocation(req) {
+        state.acks.push({ subscriptionId: req.subscriptionId, seq: Number(req.seq), cacheSize: state.cacheSizeAtAck?.() });
+        return {};
       },
     });
 }
@@ -448,6 +460,8 @@ export async function startStubs(secret = SECRET): Promise<Stubs> {
     seen: new Map(),
     watchers: new Set(),
     feedDown: false,
+    subscriptions: 0,
+    acks: [],
   };
   const log = createLogger("stub");
   const servers: RunningServer[] = [];

@@ -22,9 +22,17 @@ export interface Revocation {
 
 type Queryable = Pick<pg.PoolClient, "query">;
 
-export type SubscriptionEvent = Revocation | "idle" | "closed" | "aborted";
+/** A revocation as one subscription numbers it: the subscriber acknowledges `seq` once applied. */
+export interface Numbered {
+  revocation: Revocation;
+  seq: number;
+}
+
+export type SubscriptionEvent = Numbered | "idle" | "closed" | "aborted";
 
 export interface Subscription {
+  /** Names the subscription in acknowledgements. */
+  readonly id: string;
   /**
    * The next revocation; "idle" when none came within `idleMs`, "closed" when
    * the feed broke (the subscriber must assume it missed something), "aborted"
@@ -39,10 +47,14 @@ export interface RevocationHub {
   publish(db: Queryable, revocation: Partial<Revocation>): Promise<string>;
   /**
    * Resolves once this replica's listener has heard the committed revocations
-   * and handed them to its streams (or at once while the feed is down: then
-   * there are no streams to tell). Bounded by a timeout, never rejects.
+   * and every stream it handed them to has acknowledged them (AckRevocation)
+   * — or has been closed for not acknowledging within ACK_WAIT_MS, which makes
+   * its gateway stop trusting its cache. At once while the feed is down: then
+   * there are no streams to tell. Bounded by timeouts, never rejects.
    */
   delivered(ids: string[]): Promise<void>;
+  /** A subscriber has applied every revocation of its subscription up to `seq`. */
+  ack(subscriptionId: string, seq: number): void;
   /** A new subscriber, or undefined while the feed is down. */
   subscribe(): Subscription | undefined;
   readonly live: boolean;
@@ -51,18 +63,55 @@ export interface RevocationHub {
 }
 
 const DELIVERY_WAIT_MS = 2_000;
+/** How long a revoking call waits for a gateway to acknowledge before cutting that gateway's stream. */
+const ACK_WAIT_MS = 1_000;
 const MAX_RECONNECT_DELAY_MS = 5_000;
 const PING_INTERVAL_MS = 10_000;
 const PING_TIMEOUT_MS = 5_000;
 
 class Queue implements Subscription {
-  private items: Array<Revocation | "closed"> = [];
+  readonly id = randomUUID();
+  private items: Array<Numbered | "closed"> = [];
   private wake: (() => void) | undefined;
+  private pushed = 0;
+  private acked = 0;
+  private ended = false;
+  private ackWaiters: Array<{ seq: number; settle: (acked: boolean) => void }> = [];
   constructor(private readonly onClose: (q: Queue) => void) {}
 
-  push(item: Revocation | "closed"): void {
-    this.items.push(item);
+  /** Queues a revocation; returns its number in this subscription. */
+  push(item: Revocation | "closed"): number {
+    if (item === "closed") {
+      this.items.push(item);
+    } else {
+      this.items.push({ revocation: item, seq: ++this.pushed });
+    }
     this.wake?.();
+    return this.pushed;
+  }
+
+  ack(seq: number): void {
+    if (seq <= this.acked) return;
+    this.acked = Math.min(seq, this.pushed);
+    this.ackWaiters = this.ackWaiters.filter((w) => (w.seq <= this.acked ? (w.settle(true), false) : true));
+  }
+
+  /** Whether the subscriber acknowledged `seq` within `timeoutMs` (false once the subscription ended). */
+  acknowledged(seq: number, timeoutMs: number): Promise<boolean> {
+    if (seq <= this.acked) return Promise.resolve(true);
+    if (this.ended) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => settle(false), timeoutMs);
+      timer.unref();
+      const waiter = { seq, settle };
+      this.ackWaiters.push(waiter);
+      const self = this;
+      function settle(acked: boolean) {
+        clearTimeout(timer);
+        self.ackWaiters = self.ackWaiters.filter((w) => w !== waiter);
+        resolve(acked);
+      }
+    });
   }
 
   async next(idleMs: number, signal: AbortSignal): Promise<SubscriptionEvent> {
@@ -86,6 +135,8 @@ class Queue implements Subscription {
   }
 
   close(): void {
+    this.ended = true;
+    for (const w of [...this.ackWaiters]) w.settle(false);
     this.onClose(this);
   }
 }
@@ -107,8 +158,9 @@ export function createRevocationHub(databaseUrl: string, schema: string, log: Lo
   if (!/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error(`invalid schema name "${schema}"`);
   // Channels are per database, not per schema: two deployments sharing a database must not hear each other.
   const channel = `${schema}.revocations`;
-  const subscribers = new Set<Queue>();
-  const waiters = new Map<string, { heard: Promise<void>; release: () => void }>();
+  const subscribers = new Map<string, Queue>();
+  /** Per revocation published here: heard by the listener, and which subscriber got it under which number. */
+  const waiters = new Map<string, { heard: Promise<void>; release: () => void; handed: Array<[Queue, number]> }>();
   let listener: pg.Client | undefined;
   let live = false;
   let closed = false;
@@ -128,7 +180,7 @@ export function createRevocationHub(databaseUrl: string, schema: string, log: Lo
     client?.removeAllListeners();
     client?.on("error", () => {});
     void client?.end().catch(() => {});
-    for (const sub of subscribers) sub.push("closed");
+    for (const sub of subscribers.values()) sub.push("closed");
     subscribers.clear();
     releaseWaiters();
     if (wasLive) log.warn("revocation feed down; streams closed until it is back", { error: reason });
@@ -157,8 +209,12 @@ export function createRevocationHub(databaseUrl: string, schema: string, log: Lo
       if (msg.channel !== channel) return;
       const parsed = parse(msg.payload);
       if (!parsed) return;
-      for (const sub of subscribers) sub.push(parsed.revocation);
-      waiters.get(parsed.id)?.release();
+      const waiter = waiters.get(parsed.id);
+      for (const sub of subscribers.values()) {
+        const seq = sub.push(parsed.revocation);
+        waiter?.handed.push([sub, seq]);
+      }
+      waiter?.release();
     });
     try {
       await client.connect();
@@ -202,6 +258,7 @@ export function createRevocationHub(databaseUrl: string, schema: string, log: Lo
         timer.unref();
         waiters.set(id, {
           heard,
+          handed: [],
           release: () => {
             clearTimeout(timer);
             waiters.delete(id);
@@ -213,12 +270,24 @@ export function createRevocationHub(databaseUrl: string, schema: string, log: Lo
       return id;
     },
     async delivered(ids) {
-      await Promise.all(ids.map((id) => waiters.get(id)?.heard));
+      const pending = ids.map((id) => waiters.get(id)).filter((w) => w !== undefined);
+      await Promise.all(pending.map((w) => w.heard));
+      await Promise.all(
+        pending.flatMap((w) =>
+          w.handed.map(async ([sub, seq]) => {
+            // A gateway that does not confirm in time loses its stream, and with it its trust in its cache.
+            if (!(await sub.acknowledged(seq, ACK_WAIT_MS))) sub.push("closed");
+          }),
+        ),
+      );
+    },
+    ack(subscriptionId, seq) {
+      subscribers.get(subscriptionId)?.ack(seq);
     },
     subscribe() {
       if (!live) return undefined;
-      const q = new Queue((sub) => subscribers.delete(sub));
-      subscribers.add(q);
+      const q = new Queue((sub) => subscribers.delete(sub.id));
+      subscribers.set(q.id, q);
       return q;
     },
     start: connect,
@@ -228,7 +297,7 @@ export function createRevocationHub(databaseUrl: string, schema: string, log: Lo
       const client = listener;
       listener = undefined;
       live = false;
-      for (const sub of subscribers) sub.push("closed");
+      for (const sub of subscribers.values()) sub.push("closed");
       subscribers.clear();
       releaseWaiters();
       client?.removeAllListeners();

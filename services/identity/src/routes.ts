@@ -8,7 +8,7 @@ import { acceptInvitation, cancelInvitation, createInvitation, listInvitations }
 import { listMembers, removeMember, transferOwnership, updateMember } from "./handlers/members.ts";
 import { notifyOrganization } from "./handlers/notify-organization.ts";
 import { deleteOrganization, getOrganization, updateOrganization } from "./handlers/organizations.ts";
-import { watchRevocations } from "./handlers/revocations.ts";
+import { ackRevocation, watchRevocations } from "./handlers/revocations.ts";
 import { signup } from "./handlers/signup.ts";
 
 export const routes = (ctx: AppContext, opts: { heartbeatMs?: number } = {}) => (router: ConnectRouter) =>
@@ -31,5 +31,6 @@ export const routes = (ctx: AppContext, opts: { heartbeatMs?: number } = {}) => 
     cancelInvitation: cancelInvitation(ctx),
     acceptInvitation: acceptInvitation(ctx),
     watchRevocations: watchRevocations(ctx, opts.heartbeatMs),
+    ackRevocation: ackRevocation(ctx),
     notifyOrganization: notifyOrganization(ctx),
   });

@@ -6,6 +6,7 @@ import { createTestDatabase, type TestDatabase } from "@dbaas/test/support/pg";
 import { expect } from "vitest";
 import { roleToProto, type RoleName } from "../src/authz.ts";
 import { readConfig } from "../src/config.ts";
+import type { Revocation } from "../src/revocations.ts";
 import { createContext, MIGRATIONS_DIR, type AppContext, type BillingClient, type DatabasesClient } from "../src/context.ts";
 import type { MailSender, OutgoingMail } from "../src/mail.ts";
 import { routes } from "../src/routes.ts";
@@ -170,4 +171,43 @@ export async function expectError(call: Promise<unknown>, code: Code): Promise<C
 
 export function violations(err: ConnectError): Array<{ field: string; message: string }> {
   return err.findDetails(FieldViolationSchema).map((v) => ({ field: v.field, message: v.message }));
+}
+
+/**
+ * A subscriber of the revocation feed that behaves as a gateway does: it
+ * acknowledges every revocation as it reads it, so revoking calls are not
+ * held up waiting for it.
+ */
+export function watchFeed(h: Pick<Harness, "ctx">) {
+  const sub = h.ctx.revocations.subscribe();
+  if (!sub) throw new Error("the revocation feed is not live");
+  const abort = new AbortController();
+  let seen: Revocation[] = [];
+  let lastEvent = Date.now();
+  let ended = false;
+  void (async () => {
+    for (;;) {
+      const next = await sub.next(50, abort.signal);
+      if (next === "aborted" || next === "closed") break;
+      if (next === "idle") continue;
+      lastEvent = Date.now();
+      seen.push(next.revocation);
+      h.ctx.revocations.ack(sub.id, next.seq);
+    }
+    ended = true;
+  })();
+  return {
+    /** Everything received until the feed has been quiet for 200 ms; later calls return only what came since. */
+    async drain(): Promise<Revocation[]> {
+      while (!ended && Date.now() - lastEvent < 200) await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 200));
+      const out = seen;
+      seen = [];
+      return out;
+    },
+    close() {
+      abort.abort();
+      sub.close();
+    },
+  };
 }

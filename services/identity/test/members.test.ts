@@ -2,8 +2,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import { Role } from "@dbaas/proto/identity";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Revocation, Subscription } from "../src/revocations.ts";
-import { actor, addMember, createHarness, expectError, memberIdOf, PASSWORD, signupUser, violations, type Harness } from "./harness.ts";
+import { actor, addMember, createHarness, expectError, memberIdOf, PASSWORD, signupUser, violations, watchFeed, type Harness } from "./harness.ts";
 
 let h: Harness;
 beforeAll(async () => {
@@ -12,16 +11,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await h?.close();
 });
-
-/** Everything the revocation feed carries until it has been quiet for 200 ms. */
-async function drain(sub: Subscription): Promise<Revocation[]> {
-  const seen: Revocation[] = [];
-  for (;;) {
-    const next = await sub.next(200, new AbortController().signal);
-    if (typeof next === "string") return seen;
-    seen.push(next);
-  }
-}
 
 async function team() {
   const owner = await signupUser(h);
@@ -60,7 +49,7 @@ describe("ListMembers", () => {
 describe("UpdateMember", () => {
   it("changes a role, takes effect on the next Authenticate and tells the revocation feed", async () => {
     const t = await team();
-    const sub = h.ctx.revocations.subscribe()!;
+    const sub = watchFeed(h);
     try {
       const { member } = await h.client.updateMember({
         organizationId: t.org,
@@ -70,7 +59,7 @@ describe("UpdateMember", () => {
       });
       expect(member).toMatchObject({ id: t.dev.memberId, role: Role.VIEWER, user: { id: t.dev.user.id } });
       expect((await h.client.authenticate({ bearer: t.dev.accessToken })).principal!.role).toBe(Role.VIEWER);
-      expect(await drain(sub)).toEqual([{ organizationId: t.org, userId: t.dev.user.id, credentialId: "" }]);
+      expect(await sub.drain()).toEqual([{ organizationId: t.org, userId: t.dev.user.id, credentialId: "" }]);
     } finally {
       sub.close();
     }
@@ -133,13 +122,13 @@ describe("RemoveMember", () => {
   it("ends the member's sessions at once, keeps their API keys, and tells the revocation feed", async () => {
     const t = await team();
     const { secret } = await h.client.createApiKey({ organizationId: t.org, userId: t.admin.user.id, name: "ops" });
-    const sub = h.ctx.revocations.subscribe()!;
+    const sub = watchFeed(h);
     try {
       await h.client.removeMember({ organizationId: t.org, actor: actor(t.owner.user!.id, "owner"), memberId: t.admin.memberId });
       const err = await expectError(h.client.authenticate({ bearer: t.admin.accessToken }), Code.Unauthenticated);
       expect(err.rawMessage).toBe("invalid token");
       expect((await h.client.authenticate({ bearer: secret })).principal!.role).toBe(Role.ADMIN);
-      expect(await drain(sub)).toEqual([{ organizationId: t.org, userId: t.admin.user.id, credentialId: "" }]);
+      expect(await sub.drain()).toEqual([{ organizationId: t.org, userId: t.admin.user.id, credentialId: "" }]);
     } finally {
       sub.close();
     }
@@ -177,7 +166,7 @@ describe("RemoveMember", () => {
 describe("TransferOwnership", () => {
   it("makes the member owner and the old owner admin, with the caller's password", async () => {
     const t = await team();
-    const sub = h.ctx.revocations.subscribe()!;
+    const sub = watchFeed(h);
     try {
       const res = await h.client.transferOwnership({
         organizationId: t.org,
@@ -187,7 +176,7 @@ describe("TransferOwnership", () => {
       });
       expect(res.owner).toMatchObject({ id: t.dev.memberId, role: Role.OWNER, user: { id: t.dev.user.id } });
       expect(res.previousOwner).toMatchObject({ id: t.ownerMemberId, role: Role.ADMIN, user: { id: t.owner.user!.id } });
-      const events = await drain(sub);
+      const events = await sub.drain();
       expect(events.map((e) => e.userId).sort()).toEqual([t.owner.user!.id, t.dev.user.id].sort());
     } finally {
       sub.close();

@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorReasonSchema } from "@dbaas/proto/common";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { actor, addMember, createHarness, expectError, PASSWORD, signupUser, violations, type Harness } from "./harness.ts";
+import { actor, addMember, createHarness, expectError, PASSWORD, signupUser, violations, watchFeed, type Harness } from "./harness.ts";
 
 let h: Harness;
 beforeAll(async () => {
@@ -17,11 +17,11 @@ describe("UpdateOrganization", () => {
     const org = owner.organization!.id;
     const renamed = await h.client.updateOrganization({ organizationId: org, name: "  Renamed  " });
     expect(renamed.organization).toMatchObject({ id: org, name: "Renamed", plan: "free" });
-    const sub = h.ctx.revocations.subscribe()!;
+    const sub = watchFeed(h);
     try {
       const upgraded = await h.client.updateOrganization({ organizationId: org, plan: "enterprise" });
       expect(upgraded.organization).toMatchObject({ name: "Renamed", plan: "enterprise" });
-      expect(await sub.next(1000, new AbortController().signal)).toEqual({ organizationId: org, userId: "", credentialId: "" });
+      expect(await sub.drain()).toEqual([{ organizationId: org, userId: "", credentialId: "" }]);
     } finally {
       sub.close();
     }
@@ -89,6 +89,47 @@ describe("UpdateOrganization to a paid plan", () => {
   });
 });
 
+describe("revocations are acknowledged", () => {
+  it("a revoking call answers only once the subscriber acknowledged the revocation", async () => {
+    const owner = await signupUser(h);
+    const org = owner.organization!.id;
+    const sub = h.ctx.revocations.subscribe()!;
+    try {
+      let answered = false;
+      const call = h.client.updateOrganization({ organizationId: org, plan: "pro" }).then(() => (answered = true));
+      const got = await sub.next(1000, new AbortController().signal);
+      if (typeof got === "string") throw new Error(`expected a revocation, got ${got}`);
+      expect(got.revocation).toEqual({ organizationId: org, userId: "", credentialId: "" });
+      await new Promise((r) => setTimeout(r, 300));
+      expect(answered).toBe(false);
+      const acked = Date.now();
+      h.ctx.revocations.ack(sub.id, got.seq);
+      await call;
+      expect(Date.now() - acked).toBeLessThan(300);
+    } finally {
+      sub.close();
+    }
+  });
+
+  it("cuts off a subscriber that does not acknowledge in time, and the call goes on", async () => {
+    const owner = await signupUser(h);
+    const org = owner.organization!.id;
+    const sub = h.ctx.revocations.subscribe()!;
+    try {
+      const started = Date.now();
+      await h.client.updateOrganization({ organizationId: org, plan: "pro" });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+      expect(Date.now() - started).toBeLessThan(3_000);
+      const signal = new AbortController().signal;
+      expect(await sub.next(100, signal)).toMatchObject({ revocation: { organizationId: org }, seq: 1 });
+      // Its stream ends: its gateway stops trusting its cache and subscribes afresh.
+      expect(await sub.next(100, signal)).toBe("closed");
+    } finally {
+      sub.close();
+    }
+  });
+});
+
 describe("DeleteOrganization", () => {
   it("deletes the organization with every membership, session, key and invitation of it", async () => {
     const owner = await signupUser(h);
@@ -98,10 +139,10 @@ describe("DeleteOrganization", () => {
     const { secret } = await h.client.createApiKey({ organizationId: org, userId: owner.user!.id, name: "k" });
     await h.client.createInvitation({ organizationId: org, actor: as, email: "later@example.com", role: "viewer" });
 
-    const sub = h.ctx.revocations.subscribe()!;
+    const sub = watchFeed(h);
     try {
       await h.client.deleteOrganization({ organizationId: org, actor: as });
-      expect(await sub.next(1000, new AbortController().signal)).toEqual({ organizationId: org, userId: "", credentialId: "" });
+      expect(await sub.drain()).toEqual([{ organizationId: org, userId: "", credentialId: "" }]);
     } finally {
       sub.close();
     }

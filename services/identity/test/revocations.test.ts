@@ -44,7 +44,10 @@ afterAll(async () => {
   await db?.drop();
 });
 
-/** Reads a stream in the background; `take` waits for the next event that is not a heartbeat. */
+/**
+ * Reads a stream in the background, acknowledging every revocation as a
+ * gateway does (over AckRevocation); `next` waits for the next event of a kind.
+ */
 function watch(client: ReturnType<typeof createInternalClient<typeof IdentityService>>) {
   const abort = new AbortController();
   const events: WatchRevocationsResponse["event"][] = [];
@@ -52,7 +55,10 @@ function watch(client: ReturnType<typeof createInternalClient<typeof IdentitySer
   let wake: (() => void) | undefined;
   void (async () => {
     try {
+      let subscriptionId = "";
       for await (const res of client.watchRevocations({}, { signal: abort.signal })) {
+        if (res.event.case === "subscribed") subscriptionId = res.event.value.subscriptionId;
+        if (res.event.case === "revocation") await client.ackRevocation({ subscriptionId, seq: res.seq });
         events.push(res.event);
         wake?.();
       }

@@ -1,8 +1,11 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import {
+  AckRevocationResponseSchema,
   RevocationSchema,
   WatchRevocationsResponseSchema,
+  type AckRevocationRequest,
+  type AckRevocationResponse,
   type WatchRevocationsRequest,
   type WatchRevocationsResponse,
 } from "@dbaas/proto/identity";
@@ -16,7 +19,7 @@ export function watchRevocations(ctx: AppContext, heartbeatMs = HEARTBEAT_MS) {
     const sub = ctx.revocations.subscribe();
     if (!sub) throw new ConnectError("revocation feed is not available yet", Code.Unavailable);
     try {
-      yield create(WatchRevocationsResponseSchema, { event: { case: "subscribed", value: {} } });
+      yield create(WatchRevocationsResponseSchema, { event: { case: "subscribed", value: { subscriptionId: sub.id } } });
       for (;;) {
         const next = await sub.next(heartbeatMs, call.signal);
         if (next === "aborted") return;
@@ -26,11 +29,19 @@ export function watchRevocations(ctx: AppContext, heartbeatMs = HEARTBEAT_MS) {
           WatchRevocationsResponseSchema,
           next === "idle"
             ? { event: { case: "heartbeat", value: {} } }
-            : { event: { case: "revocation", value: create(RevocationSchema, next) } },
+            : { event: { case: "revocation", value: create(RevocationSchema, next.revocation) }, seq: BigInt(next.seq) },
         );
       }
     } finally {
       sub.close();
     }
+  };
+}
+
+/** The subscriber has applied its subscription's revocations up to `seq`: the revoking calls waiting on it go on. */
+export function ackRevocation(ctx: AppContext) {
+  return async (req: AckRevocationRequest): Promise<AckRevocationResponse> => {
+    ctx.revocations.ack(req.subscriptionId, Number(req.seq));
+    return create(AckRevocationResponseSchema, {});
   };
 }
