@@ -13,7 +13,7 @@ import { startAlerting } from "../src/background.ts";
 import type { AppContext } from "../src/context.ts";
 import { MAX_ALERTS_PER_ORGANIZATION } from "../src/handlers/create-alert.ts";
 import { routes } from "../src/routes.ts";
-import { createTestContext, SCHEMA, statusEvent as ev, violationsOf, type ManualClock } from "./helpers.ts";
+import { createTestContext, type ManualClock, rejection, SCHEMA, statusEvent as ev, violationsOf } from "./helpers.ts";
 
 const SECRET = "billing-alerts-test-secret";
 const RECIPIENTS = 3;
@@ -98,15 +98,6 @@ async function runSmall(org: string, since: string): Promise<void> {
 
 async function alert(org: string, threshold: number) {
   return (await client.createAlert({ organizationId: org, threshold, currency: "USD", channels: ["email"] })).alert!;
-}
-
-async function rejection(p: Promise<unknown>): Promise<ConnectError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err, "call should have failed").toBeDefined();
-  return ConnectError.from(err);
 }
 
 async function notificationRow(notificationId: string) {

@@ -1,9 +1,9 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
+import { Code, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { BillingService, type GetUsageResponse } from "@dbaas/proto/billing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { routes } from "../src/routes.ts";
-import { createTestContext, statusEvent as ev, violationsOf, type ManualClock } from "./helpers.ts";
+import { createTestContext, type ManualClock, rejection, statusEvent as ev, violationsOf } from "./helpers.ts";
 
 // "Now" for most tests: the month-to-date period is 2025-03-01 .. 2025-03-20T12:00Z.
 const NOW = "2025-03-20T12:00:00Z";
@@ -26,15 +26,6 @@ afterAll(async () => {
 
 async function usage(organizationId: string): Promise<GetUsageResponse> {
   return await client.getUsage({ organizationId });
-}
-
-async function rejection(p: Promise<unknown>): Promise<ConnectError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err, "call should have failed").toBeDefined();
-  return ConnectError.from(err);
 }
 
 describe("RecordStatusEvents", () => {

@@ -1,6 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ConnectError } from "@connectrpc/connect";
+import { expect } from "vitest";
 import { createLogger, createPool, type Clock, type Logger } from "@dbaas/kit";
 import { FieldViolationSchema } from "@dbaas/proto/common";
 import { StatusEventSchema, type StatusEvent } from "@dbaas/proto/billing";
@@ -79,4 +80,14 @@ export function violationsOf(err: unknown): { field: string; message: string }[]
   return ConnectError.from(err)
     .findDetails(FieldViolationSchema)
     .map((v) => ({ field: v.field, message: v.message }));
+}
+
+/** The error a call failed with; fails the test when the call succeeded. */
+export async function rejection(p: Promise<unknown>): Promise<ConnectError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err, "call should have failed").toBeDefined();
+  return ConnectError.from(err);
 }

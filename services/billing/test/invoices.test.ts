@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
+import { Code, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { createPool, migrate } from "@dbaas/kit";
 import { BillingService, type Invoice, type StatusEvent } from "@dbaas/proto/billing";
 import { captureLog } from "@dbaas/test/support/log";
@@ -16,7 +16,7 @@ import { closeEndedPeriods } from "../src/invoices/close.ts";
 import { ProcessorError, type ChargeRequest, type ChargeResult } from "../src/processor/processor.ts";
 import { createTestProcessor } from "../src/processor/test-processor.ts";
 import { routes } from "../src/routes.ts";
-import { createTestContext, SCHEMA, statusEvent as ev, violationsOf, type ManualClock } from "./helpers.ts";
+import { createTestContext, type ManualClock, rejection, SCHEMA, statusEvent as ev, violationsOf } from "./helpers.ts";
 import { checkPdf } from "./pdf-check.ts";
 
 let env: Awaited<ReturnType<typeof createTestContext>>;
@@ -99,15 +99,6 @@ async function attempts(invoiceId: string) {
 }
 
 const iso = (ts: Invoice["issuedAt"]) => (ts ? timestampDate(ts).toISOString() : undefined);
-
-async function rejection(p: Promise<unknown>): Promise<ConnectError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err, "call should have failed").toBeDefined();
-  return ConnectError.from(err);
-}
 
 /** Some March usage: 7.5 h small = 0.45. */
 async function marchUsage(org: string): Promise<void> {

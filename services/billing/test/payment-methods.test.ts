@@ -1,10 +1,10 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
+import { Code, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { BillingService, type PaymentMethod } from "@dbaas/proto/billing";
 import { captureLog } from "@dbaas/test/support/log";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { routes } from "../src/routes.ts";
-import { createTestContext, SCHEMA, violationsOf, type ManualClock } from "./helpers.ts";
+import { createTestContext, type ManualClock, rejection, SCHEMA, violationsOf } from "./helpers.ts";
 
 const NOW = "2025-03-20T12:00:00Z";
 
@@ -24,15 +24,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await env.close();
 });
-
-async function rejection(p: Promise<unknown>): Promise<ConnectError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err, "call should have failed").toBeDefined();
-  return ConnectError.from(err);
-}
 
 async function add(organizationId: string, token = "tok_visa"): Promise<PaymentMethod> {
   const { paymentMethod } = await client.addPaymentMethod({ organizationId, type: "card", token });

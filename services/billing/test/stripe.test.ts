@@ -1,6 +1,6 @@
 import { createServer } from "node:net";
 import type { AddressInfo } from "node:net";
-import { Code, ConnectError, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
+import { Code, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { BillingService } from "@dbaas/proto/billing";
 import { captureLog } from "@dbaas/test/support/log";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -10,7 +10,7 @@ import { ProcessorError, type ChargeRequest, type PaymentProcessor } from "../sr
 import { createStripeProcessor } from "../src/processor/stripe.ts";
 import { routes } from "../src/routes.ts";
 import { startFakeStripe, type FakeStripe } from "./fake-stripe.ts";
-import { createTestContext, statusEvent as ev, violationsOf } from "./helpers.ts";
+import { createTestContext, rejection, statusEvent as ev, violationsOf } from "./helpers.ts";
 
 const KEY = "sk_test_contract_51Hx9q2eZvKYlo2C";
 
@@ -399,15 +399,6 @@ describe("AddPaymentMethod through the Stripe adapter", () => {
   afterAll(async () => {
     await env?.close();
   });
-
-  async function rejection(p: Promise<unknown>): Promise<ConnectError> {
-    const err = await p.then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(err, "call should have failed").toBeDefined();
-    return ConnectError.from(err);
-  }
 
   const customerCreations = () => stripe.requests.filter((r) => r.path === "/v1/customers").length;
 
