@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
 import nodemailer from "nodemailer";
 import type pg from "pg";
-import { randomToken, type Clock, type Logger } from "@dbaas/kit";
+import { randomToken, withClient, type Clock, type Logger } from "@dbaas/kit";
 
 /**
  * Outgoing mail through a transactional outbox: `enqueueMail` writes the mail
@@ -206,10 +206,10 @@ export function createMailRelay(opts: MailRelayOptions): MailRelay {
     }
   };
 
-  const runOnce = async (): Promise<number> => {
-    const client = await pool.connect();
-    let sent = 0;
-    try {
+  // The client is held across SMTP sends: withClient keeps a connection lost meanwhile from crashing the process.
+  const runOnce = (): Promise<number> =>
+    withClient(pool, async (client) => {
+      let sent = 0;
       for (let i = 0; i < batch; i++) {
         const outcome = await sendOne(client);
         if (outcome === "none") break;
@@ -217,11 +217,8 @@ export function createMailRelay(opts: MailRelayOptions): MailRelay {
       }
       // Sent mails are kept a while (what went out, when, after how many attempts), not for ever.
       await client.query("DELETE FROM mail_outbox WHERE sent_at < $1", [new Date(clock.now().getTime() - SENT_RETENTION_MS)]);
-    } finally {
-      client.release();
-    }
-    return sent;
-  };
+      return sent;
+    });
 
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;

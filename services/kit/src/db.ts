@@ -65,17 +65,45 @@ export async function migrate(pool: pg.Pool, schema: string, dir: string): Promi
 }
 
 /** Runs `fn` in a transaction on one client; rolls back on any error. */
-export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+/**
+ * Runs `fn` with a client of the pool. A connection lost while checked out (a
+ * killed backend, a network cut during a slow call made inside `fn`) emits
+ * 'error' on the client, which would crash the process without a listener:
+ * here `fn`'s own queries fail instead, and a lost client — or one `fn`
+ * marked with `discard` — is destroyed rather than returned to the pool.
+ */
+export async function withClient<T>(
+  pool: pg.Pool,
+  fn: (client: pg.PoolClient, discard: () => void) => Promise<T>,
+): Promise<T> {
   const client = await pool.connect();
+  let lost: Error | undefined;
+  const onError = (err: Error) => {
+    lost = err;
+  };
+  client.on("error", onError);
+  let discarded = false;
   try {
-    await client.query("BEGIN");
-    const result = await fn(client);
-    await client.query("COMMIT");
-    return result;
-  } catch (err) {
-    await client.query("ROLLBACK").catch(() => {});
-    throw err;
+    return await fn(client, () => {
+      discarded = true;
+    });
   } finally {
-    client.release();
+    client.removeListener("error", onError);
+    client.release(lost ?? discarded);
   }
+}
+
+export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  return await withClient(pool, async (client, discard) => {
+    try {
+      await client.query("BEGIN");
+      const result = await fn(client);
+      await client.query("COMMIT");
+      return result;
+    } catch (err) {
+      // A client whose transaction cannot be rolled back is not handed to anyone else.
+      await client.query("ROLLBACK").catch(discard);
+      throw err;
+    }
+  });
 }

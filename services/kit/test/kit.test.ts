@@ -17,6 +17,7 @@ import {
   randomToken,
   requireEnv,
   verifyInternalToken,
+  withTransaction,
 } from "../src/index.ts";
 
 describe("internal credentials", () => {
@@ -95,6 +96,26 @@ describe("migrate", () => {
       expect((await pool.query("SELECT count(*)::int AS n FROM things")).rows[0].n).toBe(1);
     } finally {
       await pool.end();
+    }
+  });
+
+  it("survives the connection of a transaction dying mid-way: that call fails, the process and the pool go on", async () => {
+    const pool = createPool(db.url, "svc_tx");
+    const admin = createPool(db.url, "svc_tx");
+    try {
+      const err = await withTransaction(pool, async (client) => {
+        const { rows } = await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
+        await admin.query("SELECT pg_terminate_backend($1)", [rows[0]!.pid]);
+        // What a slow call to another service looks like: the connection dies while nothing is asked of it.
+        await new Promise((r) => setTimeout(r, 200));
+        await client.query("SELECT 1");
+      }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(Error);
+      // The dead client was not handed back: the next transaction gets a working connection.
+      expect(await withTransaction(pool, async (client) => (await client.query("SELECT 41 + 1 AS n")).rows[0].n)).toBe(42);
+    } finally {
+      await pool.end();
+      await admin.end();
     }
   });
 
