@@ -5,6 +5,14 @@ import type { AppContext } from "./context.ts";
 import { chargeDueInvoices } from "./invoices/charge.ts";
 import { closeEndedPeriods } from "./invoices/close.ts";
 
+/** Runs `run` at once, then every `intervalMs` after it finished, until `signal` aborts. */
+async function repeat(signal: AbortSignal, intervalMs: number, run: () => Promise<void>): Promise<void> {
+  while (!signal.aborted) {
+    await run();
+    await sleep(intervalMs, undefined, { signal }).catch(() => {});
+  }
+}
+
 /**
  * The invoicing loop until `signal` aborts: at once, then every `intervalMs`,
  * closes the months that have ended by the context's clock, then charges what
@@ -14,19 +22,15 @@ import { closeEndedPeriods } from "./invoices/close.ts";
  * stored.
  */
 export function startInvoicing(ctx: AppContext, signal: AbortSignal, intervalMs: number): Promise<void> {
-  const pause = () => sleep(intervalMs, undefined, { signal }).catch(() => {});
-  return (async () => {
-    while (!signal.aborted) {
-      try {
-        const issued = await closeEndedPeriods(ctx, signal);
-        if (issued > 0) ctx.log.info("months closed", { invoices_issued: issued });
-        await chargeDueInvoices(ctx, signal);
-      } catch (err) {
-        ctx.log.warn("invoicing run failed; will retry", { error: err });
-      }
-      await pause();
+  return repeat(signal, intervalMs, async () => {
+    try {
+      const issued = await closeEndedPeriods(ctx, signal);
+      if (issued > 0) ctx.log.info("months closed", { invoices_issued: issued });
+      await chargeDueInvoices(ctx, signal);
+    } catch (err) {
+      ctx.log.warn("invoicing run failed; will retry", { error: err });
     }
-  })();
+  });
 }
 
 /**
@@ -44,21 +48,17 @@ export function startAlerting(ctx: AppContext, signal: AbortSignal, intervalMs: 
     ctx.log.warn("IDENTITY_URL is not set: billing alerts are stored but neither checked nor delivered");
     return Promise.resolve();
   }
-  const pause = () => sleep(intervalMs, undefined, { signal }).catch(() => {});
-  return (async () => {
-    while (!signal.aborted) {
-      try {
-        const fired = await checkAlerts(ctx, signal);
-        if (fired > 0) ctx.log.info("alerts fired", { count: fired });
-      } catch (err) {
-        ctx.log.warn("alert check failed; will retry", { error: err });
-      }
-      try {
-        await relayAlertNotifications(ctx, identity, signal);
-      } catch (err) {
-        ctx.log.warn("relaying alert notices failed; will retry", { error: err });
-      }
-      await pause();
+  return repeat(signal, intervalMs, async () => {
+    try {
+      const fired = await checkAlerts(ctx, signal);
+      if (fired > 0) ctx.log.info("alerts fired", { count: fired });
+    } catch (err) {
+      ctx.log.warn("alert check failed; will retry", { error: err });
     }
-  })();
+    try {
+      await relayAlertNotifications(ctx, identity, signal);
+    } catch (err) {
+      ctx.log.warn("relaying alert notices failed; will retry", { error: err });
+    }
+  });
 }
