@@ -63,6 +63,8 @@ export interface RevocationHub {
 }
 
 const DELIVERY_WAIT_MS = 2_000;
+/** How long an entry of a revocation whose call never asked after it (rolled back) is kept. */
+const FORGET_AFTER_MS = 30_000;
 /** How long a revoking call waits for a gateway to acknowledge before cutting that gateway's stream. */
 const ACK_WAIT_MS = 1_000;
 const MAX_RECONNECT_DELAY_MS = 5_000;
@@ -168,7 +170,7 @@ export function createRevocationHub(databaseUrl: string, schema: string, log: Lo
   let reconnectTimer: NodeJS.Timeout | undefined;
 
   const releaseWaiters = () => {
-    for (const waiter of [...waiters.values()]) waiter.release();
+    for (const waiter of waiters.values()) waiter.release();
   };
 
   const goDown = (reason: unknown) => {
@@ -251,17 +253,21 @@ export function createRevocationHub(databaseUrl: string, schema: string, log: Lo
       });
       // Registered before commit: the listener may hear it before the committing call returns.
       // A rolled-back transaction's entry is dropped by the timer.
+      // Heard or not, the entry stays until `delivered` takes it (the listener may hear the
+      // notification before the committing call asks), or, for a rolled-back transaction
+      // whose call never asks, until FORGET_AFTER_MS.
       if (live) {
         let release!: () => void;
         const heard = new Promise<void>((resolve) => (release = resolve));
-        const timer = setTimeout(() => waiters.get(id)?.release(), DELIVERY_WAIT_MS);
+        const timer = setTimeout(release, DELIVERY_WAIT_MS);
         timer.unref();
+        const forget = setTimeout(() => waiters.delete(id), FORGET_AFTER_MS);
+        forget.unref();
         waiters.set(id, {
           heard,
           handed: [],
           release: () => {
             clearTimeout(timer);
-            waiters.delete(id);
             release();
           },
         });
@@ -271,6 +277,7 @@ export function createRevocationHub(databaseUrl: string, schema: string, log: Lo
     },
     async delivered(ids) {
       const pending = ids.map((id) => waiters.get(id)).filter((w) => w !== undefined);
+      for (const id of ids) waiters.delete(id);
       await Promise.all(pending.map((w) => w.heard));
       await Promise.all(
         pending.flatMap((w) =>
