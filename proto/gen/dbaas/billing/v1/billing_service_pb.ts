@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dbaas/billing/v1/billing_service.proto.
  */
 export const file_dbaas_billing_v1_billing_service: GenFile = /*@__PURE__*/
-  fileDesc("CiZkYmFhcy9iaWxsaW5nL3YxL2JpbGxpbmdfc2VydmljZS5wcm90bxIQZGJhYXMuYmlsbGluZy52MSKcAQoLU3RhdHVzRXZlbnQSEAoIZXZlbnRfaWQYASABKAkSFwoPb3JnYW5pemF0aW9uX2lkGAIgASgJEhMKC2RhdGFiYXNlX2lkGAMgASgJEgwKBHRpZXIYBCABKAkSDgoGc3RhdHVzGAUgASgJEi8KC29jY3VycmVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJKChlSZWNvcmRTdGF0dXNFdmVudHNSZXF1ZXN0Ei0KBmV2ZW50cxgBIAMoCzIdLmRiYWFzLmJpbGxpbmcudjEuU3RhdHVzRXZlbnQiLgoaUmVjb3JkU3RhdHVzRXZlbnRzUmVzcG9uc2USEAoIcmVjb3JkZWQYASABKAUiKgoPR2V0VXNhZ2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSItCglVc2FnZUxpbmUSEAoIcXVhbnRpdHkYASABKAESDgoGYW1vdW50GAIgASgBIuUCChBHZXRVc2FnZVJlc3BvbnNlEjAKDHBlcmlvZF9zdGFydBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcGVyaW9kX2VuZBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoNY29tcHV0ZV9ob3VycxgDIAEoCzIbLmRiYWFzLmJpbGxpbmcudjEuVXNhZ2VMaW5lEi8KCnN0b3JhZ2VfZ2IYBCABKAsyGy5kYmFhcy5iaWxsaW5nLnYxLlVzYWdlTGluZRI1ChBkYXRhX3RyYW5zZmVyX2diGAUgASgLMhsuZGJhYXMuYmlsbGluZy52MS5Vc2FnZUxpbmUSMgoNcmVwbGljYV9ob3VycxgGIAEoCzIbLmRiYWFzLmJpbGxpbmcudjEuVXNhZ2VMaW5lEg0KBXRvdGFsGAcgASgBEhAKCGN1cnJlbmN5GAggASgJIskBCg1QYXltZW50TWV0aG9kEgoKAmlkGAEgASgJEhcKD29yZ2FuaXphdGlvbl9pZBgCIAEoCRIMCgR0eXBlGAMgASgJEg0KBWJyYW5kGAQgASgJEg0KBWxhc3Q0GAUgASgJEhEKCWV4cF9tb250aBgGIAEoBRIQCghleHBfeWVhchgHIAEoBRISCgppc19kZWZhdWx0GAggASgIEi4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk8KF0FkZFBheW1lbnRNZXRob2RSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIMCgR0eXBlGAIgASgJEg0KBXRva2VuGAMgASgJIlMKGEFkZFBheW1lbnRNZXRob2RSZXNwb25zZRI3Cg5wYXltZW50X21ldGhvZBgBIAEoCzIfLmRiYWFzLmJpbGxpbmcudjEuUGF5bWVudE1ldGhvZCI0ChlMaXN0UGF5bWVudE1ldGhvZHNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSJWChpMaXN0UGF5bWVudE1ldGhvZHNSZXNwb25zZRI4Cg9wYXltZW50X21ldGhvZHMYASADKAsyHy5kYmFhcy5iaWxsaW5nLnYxLlBheW1lbnRNZXRob2QiaQoaVXBkYXRlUGF5bWVudE1ldGhvZFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJEhcKCmlzX2RlZmF1bHQYAyABKAhIAIgBAUINCgtfaXNfZGVmYXVsdCJWChtVcGRhdGVQYXltZW50TWV0aG9kUmVzcG9uc2USNwoOcGF5bWVudF9tZXRob2QYASABKAsyHy5kYmFhcy5iaWxsaW5nLnYxLlBheW1lbnRNZXRob2QiLQoSR2V0U3RhbmRpbmdSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSJXChNHZXRTdGFuZGluZ1Jlc3BvbnNlEiIKGmhhc19kZWZhdWx0X3BheW1lbnRfbWV0aG9kGAEgASgIEhwKFGhhc19wYXN0X2R1ZV9pbnZvaWNlGAIgASgIIlIKC0ludm9pY2VMaW5lEhMKC2Rlc2NyaXB0aW9uGAEgASgJEhAKCHF1YW50aXR5GAIgASgBEgwKBHVuaXQYAyABKAkSDgoGYW1vdW50GAQgASgBIqYCCgdJbnZvaWNlEgoKAmlkGAEgASgJEhcKD29yZ2FuaXphdGlvbl9pZBgCIAEoCRIOCgZwZXJpb2QYAyABKAkSDgoGYW1vdW50GAQgASgBEhAKCGN1cnJlbmN5GAUgASgJEg4KBnN0YXR1cxgGIAEoCRItCglpc3N1ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEioKBmR1ZV9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKwoHcGFpZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoFbGluZXMYCiADKAsyHS5kYmFhcy5iaWxsaW5nLnYxLkludm9pY2VMaW5lIi4KE0xpc3RJbnZvaWNlc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIkMKFExpc3RJbnZvaWNlc1Jlc3BvbnNlEisKCGludm9pY2VzGAEgAygLMhkuZGJhYXMuYmlsbGluZy52MS5JbnZvaWNlIjsKFEdldEludm9pY2VQZGZSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSI2ChVHZXRJbnZvaWNlUGRmUmVzcG9uc2USCwoDcGRmGAEgASgMEhAKCGZpbGVuYW1lGAIgASgJIpMBCgVBbGVydBIKCgJpZBgBIAEoCRIXCg9vcmdhbml6YXRpb25faWQYAiABKAkSEQoJdGhyZXNob2xkGAMgASgBEhAKCGN1cnJlbmN5GAQgASgJEhAKCGNoYW5uZWxzGAUgAygJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImQKEkNyZWF0ZUFsZXJ0UmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEQoJdGhyZXNob2xkGAIgASgBEhAKCGN1cnJlbmN5GAMgASgJEhAKCGNoYW5uZWxzGAQgAygJIj0KE0NyZWF0ZUFsZXJ0UmVzcG9uc2USJgoFYWxlcnQYASABKAsyFy5kYmFhcy5iaWxsaW5nLnYxLkFsZXJ0Mp0HCg5CaWxsaW5nU2VydmljZRJvChJSZWNvcmRTdGF0dXNFdmVudHMSKy5kYmFhcy5iaWxsaW5nLnYxLlJlY29yZFN0YXR1c0V2ZW50c1JlcXVlc3QaLC5kYmFhcy5iaWxsaW5nLnYxLlJlY29yZFN0YXR1c0V2ZW50c1Jlc3BvbnNlElEKCEdldFVzYWdlEiEuZGJhYXMuYmlsbGluZy52MS5HZXRVc2FnZVJlcXVlc3QaIi5kYmFhcy5iaWxsaW5nLnYxLkdldFVzYWdlUmVzcG9uc2USaQoQQWRkUGF5bWVudE1ldGhvZBIpLmRiYWFzLmJpbGxpbmcudjEuQWRkUGF5bWVudE1ldGhvZFJlcXVlc3QaKi5kYmFhcy5iaWxsaW5nLnYxLkFkZFBheW1lbnRNZXRob2RSZXNwb25zZRJvChJMaXN0UGF5bWVudE1ldGhvZHMSKy5kYmFhcy5iaWxsaW5nLnYxLkxpc3RQYXltZW50TWV0aG9kc1JlcXVlc3QaLC5kYmFhcy5iaWxsaW5nLnYxLkxpc3RQYXltZW50TWV0aG9kc1Jlc3BvbnNlEnIKE1VwZGF0ZVBheW1lbnRNZXRob2QSLC5kYmFhcy5iaWxsaW5nLnYxLlVwZGF0ZVBheW1lbnRNZXRob2RSZXF1ZXN0Gi0uZGJhYXMuYmlsbGluZy52MS5VcGRhdGVQYXltZW50TWV0aG9kUmVzcG9uc2USWgoLR2V0U3RhbmRpbmcSJC5kYmFhcy5iaWxsaW5nLnYxLkdldFN0YW5kaW5nUmVxdWVzdBolLmRiYWFzLmJpbGxpbmcudjEuR2V0U3RhbmRpbmdSZXNwb25zZRJdCgxMaXN0SW52b2ljZXMSJS5kYmFhcy5iaWxsaW5nLnYxLkxpc3RJbnZvaWNlc1JlcXVlc3QaJi5kYmFhcy5iaWxsaW5nLnYxLkxpc3RJbnZvaWNlc1Jlc3BvbnNlEmAKDUdldEludm9pY2VQZGYSJi5kYmFhcy5iaWxsaW5nLnYxLkdldEludm9pY2VQZGZSZXF1ZXN0GicuZGJhYXMuYmlsbGluZy52MS5HZXRJbnZvaWNlUGRmUmVzcG9uc2USWgoLQ3JlYXRlQWxlcnQSJC5kYmFhcy5iaWxsaW5nLnYxLkNyZWF0ZUFsZXJ0UmVxdWVzdBolLmRiYWFzLmJpbGxpbmcudjEuQ3JlYXRlQWxlcnRSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("CiZkYmFhcy9iaWxsaW5nL3YxL2JpbGxpbmdfc2VydmljZS5wcm90bxIQZGJhYXMuYmlsbGluZy52MSKcAQoLU3RhdHVzRXZlbnQSEAoIZXZlbnRfaWQYASABKAkSFwoPb3JnYW5pemF0aW9uX2lkGAIgASgJEhMKC2RhdGFiYXNlX2lkGAMgASgJEgwKBHRpZXIYBCABKAkSDgoGc3RhdHVzGAUgASgJEi8KC29jY3VycmVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJKChlSZWNvcmRTdGF0dXNFdmVudHNSZXF1ZXN0Ei0KBmV2ZW50cxgBIAMoCzIdLmRiYWFzLmJpbGxpbmcudjEuU3RhdHVzRXZlbnQiLgoaUmVjb3JkU3RhdHVzRXZlbnRzUmVzcG9uc2USEAoIcmVjb3JkZWQYASABKAUiKgoPR2V0VXNhZ2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSItCglVc2FnZUxpbmUSEAoIcXVhbnRpdHkYASABKAESDgoGYW1vdW50GAIgASgBIuUCChBHZXRVc2FnZVJlc3BvbnNlEjAKDHBlcmlvZF9zdGFydBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcGVyaW9kX2VuZBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoNY29tcHV0ZV9ob3VycxgDIAEoCzIbLmRiYWFzLmJpbGxpbmcudjEuVXNhZ2VMaW5lEi8KCnN0b3JhZ2VfZ2IYBCABKAsyGy5kYmFhcy5iaWxsaW5nLnYxLlVzYWdlTGluZRI1ChBkYXRhX3RyYW5zZmVyX2diGAUgASgLMhsuZGJhYXMuYmlsbGluZy52MS5Vc2FnZUxpbmUSMgoNcmVwbGljYV9ob3VycxgGIAEoCzIbLmRiYWFzLmJpbGxpbmcudjEuVXNhZ2VMaW5lEg0KBXRvdGFsGAcgASgBEhAKCGN1cnJlbmN5GAggASgJIskBCg1QYXltZW50TWV0aG9kEgoKAmlkGAEgASgJEhcKD29yZ2FuaXphdGlvbl9pZBgCIAEoCRIMCgR0eXBlGAMgASgJEg0KBWJyYW5kGAQgASgJEg0KBWxhc3Q0GAUgASgJEhEKCWV4cF9tb250aBgGIAEoBRIQCghleHBfeWVhchgHIAEoBRISCgppc19kZWZhdWx0GAggASgIEi4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk8KF0FkZFBheW1lbnRNZXRob2RSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIMCgR0eXBlGAIgASgJEg0KBXRva2VuGAMgASgJIlMKGEFkZFBheW1lbnRNZXRob2RSZXNwb25zZRI3Cg5wYXltZW50X21ldGhvZBgBIAEoCzIfLmRiYWFzLmJpbGxpbmcudjEuUGF5bWVudE1ldGhvZCI0ChlMaXN0UGF5bWVudE1ldGhvZHNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSJWChpMaXN0UGF5bWVudE1ldGhvZHNSZXNwb25zZRI4Cg9wYXltZW50X21ldGhvZHMYASADKAsyHy5kYmFhcy5iaWxsaW5nLnYxLlBheW1lbnRNZXRob2QiaQoaVXBkYXRlUGF5bWVudE1ldGhvZFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJEhcKCmlzX2RlZmF1bHQYAyABKAhIAIgBAUINCgtfaXNfZGVmYXVsdCJWChtVcGRhdGVQYXltZW50TWV0aG9kUmVzcG9uc2USNwoOcGF5bWVudF9tZXRob2QYASABKAsyHy5kYmFhcy5iaWxsaW5nLnYxLlBheW1lbnRNZXRob2QiLQoSR2V0U3RhbmRpbmdSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSJXChNHZXRTdGFuZGluZ1Jlc3BvbnNlEiIKGmhhc19kZWZhdWx0X3BheW1lbnRfbWV0aG9kGAEgASgIEhwKFGhhc19wYXN0X2R1ZV9pbnZvaWNlGAIgASgIIlIKC0ludm9pY2VMaW5lEhMKC2Rlc2NyaXB0aW9uGAEgASgJEhAKCHF1YW50aXR5GAIgASgBEgwKBHVuaXQYAyABKAkSDgoGYW1vdW50GAQgASgBIqYCCgdJbnZvaWNlEgoKAmlkGAEgASgJEhcKD29yZ2FuaXphdGlvbl9pZBgCIAEoCRIOCgZwZXJpb2QYAyABKAkSDgoGYW1vdW50GAQgASgBEhAKCGN1cnJlbmN5GAUgASgJEg4KBnN0YXR1cxgGIAEoCRItCglpc3N1ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEioKBmR1ZV9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKwoHcGFpZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoFbGluZXMYCiADKAsyHS5kYmFhcy5iaWxsaW5nLnYxLkludm9pY2VMaW5lIi4KE0xpc3RJbnZvaWNlc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIkMKFExpc3RJbnZvaWNlc1Jlc3BvbnNlEisKCGludm9pY2VzGAEgAygLMhkuZGJhYXMuYmlsbGluZy52MS5JbnZvaWNlIjsKFEdldEludm9pY2VQZGZSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSI2ChVHZXRJbnZvaWNlUGRmUmVzcG9uc2USCwoDcGRmGAEgASgMEhAKCGZpbGVuYW1lGAIgASgJIpMBCgVBbGVydBIKCgJpZBgBIAEoCRIXCg9vcmdhbml6YXRpb25faWQYAiABKAkSEQoJdGhyZXNob2xkGAMgASgBEhAKCGN1cnJlbmN5GAQgASgJEhAKCGNoYW5uZWxzGAUgAygJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImQKEkNyZWF0ZUFsZXJ0UmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEQoJdGhyZXNob2xkGAIgASgBEhAKCGN1cnJlbmN5GAMgASgJEhAKCGNoYW5uZWxzGAQgAygJIj0KE0NyZWF0ZUFsZXJ0UmVzcG9uc2USJgoFYWxlcnQYASABKAsyFy5kYmFhcy5iaWxsaW5nLnYxLkFsZXJ0IiwKEUxpc3RBbGVydHNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSI9ChJMaXN0QWxlcnRzUmVzcG9uc2USJwoGYWxlcnRzGAEgAygLMhcuZGJhYXMuYmlsbGluZy52MS5BbGVydCI5ChJEZWxldGVBbGVydFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJIhUKE0RlbGV0ZUFsZXJ0UmVzcG9uc2UiQQoaRGVsZXRlUGF5bWVudE1ldGhvZFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJIh0KG0RlbGV0ZVBheW1lbnRNZXRob2RSZXNwb25zZTLGCQoOQmlsbGluZ1NlcnZpY2USbwoSUmVjb3JkU3RhdHVzRXZlbnRzEisuZGJhYXMuYmlsbGluZy52MS5SZWNvcmRTdGF0dXNFdmVudHNSZXF1ZXN0GiwuZGJhYXMuYmlsbGluZy52MS5SZWNvcmRTdGF0dXNFdmVudHNSZXNwb25zZRJRCghHZXRVc2FnZRIhLmRiYWFzLmJpbGxpbmcudjEuR2V0VXNhZ2VSZXF1ZXN0GiIuZGJhYXMuYmlsbGluZy52MS5HZXRVc2FnZVJlc3BvbnNlEmkKEEFkZFBheW1lbnRNZXRob2QSKS5kYmFhcy5iaWxsaW5nLnYxLkFkZFBheW1lbnRNZXRob2RSZXF1ZXN0GiouZGJhYXMuYmlsbGluZy52MS5BZGRQYXltZW50TWV0aG9kUmVzcG9uc2USbwoSTGlzdFBheW1lbnRNZXRob2RzEisuZGJhYXMuYmlsbGluZy52MS5MaXN0UGF5bWVudE1ldGhvZHNSZXF1ZXN0GiwuZGJhYXMuYmlsbGluZy52MS5MaXN0UGF5bWVudE1ldGhvZHNSZXNwb25zZRJyChNVcGRhdGVQYXltZW50TWV0aG9kEiwuZGJhYXMuYmlsbGluZy52MS5VcGRhdGVQYXltZW50TWV0aG9kUmVxdWVzdBotLmRiYWFzLmJpbGxpbmcudjEuVXBkYXRlUGF5bWVudE1ldGhvZFJlc3BvbnNlEloKC0dldFN0YW5kaW5nEiQuZGJhYXMuYmlsbGluZy52MS5HZXRTdGFuZGluZ1JlcXVlc3QaJS5kYmFhcy5iaWxsaW5nLnYxLkdldFN0YW5kaW5nUmVzcG9uc2USXQoMTGlzdEludm9pY2VzEiUuZGJhYXMuYmlsbGluZy52MS5MaXN0SW52b2ljZXNSZXF1ZXN0GiYuZGJhYXMuYmlsbGluZy52MS5MaXN0SW52b2ljZXNSZXNwb25zZRJgCg1HZXRJbnZvaWNlUGRmEiYuZGJhYXMuYmlsbGluZy52MS5HZXRJbnZvaWNlUGRmUmVxdWVzdBonLmRiYWFzLmJpbGxpbmcudjEuR2V0SW52b2ljZVBkZlJlc3BvbnNlEloKC0NyZWF0ZUFsZXJ0EiQuZGJhYXMuYmlsbGluZy52MS5DcmVhdGVBbGVydFJlcXVlc3QaJS5kYmFhcy5iaWxsaW5nLnYxLkNyZWF0ZUFsZXJ0UmVzcG9uc2USVwoKTGlzdEFsZXJ0cxIjLmRiYWFzLmJpbGxpbmcudjEuTGlzdEFsZXJ0c1JlcXVlc3QaJC5kYmFhcy5iaWxsaW5nLnYxLkxpc3RBbGVydHNSZXNwb25zZRJaCgtEZWxldGVBbGVydBIkLmRiYWFzLmJpbGxpbmcudjEuRGVsZXRlQWxlcnRSZXF1ZXN0GiUuZGJhYXMuYmlsbGluZy52MS5EZWxldGVBbGVydFJlc3BvbnNlEnIKE0RlbGV0ZVBheW1lbnRNZXRob2QSLC5kYmFhcy5iaWxsaW5nLnYxLkRlbGV0ZVBheW1lbnRNZXRob2RSZXF1ZXN0Gi0uZGJhYXMuYmlsbGluZy52MS5EZWxldGVQYXltZW50TWV0aG9kUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * A database entering a status. Compute is metered from these: `running` starts
@@ -747,6 +747,110 @@ export const CreateAlertResponseSchema: GenMessage<CreateAlertResponse> = /*@__P
   messageDesc(file_dbaas_billing_v1_billing_service, 23);
 
 /**
+ * @generated from message dbaas.billing.v1.ListAlertsRequest
+ */
+export type ListAlertsRequest = Message<"dbaas.billing.v1.ListAlertsRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+};
+
+/**
+ * Describes the message dbaas.billing.v1.ListAlertsRequest.
+ * Use `create(ListAlertsRequestSchema)` to create a new message.
+ */
+export const ListAlertsRequestSchema: GenMessage<ListAlertsRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 24);
+
+/**
+ * @generated from message dbaas.billing.v1.ListAlertsResponse
+ */
+export type ListAlertsResponse = Message<"dbaas.billing.v1.ListAlertsResponse"> & {
+  /**
+   * @generated from field: repeated dbaas.billing.v1.Alert alerts = 1;
+   */
+  alerts: Alert[];
+};
+
+/**
+ * Describes the message dbaas.billing.v1.ListAlertsResponse.
+ * Use `create(ListAlertsResponseSchema)` to create a new message.
+ */
+export const ListAlertsResponseSchema: GenMessage<ListAlertsResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 25);
+
+/**
+ * @generated from message dbaas.billing.v1.DeleteAlertRequest
+ */
+export type DeleteAlertRequest = Message<"dbaas.billing.v1.DeleteAlertRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: string id = 2;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message dbaas.billing.v1.DeleteAlertRequest.
+ * Use `create(DeleteAlertRequestSchema)` to create a new message.
+ */
+export const DeleteAlertRequestSchema: GenMessage<DeleteAlertRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 26);
+
+/**
+ * @generated from message dbaas.billing.v1.DeleteAlertResponse
+ */
+export type DeleteAlertResponse = Message<"dbaas.billing.v1.DeleteAlertResponse"> & {
+};
+
+/**
+ * Describes the message dbaas.billing.v1.DeleteAlertResponse.
+ * Use `create(DeleteAlertResponseSchema)` to create a new message.
+ */
+export const DeleteAlertResponseSchema: GenMessage<DeleteAlertResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 27);
+
+/**
+ * @generated from message dbaas.billing.v1.DeletePaymentMethodRequest
+ */
+export type DeletePaymentMethodRequest = Message<"dbaas.billing.v1.DeletePaymentMethodRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: string id = 2;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message dbaas.billing.v1.DeletePaymentMethodRequest.
+ * Use `create(DeletePaymentMethodRequestSchema)` to create a new message.
+ */
+export const DeletePaymentMethodRequestSchema: GenMessage<DeletePaymentMethodRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 28);
+
+/**
+ * @generated from message dbaas.billing.v1.DeletePaymentMethodResponse
+ */
+export type DeletePaymentMethodResponse = Message<"dbaas.billing.v1.DeletePaymentMethodResponse"> & {
+};
+
+/**
+ * Describes the message dbaas.billing.v1.DeletePaymentMethodResponse.
+ * Use `create(DeletePaymentMethodResponseSchema)` to create a new message.
+ */
+export const DeletePaymentMethodResponseSchema: GenMessage<DeletePaymentMethodResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_billing_v1_billing_service, 29);
+
+/**
  * BillingService meters usage and prices it.
  *
  * @generated from service dbaas.billing.v1.BillingService
@@ -852,6 +956,42 @@ export const BillingService: GenService<{
     methodKind: "unary";
     input: typeof CreateAlertRequestSchema;
     output: typeof CreateAlertResponseSchema;
+  },
+  /**
+   * ListAlerts lists an organization's spending alerts, oldest first. Removed alerts are not listed.
+   *
+   * @generated from rpc dbaas.billing.v1.BillingService.ListAlerts
+   */
+  listAlerts: {
+    methodKind: "unary";
+    input: typeof ListAlertsRequestSchema;
+    output: typeof ListAlertsResponseSchema;
+  },
+  /**
+   * DeleteAlert removes a spending alert: it never fires again, and a notice of an earlier firing that has not
+   * been delivered yet is dropped. NOT_FOUND for an unknown id, another organization's alert or one already removed.
+   *
+   * @generated from rpc dbaas.billing.v1.BillingService.DeleteAlert
+   */
+  deleteAlert: {
+    methodKind: "unary";
+    input: typeof DeleteAlertRequestSchema;
+    output: typeof DeleteAlertResponseSchema;
+  },
+  /**
+   * DeletePaymentMethod removes a payment method and detaches it at the payment processor (after the removal is
+   * committed; a detach that fails is retried in the background). A method that is not the default may always be
+   * removed. The default only when it is the organization's last one and nothing needs it: FAILED_PRECONDITION,
+   * saying what to do first, while other methods exist (make another one the default), while databases beyond
+   * the free allowance run (stop them), while the organization is on a paid plan (move to free), or while a
+   * charge to it is in flight. NOT_FOUND for an unknown id, another organization's method or one already removed.
+   *
+   * @generated from rpc dbaas.billing.v1.BillingService.DeletePaymentMethod
+   */
+  deletePaymentMethod: {
+    methodKind: "unary";
+    input: typeof DeletePaymentMethodRequestSchema;
+    output: typeof DeletePaymentMethodResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_dbaas_billing_v1_billing_service, 0);
