@@ -13,3 +13,4 @@ export * from "./scopes.ts";
 export * from "./support.ts";
 export * from "./read-batcher.ts";
 export * from "./standing.ts";
+export * from "./limits.ts";
