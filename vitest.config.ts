@@ -7,6 +7,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: "forks",
-    env: { LOG_LEVEL: "silent" },
+    // Every logger of a test process writes nothing; TEST_LOG_LEVEL=warn (or info) to see them while debugging.
+    env: { LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent" },
   },
 });

@@ -1,4 +1,4 @@
-import { ConfigError, envInt, envList, envString, requireEnv } from "@dbaas/kit";
+import { ConfigError, envInt, envList, envString, logs, requireEnv } from "@dbaas/kit";
 
 export interface GatewayConfig {
   port: number;
@@ -20,7 +20,7 @@ export interface GatewayConfig {
   /** Limits for callers without a credential (signup, token, unknown routes), per client IP. */
   ipLimitPerMinute: number;
   ipLimitPerDay: number;
-  /** One info line per request; off with LOG_LEVEL=silent, which mutes info lines anyway. */
+  /** One info line per request; off when LOG_LEVEL (warn, error, silent) mutes info lines anyway. */
   requestLog: boolean;
 }
 
@@ -59,6 +59,6 @@ export function readConfig(env: Env = process.env): GatewayConfig {
     trustProxyHops: positive("TRUST_PROXY_HOPS", envInt(env, "TRUST_PROXY_HOPS", 0), 0),
     ipLimitPerMinute: positive("IP_RATE_LIMIT_PER_MINUTE", envInt(env, "IP_RATE_LIMIT_PER_MINUTE", 60)),
     ipLimitPerDay: positive("IP_RATE_LIMIT_PER_DAY", envInt(env, "IP_RATE_LIMIT_PER_DAY", 1000)),
-    requestLog: env.LOG_LEVEL !== "silent",
+    requestLog: logs("info", env),
   };
 }

@@ -19,11 +19,27 @@ function redact(fields: Record<string, unknown>): Record<string, unknown> {
   return out;
 }
 
-/** Creates a logger; `LOG_LEVEL=silent` mutes info (tests). */
+/** `LOG_LEVEL`: the least severe level written; `silent` writes nothing at all. */
+export type LogLevel = "info" | "warn" | "error" | "silent";
+
+const SEVERITY: Record<LogLevel, number> = { info: 0, warn: 1, error: 2, silent: 3 };
+
+/** The level `LOG_LEVEL` names (unset or unknown: info, so a typo never hides errors). */
+export function logLevel(env: Record<string, string | undefined> = process.env): LogLevel {
+  const value = env.LOG_LEVEL?.trim().toLowerCase();
+  return value !== undefined && Object.hasOwn(SEVERITY, value) ? (value as LogLevel) : "info";
+}
+
+/** Whether a logger made under `env` writes lines of `level`. */
+export function logs(level: Exclude<LogLevel, "silent">, env: Record<string, string | undefined> = process.env): boolean {
+  return SEVERITY[level] >= SEVERITY[logLevel(env)];
+}
+
+/** Creates a logger writing the levels `LOG_LEVEL` lets through (tests run with `silent`). */
 export function createLogger(service: string, base: Record<string, unknown> = {}): Logger {
-  const silent = process.env.LOG_LEVEL === "silent";
-  const write = (level: string, msg: string, fields?: Record<string, unknown>) => {
-    if (silent && level === "info") return;
+  const least = SEVERITY[logLevel()];
+  const write = (level: Exclude<LogLevel, "silent">, msg: string, fields?: Record<string, unknown>) => {
+    if (SEVERITY[level] < least) return;
     const line = JSON.stringify({
       time: new Date().toISOString(),
       level,
