@@ -20,9 +20,12 @@ export async function placeDatabase(
 ): Promise<Placement> {
   // Lock the candidates first (in id order, so concurrent creates queue instead of deadlocking), then
   // count in a new statement: under READ COMMITTED its snapshot includes creates committed while we waited.
+  // FOR NO KEY UPDATE, not FOR UPDATE: creates still exclude each other, but the foreign-key checks of
+  // other transactions (FOR KEY SHARE on the agent, e.g. a delete updating its row twice) do not wait for
+  // us — while this create's INSERT may wait for that delete (same name, case aside): a deadlock.
   await db.query(
     `SELECT id FROM agents WHERE $1 = ANY (regions) AND $2 = ANY (versions)
-       AND last_seen_at > now() - make_interval(secs => $3) ORDER BY id FOR UPDATE`,
+       AND last_seen_at > now() - make_interval(secs => $3) ORDER BY id FOR NO KEY UPDATE`,
     [region, version, agentTimeoutSeconds],
   );
   const { rows: agents } = await db.query<{ id: string; free: number; port_range_start: number; port_range_end: number }>(
