@@ -11,6 +11,8 @@ export * from "./server.ts";
 export * from "./catalogue.ts";
 export * from "./scopes.ts";
 export * from "./support.ts";
+export * from "./local-stack.ts";
 export * from "./read-batcher.ts";
 export * from "./standing.ts";
 export * from "./limits.ts";
+export * from "./text-guard.ts";

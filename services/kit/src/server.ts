@@ -5,6 +5,7 @@ import { compressionBrotli, compressionGzip, connectNodeAdapter } from "@connect
 import { requireInternalAuth } from "./internal-auth.ts";
 import type { Logger } from "./logger.ts";
 import { serverTracingInterceptor } from "./telemetry.ts";
+import { textGuardInterceptor } from "./text-guard.ts";
 import { createUnaryFastPath } from "./unary-server.ts";
 
 export interface ServerOptions {
@@ -34,13 +35,20 @@ export interface RunningServer {
  * Serves Connect routes over cleartext HTTP/2, so the same port speaks Connect,
  * gRPC and gRPC-Web. Binary Connect unary calls — nearly all internal traffic —
  * take the lean path of unary-server.ts; everything else goes through
- * connect-node. `close()` refuses new calls, ends streams, lets in-flight
- * unary calls finish (up to 5 s) and then drops what is left.
+ * connect-node. A request holding NUL in any string is refused before its
+ * handler runs (textGuardInterceptor). `close()` refuses new calls, ends
+ * streams, lets in-flight unary calls finish (up to 5 s) and then drops what
+ * is left.
  */
 export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const host = opts.host ?? (process.env.HOST || "127.0.0.1");
   const shutdown = new AbortController();
-  const interceptors = [serverTracingInterceptor(), requireInternalAuth(opts.internalSecret), ...(opts.interceptors ?? [])];
+  const interceptors = [
+    serverTracingInterceptor(),
+    requireInternalAuth(opts.internalSecret),
+    textGuardInterceptor(),
+    ...(opts.interceptors ?? []),
+  ];
   const acceptCompression = [compressionGzip, compressionBrotli];
   const fastPath = createUnaryFastPath({ interceptors, shutdownSignal: shutdown.signal, acceptCompression, readMaxBytes: opts.readMaxBytes });
   const handler = connectNodeAdapter({
