@@ -11,6 +11,8 @@ export type PublicCode =
   | "resource_conflict"
   | "method_not_allowed"
   | "payload_too_large"
+  | "request_timeout"
+  | "request_header_too_large"
   | "rate_limit_exceeded"
   | "maintenance_mode"
   | "service_unavailable"
@@ -49,6 +51,9 @@ const STATUS_OF: Record<PublicCode, number> = {
   resource_conflict: 409,
   method_not_allowed: 405,
   payload_too_large: 413,
+  // Malformed HTTP the server answers before any route (http-errors.ts).
+  request_timeout: 408,
+  request_header_too_large: 431,
   rate_limit_exceeded: 429,
   maintenance_mode: 503,
   service_unavailable: 503,

@@ -3,16 +3,18 @@ import { onShutdown, startTelemetry } from "@dbaas/kit";
 import { createApp } from "./app.ts";
 import { readConfig } from "./config.ts";
 import { createContext } from "./context.ts";
+import { createGatewayServer } from "./server.ts";
 
 const stopTelemetry = await startTelemetry("gateway");
 const config = readConfig();
 const ctx = createContext(config);
 const app = createApp(ctx);
 
-const server = app.listen(config.port, config.host);
+const server = createGatewayServer(ctx, app);
 await new Promise<void>((resolve, reject) => {
   server.once("listening", resolve);
   server.once("error", reject);
+  server.listen(config.port, config.host);
 });
 const { port } = server.address() as AddressInfo;
 console.log(`gateway listening on http://${config.host}:${port}`);

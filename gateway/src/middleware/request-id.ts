@@ -13,7 +13,7 @@ const ID_LENGTH = 24;
  * `req_` and 24 random lowercase alphanumerics. Random bytes are drawn 4 KiB
  * at a time: one system call per ~160 ids instead of one per request.
  */
-function createIdSource(): () => string {
+export function createIdSource(): () => string {
   const pool = Buffer.alloc(4096);
   let at = pool.length;
   return () => {

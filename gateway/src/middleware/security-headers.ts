@@ -7,7 +7,7 @@ import "../locals.ts";
  * cached (responses carry credentials) or leak a referrer. HSTS only when the
  * public URL is https: over plain http it would be ignored anyway.
  */
-function securityHeaders(publicBaseUrl: string): string[] {
+export function securityHeaders(publicBaseUrl: string): string[] {
   const headers = [
     ["X-Content-Type-Options", "nosniff"],
     ["X-Frame-Options", "DENY"],
