@@ -4,6 +4,7 @@ import { relayAlertNotifications } from "./alerts/relay.ts";
 import type { AppContext } from "./context.ts";
 import { chargeDueInvoices } from "./invoices/charge.ts";
 import { closeEndedPeriods } from "./invoices/close.ts";
+import { detachRemovedPaymentMethods } from "./payment-methods/detach.ts";
 
 /** Runs `run` at once, then every `intervalMs` after it finished, until `signal` aborts. */
 async function repeat(signal: AbortSignal, intervalMs: number, run: () => Promise<void>): Promise<void> {
@@ -16,7 +17,9 @@ async function repeat(signal: AbortSignal, intervalMs: number, run: () => Promis
 /**
  * The invoicing loop until `signal` aborts: at once, then every `intervalMs`,
  * closes the months that have ended by the context's clock, then charges what
- * is due (new invoices, lost answers, past-due ones once a day). A failed run
+ * is due (new invoices, lost answers, past-due ones once a day), then detaches
+ * at the processor the removed payment methods it still holds (a detach that
+ * failed when the method was removed). A failed run
  * is logged and the next one picks up where it stopped; an abort lets the
  * invoice at hand finish, so the returned promise settles with no charge half
  * stored.
@@ -29,6 +32,11 @@ export function startInvoicing(ctx: AppContext, signal: AbortSignal, intervalMs:
       await chargeDueInvoices(ctx, signal);
     } catch (err) {
       ctx.log.warn("invoicing run failed; will retry", { error: err });
+    }
+    try {
+      await detachRemovedPaymentMethods(ctx, { signal });
+    } catch (err) {
+      ctx.log.warn("detaching removed payment methods failed; will retry", { error: err });
     }
   });
 }

@@ -1,7 +1,9 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import { BillingService } from "@dbaas/proto/billing";
 import type { AppContext } from "./context.ts";
+import { deleteAlert, listAlerts } from "./handlers/alerts.ts";
 import { createAlert } from "./handlers/create-alert.ts";
+import { deletePaymentMethod } from "./handlers/delete-payment-method.ts";
 import { getStanding } from "./handlers/get-standing.ts";
 import { getUsage } from "./handlers/get-usage.ts";
 import { getInvoicePdf, listInvoices } from "./handlers/invoices.ts";
@@ -19,4 +21,7 @@ export const routes = (ctx: AppContext) => (router: ConnectRouter) =>
     listInvoices: listInvoices(ctx),
     getInvoicePdf: getInvoicePdf(ctx),
     createAlert: createAlert(ctx),
+    listAlerts: listAlerts(ctx),
+    deleteAlert: deleteAlert(ctx),
+    deletePaymentMethod: deletePaymentMethod(ctx),
   });

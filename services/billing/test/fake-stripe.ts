@@ -3,8 +3,8 @@ import type { AddressInfo } from "node:net";
 
 /**
  * A local server answering like Stripe's documented endpoints for what billing
- * uses (customers, payment methods from card tokens, attach, off-session
- * PaymentIntents confirmed at once), since Stripe is
+ * uses (customers, payment methods from card tokens, attach, detach, retrieve,
+ * off-session PaymentIntents confirmed at once), since Stripe is
  * not reachable from here. It checks the secret key and the form encoding,
  * replays answers by Idempotency-Key like Stripe, and records every request.
  */
@@ -55,6 +55,8 @@ export interface FakeStripe {
   failNext(path: RegExp, status: number, body?: unknown): void;
   /** Requests whose path matches are held unanswered (a hung processor). */
   hang(path: RegExp): void;
+  /** Forgets every Idempotency-Key, as Stripe does after 24 hours. */
+  forgetIdempotencyKeys(): void;
   close(): Promise<void>;
 }
 
@@ -127,6 +129,12 @@ export async function startFakeStripe(secretKey: string): Promise<FakeStripe> {
   };
 
   const handle = (method: string, path: string, form: Record<string, string>): Answer => {
+    const retrieve = /^\/v1\/payment_methods\/([^/]+)$/.exec(path);
+    if (method === "GET" && retrieve) {
+      const stored = paymentMethods.get(decodeURIComponent(retrieve[1]));
+      if (!stored) return error(404, "invalid_request_error", `No such PaymentMethod: '${retrieve[1]}'`, "resource_missing", "payment_method");
+      return { status: 200, body: stored };
+    }
     if (method !== "POST") return error(404, "invalid_request_error", "Unrecognized request URL");
     if (path === "/v1/customers") {
       const id = `cus_fake${++seq}`;
@@ -162,6 +170,17 @@ export async function startFakeStripe(secretKey: string): Promise<FakeStripe> {
       stored.customer = form.customer;
       return { status: 200, body: stored };
     }
+    const detach = /^\/v1\/payment_methods\/([^/]+)\/detach$/.exec(path);
+    if (detach) {
+      const stored = paymentMethods.get(decodeURIComponent(detach[1]));
+      if (!stored) return error(404, "invalid_request_error", `No such PaymentMethod: '${detach[1]}'`, "resource_missing", "payment_method");
+      // Stripe's wording, and no error code.
+      if (stored.customer === null) {
+        return error(400, "invalid_request_error", "The payment method you provided is not attached to a customer so detachment is impossible.");
+      }
+      stored.customer = null;
+      return { status: 200, body: stored };
+    }
     if (path === "/v1/payment_intents") return paymentIntent(form);
     return error(404, "invalid_request_error", `Unrecognized request URL (POST: ${path})`);
   };
@@ -185,7 +204,7 @@ export async function startFakeStripe(secretKey: string): Promise<FakeStripe> {
       if (req.headers.authorization !== `Bearer ${secretKey}`) {
         return send(error(401, "invalid_request_error", `Invalid API Key provided: ${String(req.headers.authorization).slice(7, 15)}****`));
       }
-      if (req.headers["content-type"] !== "application/x-www-form-urlencoded") {
+      if (req.method === "POST" && req.headers["content-type"] !== "application/x-www-form-urlencoded") {
         return send(error(400, "invalid_request_error", "Invalid request: expected a form-encoded body"));
       }
       const key = req.headers["idempotency-key"];
@@ -216,6 +235,9 @@ export async function startFakeStripe(secretKey: string): Promise<FakeStripe> {
     },
     hang(path) {
       hung.push(path);
+    },
+    forgetIdempotencyKeys() {
+      idempotent.clear();
     },
     close: () =>
       new Promise<void>((resolve) => {

@@ -1,10 +1,5 @@
-import { requireGoodStanding, type Logger, type StandingSource } from "@dbaas/kit";
+import { fitsFreeAllowance, FREE_RUNNING, FREE_TIER, requireGoodStanding, type Logger, type StandingSource } from "@dbaas/kit";
 import type pg from "pg";
-
-/** DESIGN.md, Billing: without a default payment method an organization runs only this tier… */
-export const FREE_TIER = "micro";
-/** …and at most this many databases of it. */
-export const FREE_RUNNING = 2;
 
 /**
  * Makes sure the organization may run one more database of `tier` (or, with
@@ -31,7 +26,6 @@ export async function requireAllowance(
      WHERE organization_id = $1 AND deleted_at IS NULL AND desired_state = 'running' AND id <> $2`,
     [organizationId, next.replaces ?? ""],
   );
-  const tiers = [...rows.map((r) => r.tier), next.tier];
-  if (tiers.length <= FREE_RUNNING && tiers.every((t) => t === FREE_TIER)) return;
+  if (fitsFreeAllowance([...rows.map((r) => r.tier), next.tier])) return;
   await requireGoodStanding(billing, log, organizationId, `run more than ${FREE_RUNNING} ${FREE_TIER} databases or a larger tier`);
 }

@@ -13,6 +13,18 @@ export interface StandingSource {
   getStanding(request: { organizationId: string }, options?: CallOptions): Promise<Standing>;
 }
 
+/** DESIGN.md, Billing: without a default payment method an organization runs only this tier… */
+export const FREE_TIER = "micro";
+/** …at most this many databases of it… */
+export const FREE_RUNNING = 2;
+/** …and stays off these plans. */
+export const PAID_PLANS: readonly string[] = ["pro", "enterprise"];
+
+/** Whether running databases of these tiers at once fits the free allowance (no payment method needed). */
+export function fitsFreeAllowance(runningTiers: readonly string[]): boolean {
+  return runningTiers.length <= FREE_RUNNING && runningTiers.every((t) => t === FREE_TIER);
+}
+
 /** How long billing may take to answer. */
 const STANDING_TIMEOUT_MS = 5_000;
 

@@ -1,6 +1,6 @@
 import { CURRENCY, withTransaction } from "@dbaas/kit";
 import type { AppContext } from "../context.ts";
-import { fireAlerts, insertNotification, organizationsWithUnfiredAlerts, type FiredAlert } from "../db/alerts.ts";
+import { fireAlerts, insertNotification, lockAlerts, organizationsWithUnfiredAlerts, type FiredAlert } from "../db/alerts.ts";
 import { monthOf, periodName, readMonthToDate } from "../usage.ts";
 
 /** Organizations read per query while checking; each is then checked in its own transaction. */
@@ -47,6 +47,7 @@ async function checkOrganization(ctx: AppContext, organizationId: string, now: D
   if (usage.total === 0) return 0;
   const period = periodName(usage.period.start);
   const fired = await withTransaction(ctx.pool, async (db) => {
+    await lockAlerts(db, organizationId);
     const alerts = await fireAlerts(db, organizationId, usage.period.start, usage.total, now);
     for (const alert of alerts) {
       const { subject, body } = notice(alert, period, usage.total, now);

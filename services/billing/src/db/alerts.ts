@@ -14,16 +14,54 @@ export interface AlertRow {
 /** A month as the `date` columns store it: its first day. */
 const day = (monthStart: Date) => monthStart.toISOString().slice(0, 10);
 
-/** Serialises alert creation per organization, so the cap holds under concurrent requests. */
+const ALERT_COLUMNS = "id, organization_id, threshold, currency, channels, created_at";
+
+/**
+ * Serialises, per organization, what changes its alerts: creation (so the cap
+ * holds under concurrent requests), removal, and firing (so that once a
+ * removal has committed, no check fires the alert any more).
+ */
 export async function lockAlerts(db: pg.PoolClient, organizationId: string): Promise<void> {
   await db.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`billing:alerts:${organizationId}`]);
 }
 
 export async function countAlerts(db: Db, organizationId: string): Promise<number> {
-  const { rows } = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM alerts WHERE organization_id = $1", [
-    organizationId,
-  ]);
+  const { rows } = await db.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM alerts WHERE organization_id = $1 AND removed_at IS NULL",
+    [organizationId],
+  );
   return rows[0].n;
+}
+
+/** The organization's alerts that are not removed, oldest first. */
+export async function listAlerts(db: Db, organizationId: string): Promise<AlertRow[]> {
+  const { rows } = await db.query<Omit<AlertRow, "threshold"> & { threshold: string }>(
+    `SELECT ${ALERT_COLUMNS} FROM alerts WHERE organization_id = $1 AND removed_at IS NULL ORDER BY created_at, id`,
+    [organizationId],
+  );
+  return rows.map((r) => ({ ...r, threshold: Number(r.threshold) }));
+}
+
+/**
+ * Removes one of the organization's alerts, under lockAlerts: it stops firing,
+ * and the notices of its earlier firings that are still undelivered are given
+ * up (`abandoned_at`, "alert removed"), so nobody is mailed about an alert
+ * they removed. False when there is no such alert (unknown, another
+ * organization's, or removed already).
+ */
+export async function removeAlert(db: pg.PoolClient, organizationId: string, id: string, now: Date): Promise<boolean> {
+  const removed = await db.query("UPDATE alerts SET removed_at = $3 WHERE id = $1 AND organization_id = $2 AND removed_at IS NULL", [
+    id,
+    organizationId,
+    now,
+  ]);
+  if (removed.rowCount !== 1) return false;
+  await db.query(
+    `UPDATE alert_notifications SET abandoned_at = $2, last_error = 'alert removed'
+      WHERE alert_id = $1 AND delivered_at IS NULL AND abandoned_at IS NULL`,
+    [id, now],
+  );
+  return true;
 }
 
 export async function insertAlert(db: Db, alert: AlertRow): Promise<void> {
@@ -40,7 +78,7 @@ export async function insertAlert(db: Db, alert: AlertRow): Promise<void> {
 export async function organizationsWithUnfiredAlerts(db: Db, period: Date, after: string, limit: number): Promise<string[]> {
   const { rows } = await db.query<{ organization_id: string }>(
     `SELECT DISTINCT a.organization_id FROM alerts a
-      WHERE a.organization_id > $2
+      WHERE a.organization_id > $2 AND a.removed_at IS NULL
         AND NOT EXISTS (SELECT 1 FROM alert_firings f WHERE f.alert_id = a.id AND f.period = $1::date)
       ORDER BY a.organization_id LIMIT $3`,
     [day(period), after, limit],
@@ -57,8 +95,10 @@ export interface FiredAlert {
 /**
  * Records a firing, for the month starting at `period`, of each of the
  * organization's alerts whose threshold `total` reaches and that has not fired
- * in that month yet. Returns only the alerts this call fired: a concurrent
- * evaluator that got there first keeps its firing and this one adds nothing.
+ * in that month yet, and is not removed; call under lockAlerts, so a removal
+ * either commits first or waits for this firing (and then drops its notice).
+ * Returns only the alerts this call fired: a concurrent evaluator that got
+ * there first keeps its firing and this one adds nothing.
  */
 export async function fireAlerts(
   db: pg.PoolClient,
@@ -70,7 +110,7 @@ export async function fireAlerts(
   const { rows } = await db.query<{ id: string; threshold: string; currency: string }>(
     `WITH fired AS (
        INSERT INTO alert_firings (alert_id, period, total, fired_at)
-       SELECT id, $2::date, $3, $4 FROM alerts WHERE organization_id = $1 AND threshold <= $3
+       SELECT id, $2::date, $3, $4 FROM alerts WHERE organization_id = $1 AND threshold <= $3 AND removed_at IS NULL
        ON CONFLICT (alert_id, period) DO NOTHING
        RETURNING alert_id
      )
@@ -144,15 +184,21 @@ export async function claimDueNotification(db: Db, now: Date, leaseUntil: Date):
   };
 }
 
+/**
+ * Identity took the notice. It may have been given up meanwhile (its alert
+ * removed while the notice was on its way): identity's answer is the truth, so
+ * the notice counts as delivered.
+ */
 export async function markDelivered(db: Db, notificationId: string, recipients: number, now: Date): Promise<void> {
   await db.query(
-    "UPDATE alert_notifications SET delivered_at = $2, recipients = $3, last_error = NULL WHERE notification_id = $1",
+    "UPDATE alert_notifications SET delivered_at = $2, recipients = $3, last_error = NULL, abandoned_at = NULL WHERE notification_id = $1",
     [notificationId, now, recipients],
   );
 }
 
+/** A notice given up meanwhile (its alert removed) keeps that reason and is not retried. */
 export async function markFailed(db: Db, notificationId: string, error: string, retryAt: Date): Promise<void> {
-  await db.query("UPDATE alert_notifications SET last_error = $2, next_attempt_at = $3 WHERE notification_id = $1", [
+  await db.query("UPDATE alert_notifications SET last_error = $2, next_attempt_at = $3 WHERE notification_id = $1 AND abandoned_at IS NULL", [
     notificationId,
     error.slice(0, 1000),
     retryAt,
@@ -160,7 +206,7 @@ export async function markFailed(db: Db, notificationId: string, error: string, 
 }
 
 export async function markAbandoned(db: Db, notificationId: string, error: string, now: Date): Promise<void> {
-  await db.query("UPDATE alert_notifications SET last_error = $2, abandoned_at = $3 WHERE notification_id = $1", [
+  await db.query("UPDATE alert_notifications SET last_error = $2, abandoned_at = $3 WHERE notification_id = $1 AND abandoned_at IS NULL", [
     notificationId,
     error.slice(0, 1000),
     now,

@@ -91,3 +91,22 @@ export async function listStatusChangesForPeriod(
     occurredAt: r.occurred_at,
   }));
 }
+
+/** A database as the last status event billing holds for it says. */
+export interface DatabaseNow {
+  databaseId: string;
+  tier: string;
+  status: string;
+}
+
+/** Each of the organization's databases with its latest status and tier, in id order. */
+export async function latestDatabaseStatuses(db: pg.Pool | pg.PoolClient, organizationId: string): Promise<DatabaseNow[]> {
+  const { rows } = await db.query<{ database_id: string; tier: string; status: string }>(
+    `SELECT DISTINCT ON (database_id) database_id, tier, status
+       FROM status_events
+      WHERE organization_id = $1
+      ORDER BY database_id, occurred_at DESC, seq DESC`,
+    [organizationId],
+  );
+  return rows.map((r) => ({ databaseId: r.database_id, tier: r.tier, status: r.status }));
+}

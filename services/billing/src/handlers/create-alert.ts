@@ -1,10 +1,10 @@
 import { create } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { conflict, CURRENCY, newId, Validator, withTransaction } from "@dbaas/kit";
-import { AlertSchema, CreateAlertResponseSchema, type CreateAlertRequest, type CreateAlertResponse } from "@dbaas/proto/billing";
+import { CreateAlertResponseSchema, type CreateAlertRequest, type CreateAlertResponse } from "@dbaas/proto/billing";
 import type { AppContext } from "../context.ts";
 import { countAlerts, insertAlert, lockAlerts, type AlertRow } from "../db/alerts.ts";
 import { checkOrganizationId } from "../validation.ts";
+import { alertToProto } from "./alerts.ts";
 
 /** `email`: a mail to the members who may read billing, through identity. */
 const ALERT_CHANNELS = ["email"];
@@ -50,15 +50,6 @@ export function createAlert(ctx: AppContext) {
       await insertAlert(db, row);
     });
     ctx.log.info("alert created", { organization_id: row.organization_id, alert_id: row.id, threshold: row.threshold });
-    return create(CreateAlertResponseSchema, {
-      alert: create(AlertSchema, {
-        id: row.id,
-        organizationId: row.organization_id,
-        threshold: row.threshold,
-        currency: row.currency,
-        channels: row.channels,
-        createdAt: timestampFromDate(row.created_at),
-      }),
-    });
+    return create(CreateAlertResponseSchema, { alert: alertToProto(row) });
   };
 }

@@ -58,6 +58,13 @@ export interface PaymentProcessor {
    * key) and that nothing was charged when not.
    */
   charge(request: ChargeRequest): Promise<ChargeResult>;
+  /**
+   * Makes the processor let go of a card it holds for the customer, so it can
+   * never be charged again. Idempotent: a card already detached, or one the
+   * processor no longer knows, counts as detached. A ProcessorError means it
+   * may still be attached (retryable: try again later).
+   */
+  detachCard(customerRef: string, paymentMethodRef: string): Promise<void>;
 }
 
 /**

@@ -76,24 +76,29 @@ function cardOf(pm: Record<string, unknown>): AttachedCard {
  * timeout, or after our process died between Stripe's answer and our commit)
  * gets Stripe's first answer again instead of a second customer or a "token
  * already used". Charges are PaymentIntents confirmed off-session at once,
- * keyed by the caller (invoice and attempt).
+ * keyed by the caller (invoice and attempt). A removed card is detached from
+ * the customer, which Stripe makes final (a detached card cannot be used again).
  */
 export function createStripeProcessor(opts: StripeOptions): PaymentProcessor {
   const base = opts.apiBase.replace(/\/+$/, "");
   const timeoutMs = opts.timeoutMs ?? 20_000;
 
-  const post = async (path: string, fields: Record<string, string>, idempotencyKey: string): Promise<Reply> => {
+  /** A POST with its form and Idempotency-Key, or a GET (`post` unset). */
+  const request = async (path: string, post?: { fields: Record<string, string>; idempotencyKey: string }): Promise<Reply> => {
+    const method = post ? "POST" : "GET";
     let status: number;
     let text: string;
     try {
       const res = await fetch(`${base}${path}`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${opts.secretKey}`,
-          "content-type": "application/x-www-form-urlencoded",
-          "idempotency-key": idempotencyKey,
-        },
-        body: new URLSearchParams(fields).toString(),
+        method,
+        headers: post
+          ? {
+              authorization: `Bearer ${opts.secretKey}`,
+              "content-type": "application/x-www-form-urlencoded",
+              "idempotency-key": post.idempotencyKey,
+            }
+          : { authorization: `Bearer ${opts.secretKey}` },
+        body: post ? new URLSearchParams(post.fields).toString() : undefined,
         signal: AbortSignal.timeout(timeoutMs),
       });
       status = res.status;
@@ -101,7 +106,7 @@ export function createStripeProcessor(opts: StripeOptions): PaymentProcessor {
     } catch (err) {
       // Only the error's name: fetch's messages and causes are not ours to vouch for.
       const what = (err as Error).name === "TimeoutError" ? `timed out after ${timeoutMs} ms` : "could not be reached";
-      throw new ProcessorError(`stripe POST ${path} ${what}`, true);
+      throw new ProcessorError(`stripe ${method} ${path} ${what}`, true);
     }
     const body = parseJson(text);
     if (status >= 200 && status < 300 && isObject(body)) return { ok: true, body };
@@ -116,11 +121,13 @@ export function createStripeProcessor(opts: StripeOptions): PaymentProcessor {
     };
   };
 
+  const post = (path: string, fields: Record<string, string>, idempotencyKey: string) => request(path, { fields, idempotencyKey });
+
   // Stripe's outages, rate limits and idempotency conflicts are worth retrying; any other error is a request it will never take.
-  const failure = (path: string, reply: Extract<Reply, { ok: false }>): ProcessorError => {
+  const retryable = (reply: Extract<Reply, { ok: false }>) => reply.status === 409 || reply.status === 429 || reply.status >= 500;
+  const failure = (path: string, reply: Extract<Reply, { ok: false }>, method = "POST"): ProcessorError => {
     const { type = "no error type", code } = reply.error;
-    const retryable = reply.status === 409 || reply.status === 429 || reply.status >= 500;
-    return new ProcessorError(`stripe POST ${path}: HTTP ${reply.status} ${type}${code ? ` (${code})` : ""}`, retryable);
+    return new ProcessorError(`stripe ${method} ${path}: HTTP ${reply.status} ${type}${code ? ` (${code})` : ""}`, retryable(reply));
   };
 
   /** A rejection when the error is the card's fault, or, turning the token into a payment method, the token's. */
@@ -194,6 +201,24 @@ export function createStripeProcessor(opts: StripeOptions): PaymentProcessor {
       // `processing` (not seen for cards) is no outcome yet: retryable keeps the attempt pending, never
       // charged again under a new key. Any other status is a request we did not mean to make.
       throw new ProcessorError(`stripe POST ${path}: payment intent ${String(status)}`, status === "processing");
+    },
+
+    async detachCard(customerRef, paymentMethodRef) {
+      const pm = `/payment_methods/${encodeURIComponent(paymentMethodRef)}`;
+      // Keyed by the instrument: a detach repeated within Stripe's idempotency window gets the first answer.
+      const detached = await post(`${pm}/detach`, {}, `dbaas-detach-${paymentMethodRef}`);
+      if (detached.ok) return;
+      if (retryable(detached)) throw failure(`${pm}/detach`, detached);
+      // Past that window Stripe refuses to detach what is not attached ("not attached to a customer so
+      // detachment is impossible", no error code to go by). What counts is whether our customer still
+      // holds the card, so ask: gone, or held by nobody (or not by us), is detached.
+      const current = await request(pm);
+      if (!current.ok) {
+        if (current.status === 404 && current.error.code === "resource_missing") return;
+        throw failure(pm, current, "GET");
+      }
+      if (current.body.customer !== customerRef) return;
+      throw failure(`${pm}/detach`, detached);
     },
   };
 }

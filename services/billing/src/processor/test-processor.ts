@@ -42,13 +42,18 @@ export interface TestCharge {
  * valid whenever the clock says it is. Charges are remembered by idempotency
  * key, as Stripe does: a repeated request gets the first answer and charges
  * once (`charges` is that ledger), one with the same key and other parameters
- * is refused.
+ * is refused. Detached cards (`detached`, by ref) are refused as Stripe refuses
+ * them: the request, not the card, fails.
  */
-export function createTestProcessor(clock: Clock): PaymentProcessor & { readonly charges: ReadonlyMap<string, TestCharge> } {
+export function createTestProcessor(
+  clock: Clock,
+): PaymentProcessor & { readonly charges: ReadonlyMap<string, TestCharge>; readonly detached: ReadonlySet<string> } {
   const charges = new Map<string, TestCharge>();
+  const detached = new Set<string>();
   return {
     name: "test",
     charges,
+    detached,
     async createCustomer(organizationId) {
       return `cus_test_${organizationId}`;
     },
@@ -76,11 +81,17 @@ export function createTestProcessor(clock: Clock): PaymentProcessor & { readonly
         throw new ProcessorError("test processor: idempotency key reused with other parameters", false);
       }
       if (first) return first.result;
+      if (detached.has(params.paymentMethodRef)) {
+        throw new ProcessorError("test processor: the payment method is detached from the customer", false);
+      }
       const result: ChargeResult = params.paymentMethodRef.startsWith(DECLINING_REF_PREFIX)
         ? { paid: false, reason: "the card was declined" }
         : { paid: true, ref: `pi_test_${randomToken(16)}` };
       charges.set(idempotencyKey, { request, fingerprint, result });
       return result;
+    },
+    async detachCard(_customerRef, paymentMethodRef) {
+      detached.add(paymentMethodRef);
     },
   };
 }
