@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
+import { localStackLayout } from "./local-stack.ts";
 
 /**
  * The internal secret for operator tools (support CLIs): INTERNAL_AUTH_SECRET,
@@ -7,7 +8,7 @@ import { join, resolve } from "node:path";
  */
 export function operatorSecret(env: Record<string, string | undefined> = process.env): string {
   if (env.INTERNAL_AUTH_SECRET) return env.INTERNAL_AUTH_SECRET;
-  const file = join(resolve(env.DBAAS_DATA_DIR ?? ".dbaas"), "internal-auth-secret");
+  const file = join(localStackLayout(env).dataDir, "internal-auth-secret");
   try {
     return readFileSync(file, "utf8").trim();
   } catch {
