@@ -1,4 +1,4 @@
-import { onShutdown, startServer, startTelemetry } from "@dbaas/kit";
+import { databaseHealth, databaseOutage, onShutdown, startServer, startTelemetry } from "@dbaas/kit";
 import { startAlerting, startInvoicing } from "./background.ts";
 import { readConfig } from "./config.ts";
 import { createContext } from "./context.ts";
@@ -14,10 +14,8 @@ const server = await startServer({
   routes: routes(ctx),
   internalSecret: config.internalSecret,
   log: ctx.log,
-  health: async () => {
-    await ctx.pool.query("SELECT 1");
-    return {};
-  },
+  interceptors: [databaseOutage("billing", ctx.log)],
+  health: () => databaseHealth(ctx.pool),
 });
 const invoicing = startInvoicing(ctx, server.shutdownSignal, config.invoiceCloseIntervalMs);
 const alerting = startAlerting(ctx, server.shutdownSignal, config.alertCheckIntervalMs);

@@ -1,5 +1,5 @@
 import { fileURLToPath } from "node:url";
-import { createLogger, migrate, onShutdown, startServer, startTelemetry } from "@dbaas/kit";
+import { createLogger, databaseHealth, databaseOutage, migrate, onShutdown, startServer, startTelemetry } from "@dbaas/kit";
 import { readConfig } from "./config.ts";
 import { createContext } from "./context.ts";
 import { startBackgroundWork } from "./background.ts";
@@ -15,10 +15,8 @@ const server = await startServer({
   routes: routes(ctx),
   internalSecret: cfg.internalSecret,
   log,
-  health: async () => {
-    await ctx.pool.query("SELECT 1");
-    return {};
-  },
+  interceptors: [databaseOutage("databases", log)],
+  health: () => databaseHealth(ctx.pool),
 });
 const background = startBackgroundWork(ctx, server.shutdownSignal);
 onShutdown(

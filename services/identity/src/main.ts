@@ -1,4 +1,4 @@
-import { createLogger, migrate, onShutdown, startServer, startTelemetry } from "@dbaas/kit";
+import { createLogger, databaseHealth, databaseOutage, migrate, onShutdown, startServer, startTelemetry } from "@dbaas/kit";
 import { readConfig } from "./config.ts";
 import { createContext, MIGRATIONS_DIR } from "./context.ts";
 import { routes } from "./routes.ts";
@@ -17,10 +17,8 @@ const server = await startServer({
   routes: routes(ctx),
   internalSecret: config.internalSecret,
   log,
-  health: async () => {
-    await ctx.pool.query("SELECT 1");
-    return { database: "ok", revocation_feed: ctx.revocations.live ? "live" : "down" };
-  },
+  interceptors: [databaseOutage("identity", log)],
+  health: async () => ({ ...(await databaseHealth(ctx.pool)), revocation_feed: ctx.revocations.live ? "live" : "down" }),
 });
 onShutdown(
   log,

@@ -12,6 +12,7 @@ export * from "./catalogue.ts";
 export * from "./scopes.ts";
 export * from "./support.ts";
 export * from "./local-stack.ts";
+export * from "./db-outage.ts";
 export * from "./read-batcher.ts";
 export * from "./standing.ts";
 export * from "./limits.ts";
