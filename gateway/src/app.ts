@@ -12,6 +12,7 @@ import { requestId } from "./middleware/request-id.ts";
 import { stampResponses } from "./middleware/security-headers.ts";
 import { series } from "./middleware/series.ts";
 import { tracing } from "./middleware/tracing.ts";
+import { pages } from "./pages/pages.ts";
 import { createRouteTable, type RouteTable } from "./routes/match.ts";
 import type { Route } from "./routes/route.ts";
 import { ROUTES } from "./routes/table.ts";
@@ -143,6 +144,8 @@ export function createApp(ctx: GatewayContext): Express {
       // Not even installed when it would log nothing: it costs a listener and a closure per request.
       ...(ctx.config.requestLog ? [accessLog(ctx)] : []),
       ...(ctx.config.corsOrigins.length > 0 ? [cors(ctx.config.corsOrigins, table.methodsOf)] : []),
+      // /docs and the invitation page (outside /v1): one map lookup for every other request.
+      pages(),
       dispatch(ctx, table),
     ]),
   );

@@ -10,6 +10,11 @@ declare global {
       principal?: Principal;
       /** The limiter's decision for this request, reported in X-RateLimit-*: a request is counted once. */
       rateLimit?: Decision;
+      /**
+       * Set by the pages (`/docs`, the invitation page, their assets): this
+       * Content-Security-Policy replaces the API's, and the page sets its own Cache-Control.
+       */
+      pagePolicy?: string;
     }
   }
 }

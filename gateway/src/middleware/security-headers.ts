@@ -20,6 +20,16 @@ export function securityHeaders(publicBaseUrl: string): string[] {
   return headers.flat();
 }
 
+/** The fixed headers for a page: its own CSP instead of the API's, and no Cache-Control (the page sets one). */
+function pageHeaders(fixed: string[], policy: string): string[] {
+  const list: string[] = [];
+  for (let i = 0; i < fixed.length; i += 2) {
+    if (fixed[i] === "Cache-Control") continue;
+    list.push(fixed[i]!, fixed[i] === "Content-Security-Policy" ? policy : fixed[i + 1]!);
+  }
+  return list;
+}
+
 type Headers = Parameters<ServerResponse["writeHead"]>[1];
 
 /**
@@ -31,6 +41,7 @@ type Headers = Parameters<ServerResponse["writeHead"]>[1];
  * (a validation, a lower-casing and a map entry each) on the way.
  *
  * Installed on the app's response prototype, Express's own extension point.
+ * Pages (`res.locals.pagePolicy`) get the same headers with their own CSP.
  */
 export function stampResponses(app: Express, publicBaseUrl: string): void {
   const fixed = securityHeaders(publicBaseUrl);
@@ -40,8 +51,8 @@ export function stampResponses(app: Express, publicBaseUrl: string): void {
       headers = reason;
       reason = undefined;
     }
-    const list = [...fixed];
-    const { requestId, rateLimit } = this.locals;
+    const { requestId, rateLimit, pagePolicy } = this.locals;
+    const list = pagePolicy === undefined ? [...fixed] : pageHeaders(fixed, pagePolicy);
     if (requestId !== undefined) list.push("X-Request-Id", requestId);
     if (rateLimit !== undefined) {
       list.push("X-RateLimit-Limit", String(rateLimit.limit), "X-RateLimit-Remaining", String(rateLimit.remaining), "X-RateLimit-Reset", String(rateLimit.reset));
