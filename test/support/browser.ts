@@ -26,6 +26,8 @@ export interface Page {
   type(selector: string, text: string): Promise<void>;
   /** Clicks the middle of the element with the mouse. */
   click(selector: string): Promise<void>;
+  /** A PNG of the viewport, for looking at a failure. */
+  screenshot(): Promise<Buffer>;
   /** Every URL the page requested, in order. */
   readonly requests: string[];
   /** Console errors, uncaught exceptions, failed loads and Content-Security-Policy violations. */
@@ -171,6 +173,10 @@ export async function launchBrowser(): Promise<Browser> {
         );
         if (!found) throw new Error(`no focusable ${selector}`);
         await call("Input.insertText", { text });
+      },
+      async screenshot() {
+        const { data } = await call("Page.captureScreenshot", { format: "png" });
+        return Buffer.from(data as string, "base64");
       },
       async click(selector) {
         const box = await evaluate<{ x: number; y: number } | null>(
