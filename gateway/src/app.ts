@@ -16,18 +16,13 @@ import { pages } from "./pages/pages.ts";
 import { createRouteTable, type RouteTable } from "./routes/match.ts";
 import type { Route } from "./routes/route.ts";
 import { ROUTES } from "./routes/table.ts";
-import { parseQuery, validateBody } from "./schema.ts";
+import { validateRequest } from "./routes/validate.ts";
 import "./locals.ts";
 
 /** The route's handler on the validated request (once per Idempotency-Key): the reply to send. */
 function execute(ctx: GatewayContext, route: Route): (req: Request, res: Response) => Promise<Reply> {
   return async (req, res) => {
-    const call = {
-      ctx,
-      params: req.params as Record<string, string>,
-      query: route.query ? parseQuery(route.query, req.query as Record<string, unknown>) : {},
-      body: route.body ? validateBody(route.body, req.body) : {},
-    };
+    const call = { ctx, ...validateRequest(route, req) };
     const run = () =>
       "permission" in route ? route.handler({ ...call, principal: res.locals.principal! }) : route.handler(call);
     return await runIdempotent(ctx, req, res, run);

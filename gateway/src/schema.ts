@@ -1,155 +1,152 @@
-import { badRequest, unprocessable, type ErrorDetail } from "./errors.ts";
+import { EMAIL_MAX_LENGTH, ID_MAX_LENGTH, NAME_PATTERN } from "@dbaas/kit";
+import { Type, type Static, type TObject, type TProperties, type TSchema, type TString } from "@sinclair/typebox";
 
 /**
- * Request shapes, checked for types only: whether a name is long enough or a
- * region exists is the services' business. The same schemas feed the OpenAPI
- * document, so what is validated and what is documented cannot drift apart.
+ * The building blocks of request schemas: JSON Schema objects (TypeBox) that
+ * ajv checks (`routes/validate.ts`) and the OpenAPI document publishes as
+ * they are, so what is validated and what is documented cannot drift apart.
+ * Handlers get their body types from the same objects (`Static<>`).
+ *
+ * The gateway checks shape: types, known fields only, enums from the shared
+ * catalogue, the shared length limits and character rules
+ * (services/kit/src/limits.ts). Rules that need state (a unique name, a
+ * member of this organization) stay with the services.
  */
-export type FieldType = "string" | "number" | "integer" | "boolean" | "string[]" | "date-time";
 
-export interface FieldSpec {
-  type: FieldType;
-  required: boolean;
-  description: string;
+/** Per-schema behaviour beyond JSON Schema; a symbol, so neither ajv nor the document sees it. */
+export const EXTRA = Symbol("extra");
+
+export interface Extra {
+  /** What a value failing `pattern` is told. */
+  pattern?: string;
+  /** Appended to "must be one of: …". */
+  enumHint?: string;
+  /**
+   * Trimmed before it is checked, as the service trims it: the published
+   * minLength/maxLength are then exactly the service's rule.
+   */
+  trim?: boolean;
 }
 
-export type BodySchema = Record<string, FieldSpec>;
+type WithExtra = { [EXTRA]?: Extra };
 
-type TypeOf<T extends FieldType> = T extends "string" | "date-time"
-  ? string
-  : T extends "number" | "integer"
-    ? number
-    : T extends "boolean"
-      ? boolean
-      : string[];
+/** What a schema carries beyond JSON Schema (see EXTRA). */
+export const extraOf = (schema: TSchema): Extra => (schema as WithExtra)[EXTRA] ?? {};
 
-/** The body type a schema admits: required fields present, optional ones possibly absent. */
-export type Infer<S extends BodySchema> = {
-  [K in keyof S as S[K]["required"] extends true ? K : never]: TypeOf<S[K]["type"]>;
-} & {
-  [K in keyof S as S[K]["required"] extends true ? never : K]?: TypeOf<S[K]["type"]>;
+const withExtra = <T extends TSchema>(schema: T, extra: Extra): T => Object.assign(schema, { [EXTRA]: extra });
+
+/**
+ * Every string but names: no control characters (C0, DEL, C1) and no half of
+ * a surrogate pair standing alone (JSON can carry "\ud800"). No field of this
+ * API is multi-line or binary, and PostgreSQL cannot store U+0000 at all.
+ * ECMA-262 with the `u` flag, as ajv compiles it, like the kit's NAME_PATTERN.
+ */
+export const NO_CONTROL_CHARACTERS = "^[^\\p{Cc}\\p{Cs}]*$";
+
+const NO_CONTROL_MESSAGE = "must not contain control characters or unpaired surrogates";
+
+/** Lengths of our own, beyond the kit's. */
+export const TIMESTAMP_MAX_LENGTH = 64;
+/** An ISO 4217 code; billing says which. */
+export const CURRENCY_MAX_LENGTH = 3;
+
+/** A string of `minLength` (default 0) to `maxLength` characters without control characters. */
+export function text(maxLength: number, description: string, minLength?: number): TString {
+  const bounds = minLength === undefined ? { maxLength } : { minLength, maxLength };
+  return withExtra(Type.String({ ...bounds, pattern: NO_CONTROL_CHARACTERS, description }), { pattern: NO_CONTROL_MESSAGE });
+}
+
+/** A name people read: trimmed, then `min`–`max` characters, none of the kit's forbidden characters. */
+export function displayText(min: number, max: number, description: string): TString {
+  return withExtra(Type.String({ minLength: min, maxLength: max, pattern: NAME_PATTERN, description }), {
+    pattern: "must not contain control or format characters (line breaks, bidi overrides, zero-width characters)",
+    trim: true,
+  });
+}
+
+/** An e-mail address, trimmed as identity trims it; identity judges its form. */
+export function emailAddress(description: string): TString {
+  return withExtra(Type.String({ maxLength: EMAIL_MAX_LENGTH, pattern: NO_CONTROL_CHARACTERS, description }), {
+    pattern: NO_CONTROL_MESSAGE,
+    trim: true,
+  });
+}
+
+/**
+ * One of `values` (always a list from the shared catalogue in services/kit,
+ * never one written here), published as `enum` so a generated client has the
+ * values as a type.
+ */
+export function oneOf<const T extends readonly string[]>(values: T, description: string, enumHint?: string) {
+  const schema = Type.Unsafe<T[number]>({
+    type: "string",
+    enum: [...values],
+    maxLength: Math.max(...values.map((v) => v.length)),
+    description,
+  });
+  return enumHint ? withExtra(schema, { enumHint }) : schema;
+}
+
+/** An RFC 3339 timestamp (`2026-01-01T00:00:00Z`). */
+export function timestamp(description: string): TString {
+  return Type.String({ format: "date-time", maxLength: TIMESTAMP_MAX_LENGTH, description });
+}
+
+/**
+ * The identifier of one kind of resource as the services mint them
+ * (services/kit `newId`: `<prefix>-` and lowercase letters or digits), at
+ * most the kit's ID_MAX_LENGTH.
+ */
+export function identifier(prefix: string, noun: string): TString {
+  const article = /^[aeiou]/i.test(noun) ? "an" : "a";
+  return withExtra(
+    Type.String({ pattern: `^${prefix}-[a-z0-9]+$`, maxLength: ID_MAX_LENGTH, description: `The ${noun}'s id (\`${prefix}-…\`).` }),
+    { pattern: `must be ${article} ${noun} id (${prefix}-…)` },
+  );
+}
+
+/** `schema` with its own description (for a field that reuses a shared schema, e.g. an id). */
+export const describe = <T extends TSchema>(schema: T, description: string): T => ({ ...schema, description });
+
+/** A request body: exactly these fields, anything else is refused (422 naming it). */
+export function body<P extends TProperties>(properties: P): TObject<P> {
+  return Type.Object(properties, { additionalProperties: false });
+}
+
+export const optional = Type.Optional;
+
+export type Infer<S extends TSchema> = Static<S>;
+
+export const PAGE = { minimum: 1, default: 1 } as const;
+export const PER_PAGE = { minimum: 1, maximum: 100, default: 20 } as const;
+
+/** The query parameters of every list. */
+export const PAGINATION = {
+  page: Type.Optional(Type.Integer({ ...PAGE, maximum: 999_999_999, description: "Page number." })),
+  per_page: Type.Optional(Type.Integer({ ...PER_PAGE, description: "Items per page." })),
 };
 
-export const required = <T extends FieldType>(type: T, description: string) =>
-  ({ type, required: true, description }) as const;
-export const optional = <T extends FieldType>(type: T, description: string) =>
-  ({ type, required: false, description }) as const;
-
-function typeError(type: FieldType, value: unknown): string | undefined {
-  switch (type) {
-    case "string":
-      return typeof value === "string" ? undefined : "must be a string";
-    case "date-time":
-      return typeof value === "string" && !Number.isNaN(Date.parse(value)) && /^\d{4}-\d{2}-\d{2}T/.test(value)
-        ? undefined
-        : "must be an ISO 8601 timestamp";
-    case "number":
-      return typeof value === "number" && Number.isFinite(value) ? undefined : "must be a number";
-    case "integer":
-      return Number.isInteger(value) ? undefined : "must be an integer";
-    case "boolean":
-      return typeof value === "boolean" ? undefined : "must be a boolean";
-    case "string[]":
-      return Array.isArray(value) && value.every((v) => typeof v === "string")
-        ? undefined
-        : "must be an array of strings";
-  }
-}
-
 /**
- * Checks a parsed JSON body against `schema`: 422 with one detail per missing
- * or wrongly typed field. Fields the schema does not name are dropped, so a
- * handler only ever sees what it declared.
+ * Query parameters: a value of the wrong type (or given twice) is a
+ * malformed request, 400; one out of range or not among the allowed values is
+ * a well-formed request that failed validation, 422. Parameters a route does
+ * not declare are ignored.
  */
-export function validateBody<S extends BodySchema>(schema: S, body: unknown): Infer<S> {
-  if (typeof body !== "object" || body === null || Array.isArray(body)) {
-    throw unprocessable("request body must be a JSON object", [{ field: "body", message: "must be a JSON object" }]);
-  }
-  const input = body as Record<string, unknown>;
-  const out: Record<string, unknown> = {};
-  const details: ErrorDetail[] = [];
-  for (const [field, spec] of Object.entries(schema)) {
-    const value = Object.hasOwn(input, field) ? input[field] : undefined;
-    if (value === undefined) {
-      if (spec.required) details.push({ field, message: "is required" });
-      continue;
-    }
-    const problem = typeError(spec.type, value);
-    if (problem) details.push({ field, message: problem });
-    else out[field] = value;
-  }
-  if (details.length > 0) throw unprocessable("request failed validation", details);
-  return out as Infer<S>;
-}
+export const query = <P extends TProperties>(properties: P): TObject<P> => Type.Object(properties);
 
-export type QueryType = "string" | "integer";
-
-export interface QuerySpec {
-  type: QueryType;
-  description: string;
-  /** For the document: the bounds `pagination` enforces (422 outside them). */
-  minimum?: number;
-  maximum?: number;
-  default?: number;
-  /** For the document: the values the service accepts (422 for others). */
-  enum?: readonly string[];
-}
-
-export type QuerySchema = Record<string, QuerySpec>;
+export const PAGINATION_QUERY = query(PAGINATION);
 
 export type QueryValues = Record<string, string | number | undefined>;
-
-/**
- * Parses the query parameters `schema` names. A value of the wrong type (or a
- * repeated parameter) is a malformed request, 400, not a validation failure of
- * a well-formed one (DESIGN.md: "unknown query value type").
- */
-export function parseQuery(schema: QuerySchema, query: Record<string, unknown>): QueryValues {
-  const out: QueryValues = {};
-  const details: ErrorDetail[] = [];
-  for (const [name, spec] of Object.entries(schema)) {
-    const raw = query[name];
-    if (raw === undefined) continue;
-    if (typeof raw !== "string") {
-      details.push({ field: name, message: "must be given once" });
-      continue;
-    }
-    if (spec.type === "integer") {
-      if (!/^-?\d{1,9}$/.test(raw)) details.push({ field: name, message: "must be an integer" });
-      else out[name] = Number(raw);
-    } else {
-      out[name] = raw;
-    }
-  }
-  if (details.length > 0) throw badRequest("malformed query parameters", details);
-  return out;
-}
-
-const PAGE = { minimum: 1, default: 1 };
-const PER_PAGE = { minimum: 1, maximum: 100, default: 20 };
-
-export const PAGINATION_QUERY: QuerySchema = {
-  page: { type: "integer", description: "Page number.", ...PAGE },
-  per_page: { type: "integer", description: "Items per page.", ...PER_PAGE },
-};
 
 export interface Page {
   page: number;
   perPage: number;
 }
 
-/**
- * Pagination bounds are checked here, once for every list endpoint, so that
- * services receive explicit values and never have to tell "absent" from 0.
- */
-export function pagination(query: QueryValues): Page {
-  const page = (query.page as number | undefined) ?? PAGE.default;
-  const perPage = (query.per_page as number | undefined) ?? PER_PAGE.default;
-  const details: ErrorDetail[] = [];
-  if (page < PAGE.minimum) details.push({ field: "page", message: `must be at least ${PAGE.minimum}` });
-  if (perPage < PER_PAGE.minimum || perPage > PER_PAGE.maximum) {
-    details.push({ field: "per_page", message: `must be between ${PER_PAGE.minimum} and ${PER_PAGE.maximum}` });
-  }
-  if (details.length > 0) throw unprocessable("request failed validation", details);
-  return { page, perPage };
+/** The page a validated query asks for (its bounds are in PAGINATION). */
+export function pagination(values: QueryValues): Page {
+  return {
+    page: (values.page as number | undefined) ?? PAGE.default,
+    perPage: (values.per_page as number | undefined) ?? PER_PAGE.default,
+  };
 }

@@ -38,8 +38,14 @@ const createAlert = (token: string, body: unknown, headers: Record<string, strin
 const calls = () => stubs.state.seen.get("createAlert") ?? [];
 
 describe("billing alerts", () => {
-  it("POST answers 201 with the record, for the caller's organization whatever the body says", async () => {
-    const res = await createAlert(OWNER, { threshold: 10, currency: "USD", channels: ["email"], organization_id: "org-elsewhere" });
+  it("POST answers 201 with the record, for the caller's organization; a body naming another is refused", async () => {
+    // Fields it does not take are refused (issue 10), so the organization cannot come from the body.
+    const foreign = await createAlert(OWNER, { threshold: 10, currency: "USD", channels: ["email"], organization_id: "org-elsewhere" });
+    expect(foreign.status).toBe(422);
+    expect(foreign.body.error.details).toEqual([
+      { field: "organization_id", message: "is not a field of this request (it takes: threshold, currency, channels)" },
+    ]);
+    const res = await createAlert(OWNER, { threshold: 10, currency: "USD", channels: ["email"] });
     expect(res.status).toBe(201);
     expect(res.body.data).toEqual({
       id: expect.stringMatching(/^alr-/),

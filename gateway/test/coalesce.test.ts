@@ -94,13 +94,13 @@ function mixedGets(): Get[] {
     { token: TOKEN_A, id: a0! },
     { token: TOKEN_A, id: b0! },
     { token: TOKEN_B, id: b1! },
-    { token: TOKEN_A, id: "db_does_not_exist" },
+    { token: TOKEN_A, id: "db-doesnotexist" },
     { token: TOKEN_A, id: a1! },
     { token: TOKEN_B, id: a2! },
     { token: TOKEN_B, id: b0! },
     { token: TOKEN_A, id: a2! },
     { token: TOKEN_A, id: a3! },
-    { token: TOKEN_B, id: `missing-${Math.random().toString(36).slice(2)}` },
+    { token: TOKEN_B, id: `db-missing${Math.random().toString(36).slice(2)}` },
   ];
   return Array.from({ length: 4 }, () => round).flat();
 }

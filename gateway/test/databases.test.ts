@@ -50,11 +50,17 @@ describe("POST /v1/databases", () => {
   });
 
   it("passes the principal's organization, never one from the body", async () => {
-    await api(gw.url, "/v1/databases", {
+    const before = stubs.state.seen.get("createDatabase")!.length;
+    // A body naming an organization is refused (issue 10: unknown fields are 422), before any service is asked.
+    const foreign = await api(gw.url, "/v1/databases", {
       method: "POST",
       token: TOKEN,
       body: { name: "sneaky", region: "fsn1", tier: "micro", organization_id: "org-other", version: "16" },
     });
+    expect(foreign.status).toBe(422);
+    expect(foreign.body.error.details.map((d: { field: string }) => d.field)).toEqual(["organization_id"]);
+    expect(stubs.state.seen.get("createDatabase")).toHaveLength(before);
+    await api(gw.url, "/v1/databases", { method: "POST", token: TOKEN, body: { name: "sneaky", region: "fsn1", tier: "micro", version: "16" } });
     const seen = stubs.state.seen.get("createDatabase")!.at(-1) as any;
     expect(seen.organizationId).toBe("org-db");
     expect(seen.version).toBe("16");

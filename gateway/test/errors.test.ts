@@ -49,7 +49,7 @@ describe("Connect code → HTTP status and public code", () => {
   ];
 
   it.each(table)("code %i → %i %s", async (code, status, publicCode) => {
-    const res = await api(gw.url, `/v1/databases/fail-${code}`, { token: TOKEN, conform: false });
+    const res = await api(gw.url, `/v1/databases/db-fail${code}`, { token: TOKEN, conform: false });
     expect(res.status).toBe(status);
     expect(res.body.error.code).toBe(publicCode);
     expect(res.body.meta.request_id).toBe(res.headers.get("x-request-id"));
@@ -70,13 +70,13 @@ describe("Connect code → HTTP status and public code", () => {
     ["rate_limit_exceeded", 429],
     ["resource_conflict", 409],
   ])("an ErrorReason %s overrides the code's status (%i)", async (reason, status) => {
-    const res = await api(gw.url, `/v1/databases/reason-${reason}`, { token: TOKEN, conform: false });
+    const res = await api(gw.url, `/v1/databases/db-reason${reason.replaceAll("_", "")}`, { token: TOKEN, conform: false });
     expect(res.status).toBe(status);
     expect(res.body.error.code).toBe(reason);
   });
 
   it("an ErrorReason naming no public code is ignored", async () => {
-    const res = await api(gw.url, "/v1/databases/reason-made_up", { token: TOKEN, conform: false });
+    const res = await api(gw.url, "/v1/databases/db-reasonmadeup", { token: TOKEN, conform: false });
     expect(res.status).toBe(409);
     expect(res.body.error.code).toBe("resource_conflict");
   });
@@ -85,7 +85,7 @@ describe("Connect code → HTTP status and public code", () => {
     const res = await api(gw.url, "/v1/databases", {
       method: "POST",
       token: TOKEN,
-      body: { name: "x", region: "mars1", tier: "micro" },
+      body: { name: "stub-refuses", region: "fsn1", tier: "micro" },
     });
     expect(res.status).toBe(422);
     expect(res.body.error).toEqual({
@@ -110,7 +110,7 @@ describe("Connect code → HTTP status and public code", () => {
 
   it("a slow upstream is cut at the deadline: 504, not a hang", async () => {
     const started = Date.now();
-    const res = await api(gw.url, "/v1/databases/slow-3000", { token: TOKEN });
+    const res = await api(gw.url, "/v1/databases/db-slow3000", { token: TOKEN });
     expect(res.status).toBe(504);
     expect(res.body.error.code).toBe("upstream_timeout");
     expect(Date.now() - started).toBeLessThan(2_000);

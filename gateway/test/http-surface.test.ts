@@ -190,7 +190,13 @@ describe("GET /v1/openapi.json", () => {
     expect(params[1].schema).toMatchObject({ minimum: 1, maximum: 100, default: 20 });
     expect(params[3].schema.enum).toEqual(["fsn1", "nbg1", "hel1"]);
     expect(doc.paths["/v1/databases/{id}"].get.parameters).toEqual([
-      { name: "id", in: "path", required: true, description: "Identifier of the resource.", schema: { type: "string" } },
+      {
+        name: "id",
+        in: "path",
+        required: true,
+        description: "The database's id (`db-…`).",
+        schema: { type: "string", pattern: "^db-[a-z0-9]+$", maxLength: 128 },
+      },
       { $ref: "#/components/parameters/RequestId" },
     ]);
     expect(doc.paths["/v1/databases/{id}/start"].post.parameters).toContainEqual({ $ref: "#/components/parameters/IdempotencyKey" });

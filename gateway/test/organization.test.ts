@@ -51,7 +51,9 @@ describe("organization", () => {
     expect(got.status).toBe(200);
     expect(got.body.data).toEqual({ id: w.org, name: "Shapes", plan: "enterprise", created_at: expect.stringMatching(ISO) });
 
-    const renamed = await api(gw1.url, "/v1/organization", { method: "PATCH", token: w.users.admin.token, body: { name: "Renamed", id: "org-other" } });
+    const foreign = await api(gw1.url, "/v1/organization", { method: "PATCH", token: w.users.admin.token, body: { name: "Renamed", id: "org-other" } });
+    expect(foreign.status).toBe(422); // issue 10: fields a request does not take are refused
+    const renamed = await api(gw1.url, "/v1/organization", { method: "PATCH", token: w.users.admin.token, body: { name: "Renamed" } });
     expect(renamed.status).toBe(200);
     expect(renamed.body.data).toMatchObject({ id: w.org, name: "Renamed" });
 
@@ -131,7 +133,7 @@ describe("members", () => {
     const res = await api(gw1.url, `/v1/organization/members/${w.users.admin.memberId}`, {
       method: "PATCH",
       token: w.users.owner.token,
-      body: { role: "viewer", id: "member-other", organization_id: "org-other" },
+      body: { role: "viewer" },
     });
     expect(res.status).toBe(200);
     expect(res.body.data).toMatchObject({ id: w.users.admin.memberId, role: "viewer", user: { id: w.users.admin.id } });
@@ -145,8 +147,12 @@ describe("members", () => {
     const w = await createWorld(identity, "Rules");
     const toOwner = await api(gw1.url, `/v1/organization/members/${w.users.admin.memberId}`, { method: "PATCH", token: w.users.owner.token, body: { role: "owner" } });
     expect(toOwner.status).toBe(422);
+    // Refused by the gateway's enum now (issue 10), with identity's explanation.
     expect(toOwner.body.error.details).toEqual([
-      { field: "role", message: "owner is reached only by transferring ownership (POST /v1/organization/transfer)" },
+      {
+        field: "role",
+        message: "must be one of: admin, developer, viewer; owner is reached only by transferring ownership (POST /v1/organization/transfer)",
+      },
     ]);
     const demote = await api(gw1.url, `/v1/organization/members/${w.users.owner.memberId}`, { method: "PATCH", token: w.users.admin.token, body: { role: "viewer" } });
     expect(demote.status).toBe(409);
@@ -177,16 +183,19 @@ describe("members", () => {
 });
 
 describe("invitations", () => {
-  it("POST returns the pending invitation of spec 2.3, 7 days, ignoring fields it does not take", async () => {
+  it("POST returns the pending invitation of spec 2.3, 7 days; fields it does not take are refused (issue 10)", async () => {
     const w = await createWorld(identity, "Invites");
     const other = await createWorld(identity, "Elsewhere");
     const email = uniqueEmail("invitee");
     const before = Date.now();
-    const res = await api(gw1.url, "/v1/organization/members", {
+    const foreign = await api(gw1.url, "/v1/organization/members", {
       method: "POST",
       token: w.users.admin.token,
       body: { email, role: "developer", organization_id: other.org, status: "accepted", id: "invite-mine", expires_at: "2099-01-01T00:00:00Z" },
     });
+    expect(foreign.status).toBe(422);
+    expect(foreign.body.error.details.map((d: { field: string }) => d.field)).toEqual(["organization_id", "status", "id", "expires_at"]);
+    const res = await api(gw1.url, "/v1/organization/members", { method: "POST", token: w.users.admin.token, body: { email, role: "developer" } });
     expect(res.status).toBe(201);
     const inv = res.body.data;
     expect(inv).toEqual({

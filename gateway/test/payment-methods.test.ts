@@ -41,7 +41,11 @@ describe("payment methods", () => {
   let mastercard: string;
 
   it("POST answers 201 with the record; the first method becomes the default", async () => {
-    const res = await add(OWNER, { type: "card", token: "tok_visa", organization_id: "org-pm-other", default: false });
+    // Fields it does not take are refused (issue 10), so the organization cannot come from the body.
+    const foreign = await add(OWNER, { type: "card", token: "tok_visa", organization_id: "org-pm-other", default: false });
+    expect(foreign.status).toBe(422);
+    expect(foreign.body.error.details.map((d: { field: string }) => d.field)).toEqual(["organization_id", "default"]);
+    const res = await add(OWNER, { type: "card", token: "tok_visa" });
     expect(res.status).toBe(201);
     expect(res.body.data).toEqual({
       id: expect.stringMatching(/^pm-/),

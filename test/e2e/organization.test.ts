@@ -117,7 +117,9 @@ describe("organization and team, end to end", () => {
 
   it("invites by e-mail: 201 pending invitation, and a real mail with a one-time link arrives over SMTP", async () => {
     admin.email = email("new-admin");
-    const res = await api.post("/v1/organization/members", { email: admin.email, role: "admin", organization_id: "org-elsewhere", status: "accepted" });
+    const foreign = await api.post("/v1/organization/members", { email: admin.email, role: "admin", organization_id: "org-elsewhere", status: "accepted" });
+    expect(foreign.status).toBe(422);
+    const res = await api.post("/v1/organization/members", { email: admin.email, role: "admin" });
     expect(res.status).toBe(201);
     expect(res.body.data).toMatchObject({ email: admin.email, role: "admin", status: "pending" });
     expect(res.body.data.id).toMatch(/^invite-/);

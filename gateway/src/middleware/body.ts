@@ -3,8 +3,10 @@ import { badRequest } from "../errors.ts";
 
 const MAX_BODY = "1mb";
 
-// The content type is checked before this parser runs, so it may take any.
-const json = express.json({ limit: MAX_BODY, strict: true, type: () => true });
+// The content type is checked before this parser runs, so it may take any. Any JSON
+// value parses (not only objects and arrays): a well-formed body that is not an
+// object is then a validation failure, 422, not a malformed request.
+const json = express.json({ limit: MAX_BODY, strict: false, type: () => true });
 
 function hasBody(req: Request): boolean {
   const length = req.get("content-length");

@@ -1,59 +1,29 @@
 import { PUBLIC_CODES, publicCodesOf } from "../errors.ts";
 import { IDEMPOTENCY_KEY_FORMAT } from "../idempotency/idempotency.ts";
 import { SANE_REQUEST_ID } from "../middleware/request-id.ts";
-import type { BodySchema, FieldType, QuerySchema, QuerySpec } from "../schema.ts";
+import type { TObject, TSchema } from "@sinclair/typebox";
+import type { IdParam } from "./ids.ts";
 import { RESPONSE_SCHEMAS, type JsonSchema } from "./responses.ts";
 import type { ErrorStatus, Route, SuccessResponse } from "./route.ts";
 
-function fieldSchema(type: FieldType): JsonSchema {
-  switch (type) {
-    case "string":
-    case "number":
-    case "integer":
-    case "boolean":
-      return { type };
-    case "date-time":
-      return { type: "string", format: "date-time" };
-    case "string[]":
-      return { type: "array", items: { type: "string" } };
-  }
-}
-
 /**
- * Request bodies stay open: fields a schema does not name are ignored, not
- * refused, so a client sending extra fields is not wrong.
+ * A request schema as the document carries it: the very object the gateway
+ * validates with, as JSON (TypeBox's symbol keys dropped). Bodies are closed
+ * (`additionalProperties: false`): a field they do not name is refused.
  */
-function bodySchema(body: BodySchema): JsonSchema {
-  return {
-    type: "object",
-    properties: Object.fromEntries(
-      Object.entries(body).map(([name, spec]) => [name, { ...fieldSchema(spec.type), description: spec.description }]),
-    ),
-    required: Object.entries(body)
-      .filter(([, spec]) => spec.required)
-      .map(([name]) => name),
-  };
+const published = (schema: TSchema): JsonSchema => JSON.parse(JSON.stringify(schema)) as JsonSchema;
+
+/** A parameter's schema without its description, which the parameter carries. */
+function parameter(name: string, location: "path" | "query", required: boolean, schema: TSchema): JsonSchema {
+  const { description, ...rest } = published(schema);
+  return { name, in: location, required, description, schema: rest };
 }
 
-function querySchema(spec: QuerySpec): JsonSchema {
-  return {
-    type: spec.type,
-    ...(spec.minimum !== undefined && { minimum: spec.minimum }),
-    ...(spec.maximum !== undefined && { maximum: spec.maximum }),
-    ...(spec.default !== undefined && { default: spec.default }),
-    ...(spec.enum && { enum: [...spec.enum] }),
-  };
-}
+const queryParameters = (query: TObject): JsonSchema[] =>
+  Object.entries(query.properties).map(([name, spec]) => parameter(name, "query", false, spec));
 
-function queryParameters(query: QuerySchema): JsonSchema[] {
-  return Object.entries(query).map(([name, spec]) => ({
-    name,
-    in: "query",
-    required: false,
-    description: spec.description,
-    schema: querySchema(spec),
-  }));
-}
+const pathParameters = (params: Readonly<Record<string, IdParam>>): JsonSchema[] =>
+  Object.entries(params).map(([name, param]) => parameter(name, "path", true, param.schema));
 
 const REQUEST_ID_PATTERN = SANE_REQUEST_ID.source;
 
@@ -305,13 +275,7 @@ function operation(route: Route): JsonSchema {
     tags: [tagOf(route.path)],
     ...(isProtected ? { security: [{ bearer: [] }], "x-permission": route.permission } : { security: [] }),
     parameters: [
-      ...pathParams(route).map((name) => ({
-        name,
-        in: "path",
-        required: true,
-        description: "Identifier of the resource.",
-        schema: { type: "string" },
-      })),
+      ...(route.params ? pathParameters(route.params) : []),
       ...(route.query ? queryParameters(route.query) : []),
       { $ref: "#/components/parameters/RequestId" },
       ...(route.method === "POST" ? [{ $ref: "#/components/parameters/IdempotencyKey" }] : []),
@@ -319,8 +283,8 @@ function operation(route: Route): JsonSchema {
     ...(route.body && {
       requestBody: {
         // No body at all counts as `{}`: only a schema with required fields makes one necessary.
-        required: Object.values(route.body).some((f) => f.required),
-        content: { "application/json": { schema: bodySchema(route.body) } },
+        required: (route.body.required ?? []).length > 0,
+        content: { "application/json": { schema: published(route.body) } },
       },
     }),
     responses: {

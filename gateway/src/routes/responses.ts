@@ -34,7 +34,7 @@ function object(description: string, properties: Record<string, JsonSchema>, opt
 }
 
 /** DESIGN.md §2 "Databases": the statuses a database is reported in. */
-export const DATABASE_STATUSES = ["provisioning", "running", "starting", "stopping", "stopped", "restarting", "resizing", "failed"];
+export const DATABASE_STATUSES = ["provisioning", "running", "starting", "stopping", "stopped", "restarting", "resizing", "failed"] as const;
 const ROLES = ["owner", "admin", "developer", "viewer"];
 const INVOICE_STATUSES = ["open", "paid", "past_due"];
 // `internal` is set by support only, for our own tooling (benchmarks, synthetic checks).

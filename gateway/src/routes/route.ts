@@ -2,7 +2,9 @@ import { SCOPES, type Scope } from "@dbaas/kit";
 import type { Principal } from "@dbaas/proto/identity";
 import type { GatewayContext } from "../context.ts";
 import type { Reply } from "../middleware/envelope.ts";
-import type { BodySchema, Infer, QuerySchema, QueryValues } from "../schema.ts";
+import type { Static, TObject } from "@sinclair/typebox";
+import type { QueryValues } from "../schema.ts";
+import type { IdParam } from "./ids.ts";
 import type { SchemaName } from "./responses.ts";
 
 /** Scope names of DESIGN.md; identity computes which of them a principal has. */
@@ -36,8 +38,12 @@ interface RouteBase {
    * derives from its shape (see `errorStatuses` in openapi.ts), e.g. 402.
    */
   errors?: ErrorStatus[];
-  query?: QuerySchema;
-  body?: BodySchema;
+  /** Each `:name` of the path and the id it holds (routes/ids.ts); an id that cannot exist is 404 here. */
+  params?: Readonly<Record<string, IdParam>>;
+  /** Query parameters (`query` in schema.ts). */
+  query?: TObject;
+  /** The JSON body (`body` in schema.ts); the handler's body type is its Static<>. */
+  body?: TObject;
 }
 
 export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 409 | 413 | 422 | 429 | 500 | 503 | 504;
@@ -72,22 +78,39 @@ export interface ProtectedRoute extends RouteBase {
 /** Every route is one or the other: there is no way to declare a route without saying who may call it. */
 export type Route = PublicRoute | ProtectedRoute;
 
-type WithBody<S extends BodySchema | undefined> = S extends BodySchema ? Infer<S> : Record<never, never>;
+type WithBody<S extends TObject | undefined> = S extends TObject ? Static<S> : Record<never, never>;
+
+/**
+ * Every `:name` of the path must have its id declared in `params`, and only
+ * those: a route cannot reach a service with an id nobody checked.
+ */
+function checkDeclaredParams(def: RouteBase): void {
+  const inPath = [...def.path.matchAll(/:([A-Za-z_]+)/g)].map((m) => m[1]!).sort();
+  const declared = Object.keys(def.params ?? {}).sort();
+  if (inPath.join() !== declared.join()) {
+    throw new Error(
+      `${def.method} ${def.path}: params must declare exactly the path's parameters (${inPath.join(", ") || "none"}), ` +
+        "each an id from routes/ids.ts",
+    );
+  }
+}
 
 /** Declares a route open to anyone; the handler's body type follows its schema. */
-export function publicRoute<S extends BodySchema | undefined = undefined>(
+export function publicRoute<S extends TObject | undefined = undefined>(
   def: Omit<RouteBase, "body"> & { body?: S; handler: (call: Call<WithBody<NoInfer<S>>>) => Promise<Reply> },
 ): PublicRoute {
+  checkDeclaredParams(def);
   return { ...def, public: true } as PublicRoute;
 }
 
 /** Declares a route that needs a credential carrying `permission`. */
-export function protectedRoute<S extends BodySchema | undefined = undefined>(
+export function protectedRoute<S extends TObject | undefined = undefined>(
   def: Omit<RouteBase, "body"> & {
     permission: Permission;
     body?: S;
     handler: (call: AuthedCall<WithBody<NoInfer<S>>>) => Promise<Reply>;
   },
 ): ProtectedRoute {
+  checkDeclaredParams(def);
   return def as ProtectedRoute;
 }

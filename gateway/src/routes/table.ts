@@ -1,4 +1,5 @@
 import { document } from "../middleware/envelope.ts";
+import { ID } from "./ids.ts";
 import { openApiDocument } from "./openapi.ts";
 import { fileOf, json, listOf, NO_CONTENT, protectedRoute, publicRoute, type Route } from "./route.ts";
 import * as apiKeys from "./v1/api-keys.ts";
@@ -77,6 +78,7 @@ export const ROUTES: readonly Route[] = [
   protectedRoute({
     method: "GET",
     path: "/v1/databases/:id",
+    params: { id: ID.database },
     summary: "Get a database (the connection string's password masked).",
     permission: "databases:read",
     response: json(200, "Database"),
@@ -85,6 +87,7 @@ export const ROUTES: readonly Route[] = [
   protectedRoute({
     method: "PATCH",
     path: "/v1/databases/:id",
+    params: { id: ID.database },
     summary: "Rename a database.",
     permission: "databases:write",
     response: json(200, "Database"),
@@ -95,6 +98,7 @@ export const ROUTES: readonly Route[] = [
   protectedRoute({
     method: "DELETE",
     path: "/v1/databases/:id",
+    params: { id: ID.database },
     summary: "Delete a database (data retained 7 days).",
     permission: "databases:write",
     response: NO_CONTENT,
@@ -103,6 +107,7 @@ export const ROUTES: readonly Route[] = [
   protectedRoute({
     method: "POST",
     path: "/v1/databases/:id/start",
+    params: { id: ID.database },
     summary: "Start a stopped database.",
     permission: "databases:write",
     response: json(200, "DatabaseStatus"),
@@ -112,6 +117,7 @@ export const ROUTES: readonly Route[] = [
   protectedRoute({
     method: "POST",
     path: "/v1/databases/:id/stop",
+    params: { id: ID.database },
     summary: "Stop a running database (compute billing stops).",
     permission: "databases:write",
     response: json(200, "DatabaseStatus"),
@@ -120,6 +126,7 @@ export const ROUTES: readonly Route[] = [
   protectedRoute({
     method: "POST",
     path: "/v1/databases/:id/restart",
+    params: { id: ID.database },
     summary: "Restart a running database.",
     permission: "databases:write",
     response: json(200, "DatabaseStatus"),
@@ -128,6 +135,7 @@ export const ROUTES: readonly Route[] = [
   protectedRoute({
     method: "POST",
     path: "/v1/databases/:id/resize",
+    params: { id: ID.database },
     summary: "Move a database to another tier.",
     permission: "databases:write",
     response: json(200, "ResizedDatabase"),
@@ -138,6 +146,7 @@ export const ROUTES: readonly Route[] = [
   protectedRoute({
     method: "POST",
     path: "/v1/databases/:id/reset-password",
+    params: { id: ID.database },
     summary: "Replace the password; the old one stops working at once.",
     permission: "databases:write",
     response: json(200, "Credentials"),
@@ -146,6 +155,7 @@ export const ROUTES: readonly Route[] = [
   protectedRoute({
     method: "GET",
     path: "/v1/databases/:id/operations",
+    params: { id: ID.database },
     summary: "List the operations run on a database.",
     permission: "databases:read",
     response: listOf("operations", "Operation"),
@@ -155,6 +165,7 @@ export const ROUTES: readonly Route[] = [
   protectedRoute({
     method: "GET",
     path: "/v1/databases/:id/ca-certificate",
+    params: { id: ID.database },
     summary: "The CA certificate that signs the database's server certificate (PEM).",
     permission: "databases:read",
     response: fileOf("application/x-pem-file"),
@@ -214,6 +225,7 @@ export const ROUTES: readonly Route[] = [
   protectedRoute({
     method: "PATCH",
     path: "/v1/billing/payment-methods/:id",
+    params: { id: ID.paymentMethod },
     summary: "Make a payment method the default (the previous default stops being it).",
     permission: "billing:write",
     response: json(200, "PaymentMethod"),
@@ -233,6 +245,7 @@ export const ROUTES: readonly Route[] = [
   protectedRoute({
     method: "GET",
     path: "/v1/billing/invoices/:id/pdf",
+    params: { id: ID.invoice },
     summary: "An invoice as a PDF document.",
     permission: "billing:read",
     response: fileOf("application/pdf"),
@@ -299,6 +312,7 @@ export const ROUTES: readonly Route[] = [
   protectedRoute({
     method: "PATCH",
     path: "/v1/organization/members/:id",
+    params: { id: ID.member },
     summary: "Change a member's role (never the owner's, never to owner).",
     permission: "members:write",
     response: json(200, "Member"),
@@ -309,6 +323,7 @@ export const ROUTES: readonly Route[] = [
   protectedRoute({
     method: "DELETE",
     path: "/v1/organization/members/:id",
+    params: { id: ID.member },
     summary: "Remove a member: their sessions end at once; API keys they created stay until revoked.",
     permission: "members:write",
     response: NO_CONTENT,
@@ -327,6 +342,7 @@ export const ROUTES: readonly Route[] = [
   protectedRoute({
     method: "DELETE",
     path: "/v1/organization/invitations/:id",
+    params: { id: ID.invitation },
     summary: "Cancel an invitation; its link stops working.",
     permission: "members:write",
     response: NO_CONTENT,
@@ -363,6 +379,7 @@ export const ROUTES: readonly Route[] = [
   protectedRoute({
     method: "DELETE",
     path: "/v1/organization/api-keys/:id",
+    params: { id: ID.apiKey },
     summary: "Revoke an API key at once.",
     permission: "settings:write",
     response: NO_CONTENT,

@@ -15,6 +15,7 @@ import {
   type Revocation,
   WatchRevocationsResponseSchema,
 } from "@dbaas/proto/identity";
+import { PUBLIC_CODES } from "../../src/errors.ts";
 
 /**
  * Just enough of identity, databases and billing to drive the gateway: real
@@ -96,15 +97,20 @@ function record(state: StubState, rpc: string, req: unknown): void {
 }
 
 /**
- * Ids that make the databases stub fail: `fail-<connect code number>`,
- * `reason-<public code>` (FAILED_PRECONDITION with an ErrorReason), `slow-<ms>`.
+ * Ids that make the databases stub fail, shaped like database ids so that
+ * the gateway lets them through: `db-fail<connect code number>`,
+ * `db-reason<public code without underscores>` (FAILED_PRECONDITION with an
+ * ErrorReason; `db-reasonmadeup` names no public code), `db-slow<ms>`.
  */
 async function injected(id: string): Promise<void> {
-  let m = /^fail-(\d+)$/.exec(id);
+  let m = /^db-fail(\d+)$/.exec(id);
   if (m) throw new ConnectError(`injected failure at 10.0.0.7:5432 (${m[1]})`, Number(m[1]) as Code);
-  m = /^reason-([a-z_]+)$/.exec(id);
-  if (m) throw withReason(`injected ${m[1]}`, Code.FailedPrecondition, m[1]!);
-  m = /^slow-(\d+)$/.exec(id);
+  m = /^db-reason([a-z]+)$/.exec(id);
+  if (m) {
+    const reason = PUBLIC_CODES.find((c) => c.replaceAll("_", "") === m![1]) ?? m[1]!;
+    throw withReason(`injected ${reason}`, Code.FailedPrecondition, reason);
+  }
+  m = /^db-slow(\d+)$/.exec(id);
   if (m) await new Promise((r) => setTimeout(r, Number(m![1])));
 }
 
@@ -217,8 +223,10 @@ function databasesRoutes(state: StubState) {
         if (req.name.startsWith("slow-")) await new Promise((r) => setTimeout(r, 400));
         if (req.name === "flaky" && state.flaky) throw new ConnectError("try again later", Code.Unavailable);
         const violations = [];
-        if (req.name.length < 3) violations.push({ field: "name", message: "must be 3-63 characters" });
-        if (!["fsn1", "nbg1", "hel1"].includes(req.region)) {
+        // The gateway refuses short names and unknown regions itself; this name stands for what only the service knows.
+        const refused = req.name === "stub-refuses";
+        if (req.name.length < 3 || refused) violations.push({ field: "name", message: "must be 3-63 characters" });
+        if (!["fsn1", "nbg1", "hel1"].includes(req.region) || refused) {
           violations.push({ field: "region", message: "must be one of: fsn1, nbg1, hel1" });
         }
         if (violations.length > 0) throw invalidArgument(violations);

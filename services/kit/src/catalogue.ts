@@ -35,3 +35,22 @@ export const TRANSFER_FREE_GB_PER_MONTH = 100;
 export function tierByName(name: string): TierSpec | undefined {
   return TIERS.find((t) => t.name === name);
 }
+
+/**
+ * PostgreSQL major versions the product offers, newest first. An agent serves
+ * those whose server binaries it has, so a version listed here may still find
+ * no capacity; one not listed is never accepted.
+ */
+export const POSTGRES_VERSIONS = ["17", "16"] as const;
+export const DEFAULT_POSTGRES_VERSION = "17";
+
+/** Plans a customer can choose. */
+export const PLANS = ["free", "pro", "enterprise"] as const;
+/** Plans support may also set: `internal` is for our own tooling (benchmarks, synthetic checks). */
+export const SUPPORT_PLANS = [...PLANS, "internal"] as const;
+
+/** How a spending alert reaches the organization. */
+export const ALERT_CHANNELS = ["email"] as const;
+
+/** Kinds of payment method billing accepts. */
+export const PAYMENT_METHOD_TYPES = ["card"] as const;

@@ -17,3 +17,11 @@ export const SCOPES = [
 ] as const;
 
 export type Scope = (typeof SCOPES)[number];
+
+/** Member roles, highest first (spec 2.7). */
+export const ROLES = ["owner", "admin", "developer", "viewer"] as const;
+
+export type RoleName = (typeof ROLES)[number];
+
+/** Roles a member can be given directly; the owner is made only by a transfer. */
+export const GRANTABLE_ROLES = ["admin", "developer", "viewer"] as const satisfies readonly RoleName[];

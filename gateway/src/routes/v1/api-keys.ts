@@ -1,18 +1,26 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { SCOPES } from "@dbaas/kit";
 import type { ApiKey } from "@dbaas/proto/identity";
 import { ApiError } from "../../errors.ts";
 import { created, noContent, type Reply } from "../../middleware/envelope.ts";
-import { optional, PAGINATION_QUERY, required, type Infer, type QuerySchema } from "../../schema.ts";
+import { Type } from "@sinclair/typebox";
+import { body, oneOf, optional, PAGINATION_QUERY, timestamp, type Infer } from "../../schema.ts";
 import { iso, pageOf, present, roleName } from "../mappers.ts";
 import type { AuthedCall } from "../route.ts";
+import { displayName } from "./auth.ts";
 
-export const createBody = {
-  name: required("string", "What the key is for."),
-  scopes: optional("string[]", "Scopes of the key; default: every permission of the calling credential."),
-  expires_at: optional("date-time", "When the key stops working; default: never."),
-};
+export const createBody = body({
+  name: displayName("What the key is for."),
+  scopes: optional(
+    Type.Array(oneOf(SCOPES, "A scope."), {
+      maxItems: SCOPES.length,
+      description: "Scopes of the key; default: every permission of the calling credential.",
+    }),
+  ),
+  expires_at: optional(timestamp("When the key stops working; default: never.")),
+});
 
-export const listQuery: QuerySchema = PAGINATION_QUERY;
+export const listQuery = PAGINATION_QUERY;
 
 function apiKey(key: ApiKey) {
   return {

@@ -1,21 +1,31 @@
 import { created, ok, type Reply } from "../../middleware/envelope.ts";
-import { optional, required, type Infer } from "../../schema.ts";
+import { NAME_MAX_LENGTH, NAME_MIN_LENGTH, PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "@dbaas/kit";
+import { body, describe, displayText, emailAddress, optional, text, type Infer } from "../../schema.ts";
+import { ID } from "../ids.ts";
 import { iso, organization, present } from "../mappers.ts";
 import type { Call } from "../route.ts";
 import type { Token } from "@dbaas/proto/identity";
 
-export const signupBody = {
-  email: required("string", "E-mail address; becomes the login."),
-  password: required("string", "Password of the new user."),
-  name: required("string", "Display name of the user."),
-  organization_name: required("string", "Name of the organization created with the user (plan free)."),
-};
+/** A password being checked: any the service could have accepted. */
+export const password = (description: string) => text(PASSWORD_MAX_LENGTH, description);
+/** A password being set. */
+const newPassword = (description: string) => text(PASSWORD_MAX_LENGTH, description, PASSWORD_MIN_LENGTH);
+/** User, organization and API-key names. */
+export const displayName = (description: string) =>
+  displayText(NAME_MIN_LENGTH, NAME_MAX_LENGTH, `${description} ${NAME_MIN_LENGTH}–${NAME_MAX_LENGTH} characters after trimming.`);
 
-export const tokenBody = {
-  email: required("string", "E-mail address of the user."),
-  password: required("string", "The user's password."),
-  organization_id: optional("string", "Organization the token acts in; default: the user's oldest membership."),
-};
+export const signupBody = body({
+  email: emailAddress("E-mail address; becomes the login."),
+  password: newPassword("Password of the new user."),
+  name: displayName("Display name of the user."),
+  organization_name: displayName("Name of the organization created with the user (plan free)."),
+});
+
+export const tokenBody = body({
+  email: emailAddress("E-mail address of the user."),
+  password: password("The user's password."),
+  organization_id: optional(describe(ID.organization.schema, "Organization the token acts in; default: the user's oldest membership.")),
+});
 
 function tokenJson(token: Token) {
   return { access_token: token.accessToken, token_type: token.tokenType, expires_at: iso(token.expiresAt) };

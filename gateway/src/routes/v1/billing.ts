@@ -1,25 +1,35 @@
+import { ALERT_CHANNELS, PAYMENT_METHOD_TYPES, TOKEN_MAX_LENGTH } from "@dbaas/kit";
 import type { Alert, Invoice, PaymentMethod, UsageLine } from "@dbaas/proto/billing";
+import { Type } from "@sinclair/typebox";
 import { created, file, ok, type Reply } from "../../middleware/envelope.ts";
-import { optional, PAGINATION_QUERY, required, type Infer, type QuerySchema } from "../../schema.ts";
+import { body, CURRENCY_MAX_LENGTH, oneOf, optional, PAGINATION_QUERY, text, type Infer } from "../../schema.ts";
 import { iso, pageOf, present } from "../mappers.ts";
 import type { AuthedCall } from "../route.ts";
 
-export const addPaymentMethodBody = {
-  type: required("string", "`card`."),
-  token: required("string", "A payment token from the payment processor's client-side SDK; the card number never reaches us."),
-};
+export const addPaymentMethodBody = body({
+  type: oneOf(PAYMENT_METHOD_TYPES, "Kind of payment method."),
+  token: text(TOKEN_MAX_LENGTH, "A payment token from the payment processor's client-side SDK; the card number never reaches us."),
+});
 
-export const updatePaymentMethodBody = {
-  default: optional("boolean", "true makes this the default payment method, the one invoices are charged to; the previous default stops being it."),
-};
+export const updatePaymentMethodBody = body({
+  default: optional(
+    Type.Boolean({ description: "true makes this the default payment method, the one invoices are charged to; the previous default stops being it." }),
+  ),
+});
 
-export const createAlertBody = {
-  threshold: required("number", "Month-to-date total at which the alert fires: more than 0, at most 1,000,000."),
-  currency: required("string", "The catalogue's currency, `USD`."),
-  channels: required("string[]", "How the organization is told, at least one, no repeats: `email` mails every member who may read billing."),
-};
+/** Room for channels to come; billing refuses repeats. */
+const MAX_CHANNELS = 10;
 
-export const listQuery: QuerySchema = PAGINATION_QUERY;
+export const createAlertBody = body({
+  threshold: Type.Number({ description: "Month-to-date total at which the alert fires: more than 0, at most 1,000,000." }),
+  currency: text(CURRENCY_MAX_LENGTH, "The catalogue's currency, `USD`."),
+  channels: Type.Array(oneOf(ALERT_CHANNELS, "A channel."), {
+    maxItems: MAX_CHANNELS,
+    description: "How the organization is told, at least one, no repeats: `email` mails every member who may read billing.",
+  }),
+});
+
+export const listQuery = PAGINATION_QUERY;
 
 const line = (l: UsageLine | undefined) => ({ quantity: l?.quantity ?? 0, amount: l?.amount ?? 0 });
 

@@ -1,33 +1,53 @@
-import { REGIONS } from "@dbaas/kit";
+import {
+  DATABASE_NAME_MAX_LENGTH,
+  DATABASE_NAME_MIN_LENGTH,
+  DEFAULT_POSTGRES_VERSION,
+  POSTGRES_VERSIONS,
+  REGIONS,
+  TIERS,
+} from "@dbaas/kit";
 import type { Database, Operation } from "@dbaas/proto/databases";
 import { created, file, list, noContent, ok, type Reply } from "../../middleware/envelope.ts";
-import { optional, pagination, PAGINATION_QUERY, required, type Infer, type QuerySchema } from "../../schema.ts";
+import { body, displayText, oneOf, optional, pagination, PAGINATION, PAGINATION_QUERY, query, type Infer } from "../../schema.ts";
 import { iso, orNull, present } from "../mappers.ts";
 import { DATABASE_STATUSES } from "../responses.ts";
 import type { AuthedCall } from "../route.ts";
 
-export const createBody = {
-  name: required("string", "3-63 characters, unique among the organization's databases."),
-  region: required("string", "Region code (GET /v1/regions)."),
-  tier: required("string", "Instance tier (GET /v1/tiers)."),
-  version: optional("string", "PostgreSQL major version (GET /v1/versions); default 17."),
-};
+const REGION_CODES = REGIONS.map((r) => r.code);
+const TIER_NAMES = TIERS.map((t) => t.name);
 
-export const updateBody = {
-  name: optional("string", "New name, 3-63 characters."),
-};
+const name = (description: string) =>
+  displayText(
+    DATABASE_NAME_MIN_LENGTH,
+    DATABASE_NAME_MAX_LENGTH,
+    `${description} ${DATABASE_NAME_MIN_LENGTH}–${DATABASE_NAME_MAX_LENGTH} characters after trimming, unique among the organization's live databases.`,
+  );
+const tier = (description: string) => oneOf(TIER_NAMES, `${description} (GET /v1/tiers).`);
 
-export const resizeBody = {
-  tier: required("string", "The new instance tier."),
-};
+export const createBody = body({
+  name: name("Name of the database."),
+  region: oneOf(REGION_CODES, "Region code (GET /v1/regions)."),
+  tier: tier("Instance tier"),
+  version: optional(
+    oneOf(POSTGRES_VERSIONS, `PostgreSQL major version (GET /v1/versions lists those with capacity); default ${DEFAULT_POSTGRES_VERSION}.`),
+  ),
+});
 
-export const listQuery: QuerySchema = {
-  ...PAGINATION_QUERY,
-  status: { type: "string", description: "Only databases in this status.", enum: DATABASE_STATUSES },
-  region: { type: "string", description: "Only databases in this region.", enum: REGIONS.map((r) => r.code) },
-};
+export const updateBody = body({
+  name: optional(name("New name.")),
+});
 
-export const operationsQuery: QuerySchema = PAGINATION_QUERY;
+export const resizeBody = body({
+  tier: tier("The new instance tier"),
+});
+
+export const listQuery = query({
+  ...PAGINATION,
+  status: optional(oneOf(DATABASE_STATUSES, "Only databases in this status.")),
+  region: optional(oneOf(REGION_CODES, "Only databases in this region.")),
+});
+
+export const operationsQuery = PAGINATION_QUERY;
 
 // The product serves PostgreSQL only; the record says so because clients of
 // multi-engine services expect the field.

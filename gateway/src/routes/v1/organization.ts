@@ -1,36 +1,43 @@
+import { GRANTABLE_ROLES, PLANS, TOKEN_MAX_LENGTH } from "@dbaas/kit";
 import type { Invitation, Member } from "@dbaas/proto/identity";
 import { insufficientPermissions } from "../../errors.ts";
 import { created, noContent, ok, type Reply } from "../../middleware/envelope.ts";
-import { optional, PAGINATION_QUERY, required, type Infer, type QuerySchema } from "../../schema.ts";
+import { body, describe, emailAddress, oneOf, optional, PAGINATION_QUERY, text, type Infer } from "../../schema.ts";
+import { ID } from "../ids.ts";
 import { iso, organization, pageOf, present, roleName } from "../mappers.ts";
 import type { AuthedCall, Call } from "../route.ts";
+import { displayName, password } from "./auth.ts";
 
-export const updateOrganizationBody = {
-  name: optional("string", "New name of the organization."),
-  plan: optional("string", "free, pro or enterprise; changing it needs billing:write (the owner)."),
-};
+const OWNER_BY_TRANSFER = "owner is reached only by transferring ownership (POST /v1/organization/transfer)";
 
-export const inviteBody = {
-  email: required("string", "Address the invitation is mailed to."),
-  role: required("string", "admin, developer or viewer, at most the caller's own role; owner only by transfer."),
-};
+const role = (description: string) => oneOf(GRANTABLE_ROLES, description, OWNER_BY_TRANSFER);
 
-export const updateMemberBody = {
-  role: required("string", "admin, developer or viewer; the owner's role cannot be changed."),
-};
+export const updateOrganizationBody = body({
+  name: optional(displayName("New name of the organization.")),
+  plan: optional(oneOf(PLANS, "The plan; changing it needs billing:write (the owner).")),
+});
 
-export const transferBody = {
-  new_owner_id: required("string", "User id (user.id of a member record) of the member who becomes owner."),
-  password: required("string", "The caller's current password."),
-};
+export const inviteBody = body({
+  email: emailAddress("Address the invitation is mailed to."),
+  role: role("At most the caller's own role; owner only by transfer."),
+});
 
-export const acceptBody = {
-  token: required("string", "The one-time token from the invitation link."),
-  name: optional("string", "Display name of a new user (then required); ignored when the e-mail already has an account."),
-  password: required("string", "Password of the new user, or the existing account's password."),
-};
+export const updateMemberBody = body({
+  role: role("The new role; the owner's role cannot be changed, and owner is reached only by transfer."),
+});
 
-export const listQuery: QuerySchema = PAGINATION_QUERY;
+export const transferBody = body({
+  new_owner_id: describe(ID.user.schema, "User id (user.id of a member record) of the member who becomes owner."),
+  password: password("The caller's current password."),
+});
+
+export const acceptBody = body({
+  token: text(TOKEN_MAX_LENGTH, "The one-time token from the invitation link."),
+  name: optional(displayName("Display name of a new user (then required); ignored when the e-mail already has an account.")),
+  password: password("Password of the new user, or the existing account's password."),
+});
+
+export const listQuery = PAGINATION_QUERY;
 
 /** Spec 2.2. */
 function member(m: Member) {
