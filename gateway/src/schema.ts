@@ -98,10 +98,9 @@ export function timestamp(description: string): TString {
  * most the kit's ID_MAX_LENGTH.
  */
 export function identifier(prefix: string, noun: string): TString {
-  const article = /^[aeiou]/i.test(noun) ? "an" : "a";
   return withExtra(
     Type.String({ pattern: `^${prefix}-[a-z0-9]+$`, maxLength: ID_MAX_LENGTH, description: `The ${noun}'s id (\`${prefix}-…\`).` }),
-    { pattern: `must be ${article} ${noun} id (${prefix}-…)` },
+    { pattern: `must be an id of the form ${prefix}-…` },
   );
 }
 
