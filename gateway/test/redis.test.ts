@@ -294,9 +294,10 @@ describe("Idempotency-Key", () => {
 
   it("replays an error the service gave", async () => {
     const before = creates();
-    const first = await post(a, "key-invalid", { name: "x", region: "fsn1", tier: "micro" });
+    // A name only the service refuses: the gateway's own 422s (a name too short) are not stored.
+    const first = await post(a, "key-invalid", { name: "stub-refuses", region: "fsn1", tier: "micro" });
     expect(first.status).toBe(422);
-    const again = await post(b, "key-invalid", { name: "x", region: "fsn1", tier: "micro" });
+    const again = await post(b, "key-invalid", { name: "stub-refuses", region: "fsn1", tier: "micro" });
     expect(again.status).toBe(422);
     expect(again.body.error).toEqual(first.body.error);
     expect(again.headers.get("idempotent-replayed")).toBe("true");
