@@ -1,4 +1,4 @@
-import { REGIONS, SCOPES, TIERS } from "@dbaas/kit";
+import { REGIONS, ROLES, SCOPES, SUPPORT_PLANS, TIERS } from "@dbaas/kit";
 
 /**
  * JSON Schemas (2020-12, as OpenAPI 3.1 uses) of what each route puts in
@@ -35,10 +35,9 @@ function object(description: string, properties: Record<string, JsonSchema>, opt
 
 /** DESIGN.md §2 "Databases": the statuses a database is reported in. */
 export const DATABASE_STATUSES = ["provisioning", "running", "starting", "stopping", "stopped", "restarting", "resizing", "failed"] as const;
-const ROLES = ["owner", "admin", "developer", "viewer"];
 const INVOICE_STATUSES = ["open", "paid", "past_due"];
-// `internal` is set by support only, for our own tooling (benchmarks, synthetic checks).
-const PLANS = ["free", "pro", "enterprise", "internal"];
+// Every plan an organization can be on: `internal` is set by support only, for our own tooling.
+const PLANS = SUPPORT_PLANS;
 
 const id = (prefix: string) => ({ type: "string", pattern: `^${prefix}`, description: `Identifier, prefix \`${prefix}\`.` });
 const region = oneOf(REGIONS.map((r) => r.code), "Region code.");

@@ -1,4 +1,4 @@
-import { envInt, envString, requireEnv } from "@dbaas/kit";
+import { DEFAULT_POSTGRES_VERSION, envInt, envString, requireEnv } from "@dbaas/kit";
 
 export interface Config {
   port: number;
@@ -27,7 +27,7 @@ export function readConfig(env: Record<string, string | undefined> = process.env
     internalSecret: requireEnv(env, "INTERNAL_AUTH_SECRET"),
     billingUrl: requireEnv(env, "BILLING_URL"),
     databaseDomain: envString(env, "DATABASE_DOMAIN", "db.localhost"),
-    defaultVersion: envString(env, "DEFAULT_POSTGRES_VERSION", "17"),
+    defaultVersion: envString(env, "DEFAULT_POSTGRES_VERSION", DEFAULT_POSTGRES_VERSION),
     retentionSeconds: envInt(env, "DELETED_RETENTION_SECONDS", 7 * 24 * 3600),
     agentTimeoutSeconds: envInt(env, "AGENT_TIMEOUT_SECONDS", 30),
     passwordApplyTimeoutMs: envInt(env, "PASSWORD_APPLY_TIMEOUT_MS", 15_000),

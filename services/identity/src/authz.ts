@@ -1,4 +1,4 @@
-import { SCOPES, type Scope } from "@dbaas/kit";
+import { GRANTABLE_ROLES, ROLES, SCOPES, type Scope } from "@dbaas/kit";
 import { Role } from "@dbaas/proto/identity";
 
 /**
@@ -10,7 +10,7 @@ export { SCOPES };
 
 export type { Scope };
 
-export const ROLE_NAMES = ["owner", "admin", "developer", "viewer"] as const;
+export const ROLE_NAMES = ROLES;
 export type RoleName = (typeof ROLE_NAMES)[number];
 
 const ROLE_SCOPES: Record<RoleName, readonly Scope[]> = {
@@ -62,7 +62,7 @@ export function roleFromProto(role: Role): RoleName | undefined {
 }
 
 /** Roles a member can be given directly; the owner is made only by a transfer. */
-export const GRANTABLE_ROLES = ["admin", "developer", "viewer"] as const satisfies readonly RoleName[];
+export { GRANTABLE_ROLES };
 
 /** True when `role` is at most `actor` in the order owner > admin > developer > viewer. */
 export function roleWithin(role: RoleName, actor: RoleName): boolean {

@@ -1,13 +1,11 @@
 import { create } from "@bufbuild/protobuf";
-import { conflict, CURRENCY, newId, Validator, withTransaction } from "@dbaas/kit";
+import { ALERT_CHANNELS, conflict, CURRENCY, newId, Validator, withTransaction } from "@dbaas/kit";
 import { CreateAlertResponseSchema, type CreateAlertRequest, type CreateAlertResponse } from "@dbaas/proto/billing";
 import type { AppContext } from "../context.ts";
 import { countAlerts, insertAlert, lockAlerts, type AlertRow } from "../db/alerts.ts";
 import { checkOrganizationId } from "../validation.ts";
 import { alertToProto } from "./alerts.ts";
 
-/** `email`: a mail to the members who may read billing, through identity. */
-const ALERT_CHANNELS = ["email"];
 const MAX_THRESHOLD = 1_000_000;
 /** Each alert is a month-to-date total read per check; the cap bounds that work per organization. */
 export const MAX_ALERTS_PER_ORGANIZATION = 20;
@@ -19,7 +17,7 @@ function checkAlert(v: Validator, req: CreateAlertRequest): void {
   else if (!(req.threshold <= MAX_THRESHOLD)) v.add("threshold", `must be at most ${MAX_THRESHOLD}`);
   v.oneOf("currency", req.currency, [CURRENCY]);
   if (req.channels.length === 0) v.add("channels", "must list at least one channel");
-  else if (req.channels.some((c) => !ALERT_CHANNELS.includes(c))) v.add("channels", `must each be one of: ${ALERT_CHANNELS.join(", ")}`);
+  else if (req.channels.some((c) => !(ALERT_CHANNELS as readonly string[]).includes(c))) v.add("channels", `must each be one of: ${ALERT_CHANNELS.join(", ")}`);
   else if (new Set(req.channels).size !== req.channels.length) v.add("channels", "must not repeat a channel");
 }
 

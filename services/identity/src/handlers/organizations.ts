@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
-import { callerKey, conflict, notFound, permissionDenied, requireGoodStanding, Validator, withTransaction } from "@dbaas/kit";
+import { callerKey, conflict, notFound, permissionDenied, PLANS, requireGoodStanding, SUPPORT_PLANS, Validator, withTransaction } from "@dbaas/kit";
 import {
   DeleteOrganizationResponseSchema,
   GetOrganizationResponseSchema,
@@ -15,10 +15,6 @@ import {
 import type { AppContext } from "../context.ts";
 import { organizationToProto, ORGANIZATION_COLUMNS, type OrganizationRow } from "../mappers.ts";
 import { checkActor, checkName, checkRequired } from "../validation.ts";
-
-export const PLANS = ["free", "pro", "enterprise"] as const;
-/** Plans only support may set: `internal` is for our own tooling (benchmarks, synthetic checks). */
-const SUPPORT_PLANS = [...PLANS, "internal"] as const;
 
 export function getOrganization(ctx: AppContext) {
   return async (req: GetOrganizationRequest): Promise<GetOrganizationResponse> => {
