@@ -123,7 +123,13 @@ export interface Classified {
  * Turns anything thrown while handling a request into the error the client
  * sees. Connect errors go through the table above; an `ErrorReason` detail
  * names the public code (and so the status) where the Connect code alone is
- * ambiguous, e.g. FAILED_PRECONDITION + payment_required → 402.
+ * ambiguous, e.g. FAILED_PRECONDITION + payment_required → 402. A service
+ * that names the public code wrote its message for the client, so it is
+ * shown even where the code alone gets a generic one: a business outcome such
+ * as ABORTED + service_unavailable ("could not check the organization's
+ * databases") or RESOURCE_EXHAUSTED + service_unavailable ("no capacity for
+ * PostgreSQL 17 in region nbg1") is a 503 with that message, while a bare
+ * UNAVAILABLE (the call did not reach a handler) keeps the generic one.
  */
 export function classify(err: unknown): Classified {
   if (err instanceof ApiError) return { error: err, unexpected: err.code === "internal_error" };
@@ -134,8 +140,8 @@ export function classify(err: unknown): Classified {
   }
   let mapping = BY_CONNECT_CODE[err.code] ?? INTERNAL;
   const reason = err.findDetails(ErrorReasonSchema)[0]?.code;
-  if (reason !== undefined && isPublicCode(reason)) {
-    mapping = { ...mapping, status: STATUS_OF[reason], code: reason };
+  if (reason !== undefined && isPublicCode(reason) && reason !== "internal_error") {
+    mapping = { status: STATUS_OF[reason], code: reason };
   }
   const details =
     mapping.code === "validation_error"

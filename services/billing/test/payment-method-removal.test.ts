@@ -165,7 +165,8 @@ describe("DeletePaymentMethod", () => {
     }
     identity.failing = true;
     const err = await rejection(remove(org, visa.id));
-    expect([err.code, err.rawMessage]).toEqual([Code.Unavailable, "could not check the organization's plan; try again shortly"]);
+    // ABORTED with reason service_unavailable (the API's 503), never UNAVAILABLE, which a client resends.
+    expect([err.code, err.rawMessage]).toEqual([Code.Aborted, "could not check the organization's plan; try again shortly"]);
     expect((await list(org)).map((m) => m.id)).toEqual([visa.id]);
 
     identity.failing = false;

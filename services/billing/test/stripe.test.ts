@@ -442,12 +442,12 @@ describe("AddPaymentMethod through the Stripe adapter", () => {
     expect((await client.listPaymentMethods({ organizationId: org })).paymentMethods).toEqual([]);
   });
 
-  it("answers an outage with UNAVAILABLE, stores nothing, and converges when the add is retried", async () => {
+  it("answers an outage as a failed dependency (ABORTED, the API's 503), stores nothing, and converges when the add is retried", async () => {
     const org = newOrg();
     log.lines.length = 0;
     stripe.failNext(/\/attach$/, 502);
     const err = await rejection(client.addPaymentMethod({ organizationId: org, type: "card", token: "tok_visa_outage" }));
-    expect(err.code).toBe(Code.Unavailable);
+    expect(err.code).toBe(Code.Aborted);
     expect(err.rawMessage).toBe("the payment processor is not reachable; try again shortly");
     expect((await client.listPaymentMethods({ organizationId: org })).paymentMethods).toEqual([]);
     expect(log.lines.find((l) => l.msg === "payment processor call failed")?.fields).toMatchObject({

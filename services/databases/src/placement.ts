@@ -1,4 +1,4 @@
-import { Code, ConnectError } from "@connectrpc/connect";
+import { outOfCapacity } from "@dbaas/kit";
 import type pg from "pg";
 
 export interface Placement {
@@ -46,8 +46,5 @@ export async function placeDatabase(
     );
     if (rows[0]) return { agentId: agent.id, port: rows[0].port };
   }
-  throw new ConnectError(
-    `no capacity for PostgreSQL ${version} in region ${region} right now; try again later or choose another region`,
-    Code.Unavailable,
-  );
+  throw outOfCapacity(`no capacity for PostgreSQL ${version} in region ${region} right now; try again later or choose another region`);
 }

@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type pg from "pg";
-import { newId } from "@dbaas/kit";
+import { newId, notFound } from "@dbaas/kit";
 import { DatabaseSchema, OperationSchema, type Database, type Operation } from "@dbaas/proto/databases";
 import { notify, AGENT_CHANNEL } from "./change-feed.ts";
 
@@ -30,6 +30,16 @@ export interface DatabaseRow {
   updated_at: Date;
   deleted_at: Date | null;
   purge_after: Date | null;
+}
+
+/** The organization's live database `id`, locked FOR UPDATE for the caller's transaction; else NOT_FOUND. */
+export async function lockOwned(db: pg.ClientBase, orgId: string, id: string): Promise<DatabaseRow> {
+  const { rows } = await db.query<DatabaseRow>(
+    "SELECT * FROM databases WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL FOR UPDATE",
+    [id, orgId],
+  );
+  if (!rows[0]) throw notFound("database");
+  return rows[0];
 }
 
 export function hostOf(id: string, domain: string): string {

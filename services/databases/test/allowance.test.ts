@@ -112,11 +112,11 @@ describe("the free allowance (no payment method: at most 2 micro databases runni
     expect(h.billing.standingAsked).toEqual([]);
   });
 
-  it("answers UNAVAILABLE when billing cannot be asked, and needs billing only beyond the allowance", async () => {
+  it("answers ABORTED (a failed dependency, the API's 503) when billing cannot be asked, and needs billing only beyond the allowance", async () => {
     h.billing.standingFailure = new ConnectError("billing is down", Code.Unavailable);
     await createDb(h, org, { tier: "micro" });
     await createDb(h, org, { tier: "micro" });
-    const err = await expectCode(createDb(h, org, { tier: "micro" }), Code.Unavailable);
+    const err = await expectCode(createDb(h, org, { tier: "micro" }), Code.Aborted);
     expect(err.rawMessage).not.toMatch(/billing is down/);
     expect(await liveCount(org)).toBe(2);
   });

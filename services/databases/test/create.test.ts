@@ -1,6 +1,7 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import { DesiredState } from "@dbaas/proto/agent";
+import { ErrorReasonSchema } from "@dbaas/proto/common";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import {
   DOMAIN,
@@ -71,6 +72,15 @@ describe("CreateDatabase validation", () => {
     ["a control character", "bad\u0007name", "must not contain control characters"],
     ["a newline inside", "bad\nname", "must not contain control characters"],
     ["a NUL", "bad\u0000name", "must not contain control characters"],
+    ["a carriage return inside", "bad\rname", "must not contain control characters"],
+    ["a right-to-left override (U+202E)", "invoice\u202Egpj.exe", "must not contain control characters"],
+    ["a bidi isolate (U+2066)", "a\u2066bc\u2069d", "must not contain control characters"],
+    ["a zero-width space (U+200B)", "orders\u200B", "must not contain control characters"],
+    ["a zero-width joiner (U+200D)", "ord\u200Ders", "must not contain control characters"],
+    ["a byte order mark inside (U+FEFF)", "ord\uFEFFers", "must not contain control characters"],
+    ["a line separator (U+2028)", "bad\u2028name", "must not contain control characters"],
+    ["a lone surrogate", "bad\uD800name", "must not contain control characters"],
+    ["64 characters beyond the BMP", "\u{1F418}".repeat(64), "must be 3-63 characters long"],
   ])("refuses a name with %s", async (_what, name, message) => {
     const err = await expectCode(
       h.dbs.createDatabase({ organizationId: ORG, name, region: "fsn1", tier: "micro" }),
@@ -84,6 +94,20 @@ describe("CreateDatabase validation", () => {
     expect(short.database!.name).toBe("abc");
     const long = await createDb(h, ORG, { name: "y".repeat(63) });
     expect(long.database!.name).toBe("y".repeat(63));
+    // Characters, not UTF-16 units: 63 elephants are 126 units.
+    const elephants = await createDb(h, ORG, { name: "\u{1F418}".repeat(63) });
+    expect(elephants.database!.name).toBe("\u{1F418}".repeat(63));
+    const accented = await createDb(h, ORG, { name: "Bestellungen für Zürich" });
+    expect(accented.database!.name).toBe("Bestellungen für Zürich");
+  });
+
+  it("holds a rename to the same rules", async () => {
+    const { database } = await createDb(h, ORG);
+    for (const name of ["x\u202Ey", "two\nlines", "zero\u200Bwidth", "z".repeat(64)]) {
+      const err = await expectCode(h.dbs.updateDatabase({ organizationId: ORG, id: database!.id, name }), Code.InvalidArgument);
+      expect(violationsOf(err).map((v) => v.field)).toEqual(["name"]);
+    }
+    expect((await h.dbs.getDatabase({ organizationId: ORG, id: database!.id })).database!.name).toBe(database!.name);
   });
 
   it("refuses a live duplicate name, case-insensitively, but not across organizations", async () => {
@@ -215,17 +239,20 @@ describe("placement", () => {
     expect((await createDb(h, ORG)).database!.port).toBe(42000);
   });
 
-  it("answers UNAVAILABLE naming region and version when no live agent serves the region", async () => {
+  // RESOURCE_EXHAUSTED with reason service_unavailable (the API's 503 with this message), never UNAVAILABLE:
+  // that code would make the internal client send the create again.
+  it("answers RESOURCE_EXHAUSTED naming region and version when no live agent serves the region", async () => {
     await registerAgent(h, "elsewhere", { regions: ["nbg1"] });
-    const err = await expectCode(createDb(h, ORG, { region: "hel1" }), Code.Unavailable);
+    const err = await expectCode(createDb(h, ORG, { region: "hel1" }), Code.ResourceExhausted);
     expect(err.rawMessage).toMatch(/PostgreSQL 17 in region hel1/);
+    expect(err.findDetails(ErrorReasonSchema).map((r) => r.code)).toEqual(["service_unavailable"]);
 
     await h.ctx.pool.query("UPDATE agents SET last_seen_at = now() - interval '1 hour'");
-    const stale = await expectCode(createDb(h, ORG, { region: "nbg1" }), Code.Unavailable);
+    const stale = await expectCode(createDb(h, ORG, { region: "nbg1" }), Code.ResourceExhausted);
     expect(stale.rawMessage).toMatch(/region nbg1/);
   });
 
-  it("answers UNAVAILABLE when the region's agents are full, writing nothing", async () => {
+  it("answers RESOURCE_EXHAUSTED when the region's agents are full, writing nothing", async () => {
     await registerAgent(h, "full", { capacity: 1 });
     await createDb(h, ORG);
     const counts = async () =>
@@ -235,15 +262,15 @@ describe("placement", () => {
         )
       ).rows[0];
     const before = await counts();
-    const err = await expectCode(createDb(h, ORG), Code.Unavailable);
+    const err = await expectCode(createDb(h, ORG), Code.ResourceExhausted);
     expect(err.rawMessage).toContain("no capacity");
     expect(await counts()).toEqual(before);
   });
 
-  it("answers UNAVAILABLE when the version exists only on another region's agents", async () => {
+  it("answers RESOURCE_EXHAUSTED when the version exists only on another region's agents", async () => {
     await registerAgent(h, "fsn-17", { regions: ["fsn1"], versions: ["17"] });
     await registerAgent(h, "nbg-16", { regions: ["nbg1"], versions: ["16", "17"] });
-    const err = await expectCode(createDb(h, ORG, { region: "fsn1", version: "16" }), Code.Unavailable);
+    const err = await expectCode(createDb(h, ORG, { region: "fsn1", version: "16" }), Code.ResourceExhausted);
     expect(err.rawMessage).toMatch(/PostgreSQL 16 in region fsn1/);
     expect((await createDb(h, ORG, { region: "nbg1", version: "16" })).database!.version).toBe("16");
   });
@@ -255,7 +282,7 @@ describe("placement", () => {
     );
     const ok = results.filter((r) => r.status === "fulfilled");
     const failed = results.filter((r): r is PromiseRejectedResult => r.status === "rejected");
-    expect(failed.map((r) => Code[(r.reason as { code: Code }).code])).toEqual(Array(failed.length).fill("Unavailable"));
+    expect(failed.map((r) => Code[(r.reason as { code: Code }).code])).toEqual(Array(failed.length).fill("ResourceExhausted"));
     const { rows } = await h.ctx.pool.query<{ port: number }>("SELECT port FROM databases WHERE agent_id = 'busy'");
     expect(rows.length).toBeLessThanOrEqual(5);
     expect(new Set(rows.map((r) => r.port)).size).toBe(rows.length);

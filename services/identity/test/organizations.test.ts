@@ -81,7 +81,8 @@ describe("UpdateOrganization to a paid plan", () => {
       await h.client.updateOrganization({ organizationId: org, name: "Still Pro", plan: "pro" });
       expect((await h.client.updateOrganization({ organizationId: org, plan: "free" })).organization!.plan).toBe("free");
       expect(h.billing.asked).toEqual([]);
-      const err = await expectError(h.client.updateOrganization({ organizationId: org, plan: "enterprise" }), Code.Unavailable);
+      // A failed dependency (the API's 503), never UNAVAILABLE, which the internal client would resend.
+      const err = await expectError(h.client.updateOrganization({ organizationId: org, plan: "enterprise" }), Code.Aborted);
       expect(err.rawMessage).not.toMatch(/billing is down/);
     } finally {
       h.billing.failure = undefined;
@@ -172,13 +173,13 @@ describe("DeleteOrganization", () => {
     await h.client.deleteOrganization({ organizationId: org, actor: actor(owner.user!.id, "owner") });
   });
 
-  it("answers UNAVAILABLE, whatever the databases service said, when it cannot be asked", async () => {
+  it("answers a failed dependency (ABORTED, the API's 503), whatever the databases service said, when it cannot be asked", async () => {
     const owner = await signupUser(h);
     h.databases.failure = new ConnectError("missing or invalid internal credential", Code.Unauthenticated);
     try {
       const err = await expectError(
         h.client.deleteOrganization({ organizationId: owner.organization!.id, actor: actor(owner.user!.id, "owner") }),
-        Code.Unavailable,
+        Code.Aborted,
       );
       expect(err.rawMessage).toBe("could not check the organization's databases; try again shortly");
     } finally {
@@ -204,7 +205,7 @@ describe("DeleteOrganization without DATABASES_URL", () => {
       const owner = await signupUser(bare);
       const err = await expectError(
         bare.client.deleteOrganization({ organizationId: owner.organization!.id, actor: actor(owner.user!.id, "owner") }),
-        Code.Unavailable,
+        Code.Unimplemented,
       );
       expect(err.rawMessage).toBe("organization deletion is not available");
       await bare.client.getOrganization({ organizationId: owner.organization!.id });

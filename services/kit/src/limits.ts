@@ -31,16 +31,17 @@ export const TOKEN_MAX_LENGTH = 512;
 /**
  * Characters no name may hold: control (Cc, including CR, LF and NUL), format
  * (Cf: bidi overrides and isolates, zero-width characters, U+FEFF), surrogate
- * code units standing alone (Cs), and the line and paragraph separators
- * (U+2028, U+2029). They make a name display as something it is not.
+ * code units standing alone (Cs), the line and paragraph separators (U+2028,
+ * U+2029), and U+FFFD, which is what a lone surrogate or invalid UTF-8 turns
+ * into on the protobuf wire. They make a name display as something it is not.
  */
-export const FORBIDDEN_NAME_CHARACTERS = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/u;
+export const FORBIDDEN_NAME_CHARACTERS = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}\uFFFD]/u;
 
 /**
  * The same rule as a JSON Schema `pattern` (ECMA-262 with the `u` flag, as ajv
  * compiles it): the whole value free of FORBIDDEN_NAME_CHARACTERS.
  */
-export const NAME_PATTERN = "^[^\\p{Cc}\\p{Cf}\\p{Cs}\\p{Zl}\\p{Zp}]*$";
+export const NAME_PATTERN = "^[^\\p{Cc}\\p{Cf}\\p{Cs}\\p{Zl}\\p{Zp}\\uFFFD]*$";
 
 /** Length in Unicode code points, the unit of every limit above. */
 export function codePointLength(s: string): number {

@@ -2,6 +2,7 @@ import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip, connectNodeAdapter } from "@connectrpc/connect-node";
+import { handlersNeverUnavailable } from "./errors.ts";
 import { requireInternalAuth } from "./internal-auth.ts";
 import type { Logger } from "./logger.ts";
 import { serverTracingInterceptor } from "./telemetry.ts";
@@ -36,7 +37,8 @@ export interface RunningServer {
  * gRPC and gRPC-Web. Binary Connect unary calls — nearly all internal traffic —
  * take the lean path of unary-server.ts; everything else goes through
  * connect-node. A request holding NUL in any string is refused before its
- * handler runs (textGuardInterceptor). `close()` refuses new calls, ends
+ * handler runs (textGuardInterceptor); a unary handler never answers
+ * UNAVAILABLE (handlersNeverUnavailable). `close()` refuses new calls, ends
  * streams, lets in-flight unary calls finish (up to 5 s) and then drops what
  * is left.
  */
@@ -48,6 +50,9 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     requireInternalAuth(opts.internalSecret),
     textGuardInterceptor(),
     ...(opts.interceptors ?? []),
+    // Innermost: only what the handler itself threw. An outer interceptor may still answer UNAVAILABLE
+    // for a call that did not get to do anything (e.g. databaseOutage: PostgreSQL not reachable).
+    handlersNeverUnavailable((err) => opts.log.error("a handler failed with UNAVAILABLE; answered as a failed dependency", { error: err })),
   ];
   const acceptCompression = [compressionGzip, compressionBrotli];
   const fastPath = createUnaryFastPath({ interceptors, shutdownSignal: shutdown.signal, acceptCompression, readMaxBytes: opts.readMaxBytes });

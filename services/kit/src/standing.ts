@@ -1,5 +1,5 @@
-import { Code, ConnectError, type CallOptions } from "@connectrpc/connect";
-import { withReason } from "./errors.ts";
+import { Code, type CallOptions } from "@connectrpc/connect";
+import { dependencyUnavailable, withReason } from "./errors.ts";
 import type { Logger } from "./logger.ts";
 
 /** What billing's GetStanding answers (structurally: the kit does not depend on the generated code). */
@@ -33,8 +33,8 @@ const STANDING_TIMEOUT_MS = 5_000;
  * (DESIGN.md, Billing: not without a default payment method, nor with an
  * unpaid past-due invoice) and throws the 402 (FAILED_PRECONDITION, reason
  * payment_required) when it may not. `what` is what it was trying to do, for
- * the message. When billing cannot be asked the answer is UNAVAILABLE, never
- * billing's own error.
+ * the message. When billing cannot be asked the answer is
+ * dependencyUnavailable (the API's 503), never billing's own error.
  */
 export async function requireGoodStanding(billing: StandingSource, log: Logger, organizationId: string, what: string): Promise<void> {
   let standing: Standing;
@@ -42,7 +42,7 @@ export async function requireGoodStanding(billing: StandingSource, log: Logger, 
     standing = await billing.getStanding({ organizationId }, { timeoutMs: STANDING_TIMEOUT_MS });
   } catch (err) {
     log.error("could not ask billing for the organization's standing", { organization_id: organizationId, error: err });
-    throw new ConnectError("could not check the organization's payment method; try again shortly", Code.Unavailable);
+    throw dependencyUnavailable("could not check the organization's payment method; try again shortly");
   }
   if (standing.hasPastDueInvoice) {
     throw withReason(

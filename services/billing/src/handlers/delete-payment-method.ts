@@ -1,6 +1,17 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { conflict, fitsFreeAllowance, FREE_RUNNING, FREE_TIER, notFound, PAID_PLANS, Validator, withTransaction } from "@dbaas/kit";
+import {
+  conflict,
+  dependencyUnavailable,
+  fitsFreeAllowance,
+  FREE_RUNNING,
+  FREE_TIER,
+  notEnabled,
+  notFound,
+  PAID_PLANS,
+  Validator,
+  withTransaction,
+} from "@dbaas/kit";
 import { DeletePaymentMethodResponseSchema, type DeletePaymentMethodRequest, type DeletePaymentMethodResponse } from "@dbaas/proto/billing";
 import type pg from "pg";
 import type { AppContext } from "../context.ts";
@@ -23,7 +34,7 @@ const PLAN_TIMEOUT_MS = 5_000;
 async function planOf(ctx: AppContext, organizationId: string): Promise<string | undefined> {
   if (!ctx.identity) {
     ctx.log.error("cannot tell whether the organization's plan needs its payment method: IDENTITY_URL is not set", { organization_id: organizationId });
-    throw new ConnectError("removing the last payment method is not available", Code.Unavailable);
+    throw notEnabled("removing the last payment method is not available");
   }
   try {
     const res = await ctx.identity.getOrganization({ organizationId }, { timeoutMs: PLAN_TIMEOUT_MS });
@@ -31,7 +42,7 @@ async function planOf(ctx: AppContext, organizationId: string): Promise<string |
   } catch (err) {
     if (ConnectError.from(err).code === Code.NotFound) return undefined;
     ctx.log.error("could not ask identity for the organization's plan", { organization_id: organizationId, error: err });
-    throw new ConnectError("could not check the organization's plan; try again shortly", Code.Unavailable);
+    throw dependencyUnavailable("could not check the organization's plan; try again shortly");
   }
 }
 

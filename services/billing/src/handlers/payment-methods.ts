@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { invalidArgument, newId, notFound, Validator, withTransaction } from "@dbaas/kit";
+import { dependencyUnavailable, invalidArgument, newId, notFound, Validator, withTransaction } from "@dbaas/kit";
 import {
   AddPaymentMethodResponseSchema,
   ListPaymentMethodsResponseSchema,
@@ -63,7 +63,7 @@ async function askProcessor<T>(ctx: AppContext, organizationId: string, call: ()
       error: err,
     });
     throw err.retryable
-      ? new ConnectError("the payment processor is not reachable; try again shortly", Code.Unavailable)
+      ? dependencyUnavailable("the payment processor is not reachable; try again shortly")
       : new ConnectError("the payment processor refused the request", Code.Internal);
   }
 }

@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import type pg from "pg";
 import {
   REGIONS,
@@ -7,7 +7,6 @@ import {
   Validator,
   callerKey,
   conflict,
-  createReadBatcher,
   invalidArgument,
   newId,
   notFound,
@@ -26,7 +25,6 @@ import {
   ListRegionsResponseSchema,
   ListTiersResponseSchema,
   ListVersionsResponseSchema,
-  ResetPasswordResponseSchema,
   RegionSchema,
   TierSchema,
   VersionSchema,
@@ -36,6 +34,7 @@ import { requireAllowance } from "../allowance.ts";
 import { placeDatabase } from "../placement.ts";
 import {
   connectionString,
+  lockOwned,
   notifyAgent,
   setStatus,
   startOperation,
@@ -45,118 +44,11 @@ import {
   type OperationRow,
 } from "../records.ts";
 import { generatePassword, scramVerifier } from "../scram.ts";
-
-/**
- * Every column of DatabaseRow, named: GET /v1/databases/{id} is the API's
- * hottest read, so it is a named statement (parsed and planned once per
- * connection), and a prepared `SELECT *` would fail on every open connection
- * ("cached plan must not change result type") once a migration adds a column.
- */
-const DATABASE_COLUMNS = [
-  "id",
-  "organization_id",
-  "name",
-  "region",
-  "tier",
-  "version",
-  "status",
-  "status_reason",
-  "agent_id",
-  "port",
-  "desired_state",
-  "generation",
-  "observed_generation",
-  "scram_verifier",
-  "credentials_generation",
-  "applied_credentials_generation",
-  "created_at",
-  "updated_at",
-  "deleted_at",
-  "purge_after",
-] as const satisfies readonly (keyof DatabaseRow)[];
-// Fails to compile when DatabaseRow gains a field the list above lacks.
-type OnlyNever<T extends never> = T;
-type AllColumnsNamed = OnlyNever<Exclude<keyof DatabaseRow, (typeof DATABASE_COLUMNS)[number]>>;
-/**
- * The live databases of a batch of (id, organization) keys, each row tagged
- * with the 0-based position of the key it matched. The join matches both
- * columns, so a row only ever answers the key of its own organization.
- * The keys travel as two arrays, so the text never changes and the statement
- * stays prepared. The `OFFSET 0` fence hides the arrays' length from the
- * planner: were it seen, every custom plan would look cheaper than the generic
- * one and PostgreSQL would plan the statement anew on each execution.
- */
-const GET_DATABASES =
-  `SELECT (k.i - 1)::int AS key_index, ${DATABASE_COLUMNS.map((c) => `d.${c}`).join(", ")} ` +
-  "FROM (SELECT $1::text[] AS ids, $2::text[] AS organization_ids OFFSET 0) p " +
-  "CROSS JOIN LATERAL unnest(p.ids, p.organization_ids) WITH ORDINALITY AS k(id, organization_id, i) " +
-  "JOIN databases d ON d.id = k.id AND d.organization_id = k.organization_id WHERE d.deleted_at IS NULL";
-/** Keys per GET_DATABASES query: bounds its size and plan; a bigger batch is split. */
-const GET_DATABASES_BATCH_SIZE = 100;
-/** Requests per BatchGetDatabases call, as the proto documents. */
-const BATCH_GET_MAX_REQUESTS = 100;
-
-interface DatabaseKey {
-  id: string;
-  organizationId: string;
-}
-
-async function loadLiveDatabases(pool: pg.Pool, keys: DatabaseKey[]): Promise<(DatabaseRow | undefined)[]> {
-  const { rows } = await pool.query<DatabaseRow & { key_index: number }>({
-    name: "get-databases",
-    text: GET_DATABASES,
-    values: [keys.map((k) => k.id), keys.map((k) => k.organizationId)],
-  });
-  const found = new Array<DatabaseRow | undefined>(keys.length);
-  for (const row of rows) found[row.key_index] = row;
-  return found;
-}
-
-/** PostgreSQL text cannot hold NUL: such a key matches no row, and sent along it would fail its whole batch. */
-const storable = (key: DatabaseKey) => !key.id.includes("\0") && !key.organizationId.includes("\0");
-
-/**
- * The live database `key` names, looked up together with the other lookups of
- * the same event-loop iteration: GET /v1/databases/{id} is the API's hottest
- * read, and under load its calls arrive many at a time.
- */
-function liveDatabaseReader(pool: pg.Pool): (key: DatabaseKey) => Promise<DatabaseRow | undefined> {
-  const batched = createReadBatcher((keys: DatabaseKey[]) => loadLiveDatabases(pool, keys), {
-    maxBatchSize: GET_DATABASES_BATCH_SIZE,
-    // Unambiguous: keys holding NUL never get here.
-    keyOf: (k) => `${k.id}\0${k.organizationId}`,
-  });
-  return (key) => (storable(key) ? batched(key) : Promise.resolve(undefined));
-}
-
-/**
- * What the server would have answered a unary call failing with `err`: its
- * Connect code and message, or a bare internal error, whose cause (e.g. a
- * query's) must not reach the caller.
- */
-function itemError(err: unknown): { code: Code; message: string } {
-  if (err instanceof ConnectError) return { code: err.code, message: err.rawMessage };
-  return { code: Code.Internal, message: "internal error" };
-}
+import { validateName, validatePaging } from "../validation.ts";
+import { BATCH_GET_MAX_REQUESTS, itemError, liveDatabaseReader, type DatabaseKey } from "../live-databases.ts";
+import { resetPassword } from "./reset-password.ts";
 
 export const STATUSES = ["provisioning", "running", "starting", "stopping", "stopped", "restarting", "resizing", "failed"];
-
-/** A database name after trimming: 3–63 characters, no control characters. */
-function validateName(v: Validator, raw: string): string {
-  const name = raw.trim();
-  if (name === "") v.add("name", "is required");
-  else if (name.length < 3 || name.length > 63) v.add("name", "must be 3-63 characters long");
-  else if (/[\p{Cc}\p{Cf}]/u.test(name)) v.add("name", "must not contain control characters");
-  return name;
-}
-
-function validatePaging(v: Validator, page: number, perPage: number): { page: number; perPage: number } {
-  const p = page === 0 ? 1 : page;
-  const pp = perPage === 0 ? 20 : perPage;
-  if (p < 1) v.add("page", "must be at least 1");
-  if (pp < 1 || pp > 100) v.add("per_page", "must be between 1 and 100");
-  return { page: p, perPage: pp };
-}
 
 /** Versions whose server binaries at least one registered agent has. */
 async function availableVersions(db: pg.Pool | pg.ClientBase): Promise<string[]> {
@@ -164,14 +56,6 @@ async function availableVersions(db: pg.Pool | pg.ClientBase): Promise<string[]>
   return rows.map((r) => r.v);
 }
 
-async function lockOwned(db: pg.ClientBase, orgId: string, id: string): Promise<DatabaseRow> {
-  const { rows } = await db.query<DatabaseRow>(
-    "SELECT * FROM databases WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL FOR UPDATE",
-    [id, orgId],
-  );
-  if (!rows[0]) throw notFound("database");
-  return rows[0];
-}
 
 function uniqueViolation(err: unknown, constraint: string): boolean {
   return (err as { code?: string; constraint?: string }).code === "23505" && (err as { constraint?: string }).constraint === constraint;
@@ -224,6 +108,8 @@ export function databasesHandlers(ctx: AppContext): Partial<ServiceImpl<typeof D
     });
 
   return {
+    resetPassword: resetPassword(ctx),
+
     async createDatabase(req) {
       const v = new Validator();
       const name = validateName(v, req.name);
@@ -386,29 +272,6 @@ export function databasesHandlers(ctx: AppContext): Partial<ServiceImpl<typeof D
       return { database: toDatabase(row, domain) };
     },
 
-    async resetPassword(req, handlerCtx) {
-      const password = generatePassword();
-      const verifier = scramVerifier(password);
-      const row = await withTransaction(ctx.pool, async (db) => {
-        const current = await lockOwned(db, req.organizationId, req.id);
-        if (!["running", "stopped"].includes(current.status)) {
-          throw conflict(`cannot reset the password of a database that is ${current.status}`);
-        }
-        const { rows } = await db.query<DatabaseRow>(
-          `UPDATE databases SET scram_verifier = $2, credentials_generation = credentials_generation + 1, updated_at = now()
-           WHERE id = $1 RETURNING *`,
-          [req.id, verifier],
-        );
-        await notifyAgent(db, current.agent_id);
-        return rows[0]!;
-      });
-      await waitForCredentials(ctx, row, handlerCtx);
-      return create(ResetPasswordResponseSchema, {
-        password,
-        connectionString: connectionString(row, domain, password),
-      });
-    },
-
     async listOperations(req) {
       const v = new Validator();
       const { page, perPage } = validatePaging(v, req.page, req.perPage);
@@ -497,45 +360,4 @@ export function databasesHandlers(ctx: AppContext): Partial<ServiceImpl<typeof D
       });
     },
   };
-}
-
-/**
- * Resolves when the owning agent reports the new credentials applied: from then
- * on the old password is refused. Woken by the agent's report notification,
- * with a slow poll as a safety net.
- */
-async function waitForCredentials(ctx: AppContext, row: DatabaseRow, handlerCtx: HandlerContext): Promise<void> {
-  const target = BigInt(row.credentials_generation);
-  const deadline = Date.now() + ctx.cfg.passwordApplyTimeoutMs;
-  let wake: () => void = () => {};
-  let notified = false;
-  const unsubscribe = ctx.feed.onDatabase(row.id, () => {
-    notified = true;
-    wake();
-  });
-  try {
-    while (Date.now() < deadline && !handlerCtx.signal.aborted) {
-      const { rows } = await ctx.pool.query<{ applied: string }>(
-        "SELECT applied_credentials_generation AS applied FROM databases WHERE id = $1",
-        [row.id],
-      );
-      if (BigInt(rows[0]!.applied) >= target) return;
-      await new Promise<void>((resolve) => {
-        // A report that landed while we were querying: look again at once.
-        if (notified) return resolve();
-        const timer = setTimeout(resolve, 500);
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      notified = false;
-    }
-  } finally {
-    unsubscribe();
-  }
-  throw new ConnectError(
-    "the database did not confirm the new password in time; it will be applied when its host is reachable — reset again to get a password you can use",
-    Code.Unavailable,
-  );
 }

@@ -1,6 +1,18 @@
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
-import { callerKey, conflict, notFound, permissionDenied, PLANS, requireGoodStanding, SUPPORT_PLANS, Validator, withTransaction } from "@dbaas/kit";
+import type { HandlerContext } from "@connectrpc/connect";
+import {
+  callerKey,
+  conflict,
+  dependencyUnavailable,
+  notEnabled,
+  notFound,
+  permissionDenied,
+  PLANS,
+  requireGoodStanding,
+  SUPPORT_PLANS,
+  Validator,
+  withTransaction,
+} from "@dbaas/kit";
 import {
   DeleteOrganizationResponseSchema,
   GetOrganizationResponseSchema,
@@ -74,7 +86,7 @@ export function updateOrganization(ctx: AppContext) {
 async function requirePaymentMethod(ctx: AppContext, organizationId: string): Promise<void> {
   if (!ctx.billing) {
     ctx.log.error("cannot move organizations to a paid plan: BILLING_URL is not set");
-    throw new ConnectError("plan changes are not available", Code.Unavailable);
+    throw notEnabled("plan changes are not available");
   }
   await requireGoodStanding(ctx.billing, ctx.log, organizationId, "move to a paid plan");
 }
@@ -83,7 +95,7 @@ async function requirePaymentMethod(ctx: AppContext, organizationId: string): Pr
 async function liveDatabases(ctx: AppContext, organizationId: string): Promise<number> {
   if (!ctx.databases) {
     ctx.log.error("cannot delete organizations: DATABASES_URL is not set");
-    throw new ConnectError("organization deletion is not available", Code.Unavailable);
+    throw notEnabled("organization deletion is not available");
   }
   try {
     const res = await ctx.databases.listDatabases({ organizationId, page: 1, perPage: 1 });
@@ -91,7 +103,7 @@ async function liveDatabases(ctx: AppContext, organizationId: string): Promise<n
   } catch (err) {
     // Whatever the databases service said, it is not the caller's fault: never pass its code on.
     ctx.log.error("could not count the organization's databases", { organization_id: organizationId, error: err });
-    throw new ConnectError("could not check the organization's databases; try again shortly", Code.Unavailable);
+    throw dependencyUnavailable("could not check the organization's databases; try again shortly");
   }
 }
 
