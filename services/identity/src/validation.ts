@@ -1,37 +1,68 @@
-import type { Validator } from "@dbaas/kit";
+import {
+  EMAIL_MAX_LENGTH,
+  FORBIDDEN_NAME_CHARACTERS,
+  NAME_MAX_LENGTH,
+  PASSWORD_MAX_LENGTH,
+  PASSWORD_MIN_LENGTH,
+  codePointLength,
+  type Validator,
+} from "@dbaas/kit";
 import type { Actor } from "@dbaas/proto/identity";
 import { GRANTABLE_ROLES, roleFromProto, type RoleName } from "./authz.ts";
 
 // Pragmatic, not RFC 5322: one @, a dotted domain, no whitespace or control characters.
 const EMAIL = /^[^\s@\p{Cc}]+@[^\s@\p{Cc}.]+(\.[^\s@\p{Cc}.]+)+$/u;
-const CONTROL = /\p{Cc}/u;
-export const PASSWORD_MIN = 8;
-export const PASSWORD_MAX = 256;
-export const NAME_MAX = 100;
-
-const length = (s: string) => [...s].length;
+export const PASSWORD_MIN = PASSWORD_MIN_LENGTH;
+export const PASSWORD_MAX = PASSWORD_MAX_LENGTH;
+export const NAME_MAX = NAME_MAX_LENGTH;
 
 /** Returns the trimmed address; adds a violation when it is not one. */
 export function checkEmail(v: Validator, field: string, raw: string): string {
   const email = raw.trim();
   if (email === "") v.add(field, "is required");
-  else if (email.length > 254 || !EMAIL.test(email)) v.add(field, "must be a valid e-mail address");
+  else if (codePointLength(email) > EMAIL_MAX_LENGTH || !EMAIL.test(email)) v.add(field, "must be a valid e-mail address");
+  return email;
+}
+
+/**
+ * An address someone logs in with: required and within the length any
+ * account's can have (longer, it is no account's, and it must not reach the
+ * login-failure counter keyed by it). Returns it trimmed.
+ */
+export function checkLoginEmail(v: Validator, field: string, raw: string): string {
+  const email = raw.trim();
+  if (email === "") v.add(field, "is required");
+  else if (codePointLength(email) > EMAIL_MAX_LENGTH) v.add(field, `must be at most ${EMAIL_MAX_LENGTH} characters`);
   return email;
 }
 
 export function checkPassword(v: Validator, field: string, password: string): void {
-  const n = length(password);
+  const n = codePointLength(password);
   if (n === 0) v.add(field, "is required");
   else if (n < PASSWORD_MIN) v.add(field, `must be at least ${PASSWORD_MIN} characters`);
   else if (n > PASSWORD_MAX) v.add(field, `must be at most ${PASSWORD_MAX} characters`);
 }
 
-/** Returns the trimmed name; adds a violation unless it has 1–100 characters and no control characters. */
+/**
+ * A password to verify, not to set: required and no longer than any password
+ * can be (so a huge one costs no hashing).
+ */
+export function checkGivenPassword(v: Validator, field: string, password: string): void {
+  if (password === "") v.add(field, "is required");
+  else if (codePointLength(password) > PASSWORD_MAX) v.add(field, `must be at most ${PASSWORD_MAX} characters`);
+}
+
+/**
+ * Returns the trimmed name; adds a violation unless it has 1–100 characters
+ * and none of the kit's forbidden name characters (control and format
+ * characters such as bidi overrides and zero-width ones, line breaks, lone
+ * surrogates).
+ */
 export function checkName(v: Validator, field: string, raw: string): string {
   const name = raw.trim();
   if (name === "") v.add(field, "is required");
-  else if (length(name) > NAME_MAX) v.add(field, `must be at most ${NAME_MAX} characters`);
-  else if (CONTROL.test(name)) v.add(field, "must not contain control characters");
+  else if (codePointLength(name) > NAME_MAX) v.add(field, `must be at most ${NAME_MAX} characters`);
+  else if (FORBIDDEN_NAME_CHARACTERS.test(name)) v.add(field, "must not contain control characters");
   return name;
 }
 

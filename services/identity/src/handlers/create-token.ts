@@ -5,16 +5,15 @@ import { CreateTokenResponseSchema, type CreateTokenRequest, type CreateTokenRes
 import type { AppContext } from "../context.ts";
 import { limitedPasswordCheck } from "../login-attempts.ts";
 import { issueSession } from "../sessions.ts";
-import { checkRequired } from "../validation.ts";
+import { checkGivenPassword, checkLoginEmail } from "../validation.ts";
 
 export function createToken(ctx: AppContext) {
   return async (req: CreateTokenRequest): Promise<CreateTokenResponse> => {
     const v = new Validator();
-    checkRequired(v, "email", req.email.trim());
-    checkRequired(v, "password", req.password);
+    const email = checkLoginEmail(v, "email", req.email).toLowerCase();
+    checkGivenPassword(v, "password", req.password);
     v.throwIfAny();
 
-    const email = req.email.trim().toLowerCase();
     const now = ctx.clock.now();
     const found = await ctx.pool.query<{ id: string; password_hash: string }>(
       "SELECT id, password_hash FROM users WHERE lower(email) = $1",

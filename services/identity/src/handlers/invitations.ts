@@ -33,7 +33,7 @@ import {
   type OrganizationRow,
 } from "../mappers.ts";
 import { issueSession } from "../sessions.ts";
-import { checkActor, checkEmail, checkGrantableRole, checkName, checkPassword, checkRequired } from "../validation.ts";
+import { checkActor, checkEmail, checkGivenPassword, checkGrantableRole, checkName, checkPassword, checkRequired } from "../validation.ts";
 
 export const INVITATION_TTL_MS = 7 * 24 * 3600 * 1000;
 
@@ -186,7 +186,7 @@ export function acceptInvitation(ctx: AppContext) {
   return async (req: AcceptInvitationRequest): Promise<AcceptInvitationResponse> => {
     const v = new Validator();
     checkRequired(v, "token", req.token);
-    checkRequired(v, "password", req.password);
+    checkGivenPassword(v, "password", req.password);
     v.throwIfAny();
     // Not one of our tokens: no lookup needed to know there is no such invitation.
     if (!isInvitationToken(req.token)) throw notFound("invitation");

@@ -20,7 +20,7 @@ import { roleWithin, type RoleName } from "../authz.ts";
 import type { AppContext } from "../context.ts";
 import { limitedPasswordCheck } from "../login-attempts.ts";
 import { MEMBER_COLUMNS, memberToProto, type MemberRow } from "../mappers.ts";
-import { checkActor, checkGrantableRole, checkRequired } from "../validation.ts";
+import { checkActor, checkGivenPassword, checkGrantableRole, checkRequired } from "../validation.ts";
 
 async function lockMember(db: pg.PoolClient, organizationId: string, memberId: string): Promise<MemberRow> {
   const found = await db.query<MemberRow>(
@@ -104,7 +104,7 @@ export function transferOwnership(ctx: AppContext) {
     checkRequired(v, "organization_id", req.organizationId);
     const actor = checkActor(v, req.actor);
     checkRequired(v, "new_owner_id", req.newOwnerId);
-    checkRequired(v, "password", req.password);
+    checkGivenPassword(v, "password", req.password);
     v.throwIfAny();
 
     // Both the credential and the membership must be the owner's: a key made while its
