@@ -133,6 +133,16 @@ describe("request bodies", () => {
     expect(calls).toEqual([]);
   });
 
+  it("a POST that takes no body refuses fields too, and takes {} or nothing", async () => {
+    const res = await send("POST", "/v1/databases/db-abc/start", { force: true });
+    expect(res.status).toBe(422);
+    expect(res.body.error.details).toEqual([{ field: "force", message: "is not a field of this request (it takes none)" }]);
+    expect(calls).toEqual([]);
+    expect((await send("POST", "/v1/databases/db-abc/start", {})).status).toBe(404);
+    expect((await api(gw.url, "/v1/databases/db-abc/start", { method: "POST", token: TOKEN })).status).toBe(404);
+    expect(calls).toEqual(["databases.startDatabase", "databases.startDatabase"]);
+  });
+
   it("names every unknown field (up to 20, then a count), escaping what cannot be echoed", async () => {
     const res = await postDatabase({ ...CREATE, colour: "blue", "\u0000x": 1 });
     expect(res.body.error.details.map((d: { field: string }) => d.field)).toEqual(["colour", "\\u0000x"]);

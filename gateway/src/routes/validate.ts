@@ -1,7 +1,7 @@
 import type { Static, TObject, TSchema } from "@sinclair/typebox";
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
 import { ApiError, badRequest, unprocessable, type ErrorDetail } from "../errors.ts";
-import { extraOf, type QueryValues } from "../schema.ts";
+import { body as closedBody, extraOf, type QueryValues } from "../schema.ts";
 import type { IdParam } from "./ids.ts";
 import type { Route } from "./route.ts";
 
@@ -115,8 +115,9 @@ function detailsOf(schema: TObject, value: Record<string, unknown>, errors: Erro
     if (fieldErrors) details.push({ field: name, message: messageFor(fieldSchema, fieldErrors) });
   }
   const known = Object.keys(properties).join(", ");
+  const takes = known === "" ? "it takes none" : `it takes: ${known}`;
   for (const name of unknown.slice(0, UNKNOWN_NAMED)) {
-    details.push({ field: echo(name), message: `is not a field of this request (it takes: ${known})` });
+    details.push({ field: echo(name), message: `is not a field of this request (${takes})` });
   }
   if (unknown.length > UNKNOWN_NAMED) {
     details.push({ field: "body", message: `has ${unknown.length - UNKNOWN_NAMED} more unknown fields` });
@@ -194,13 +195,15 @@ export function checkParams(params: Readonly<Record<string, IdParam>>, values: R
   }
 }
 
+/** What a POST or PATCH that declares no body accepts: nothing (`{}` or no body at all). */
+const NO_FIELDS = closedBody({});
+
 /** What a route's handler receives of the request, checked against the route's schemas. */
 export function validateRequest(route: Route, req: { params: unknown; query: unknown; body: unknown }) {
   const params = req.params as Record<string, string>;
   if (route.params) checkParams(route.params, params);
-  return {
-    params,
-    query: route.query ? parseQuery(route.query, req.query as Record<string, unknown>) : {},
-    body: route.body ? validateBody(route.body, req.body) : {},
-  };
+  const query = route.query ? parseQuery(route.query, req.query as Record<string, unknown>) : {};
+  if (route.body) return { params, query, body: validateBody(route.body, req.body) };
+  if (route.method === "POST" || route.method === "PATCH") validateBody(NO_FIELDS, req.body);
+  return { params, query, body: {} };
 }
