@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import { DesiredState } from "@dbaas/proto/agent";
@@ -87,6 +88,15 @@ describe("CreateDatabase validation", () => {
       Code.InvalidArgument,
     );
     expect(violationsOf(err)).toEqual([{ field: "name", message }]);
+  });
+
+  it("bounds the organization id it stores and indexes (an internal caller's junk is no 500)", async () => {
+    const err = await expectCode(
+      // Random, so PostgreSQL cannot compress it below the index row limit (it failed with "index row size … exceeds").
+      h.dbs.createDatabase({ organizationId: randomBytes(4000).toString("base64"), name: "orders", region: "fsn1", tier: "micro" }),
+      Code.InvalidArgument,
+    );
+    expect(violationsOf(err)).toEqual([{ field: "organization_id", message: "must be at most 128 characters" }]);
   });
 
   it("accepts names of 3 and 63 characters and stores them trimmed", async () => {

@@ -2,10 +2,12 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import type pg from "pg";
 import {
+  ID_MAX_LENGTH,
   REGIONS,
   TIERS,
   Validator,
   callerKey,
+  codePointLength,
   conflict,
   invalidArgument,
   newId,
@@ -118,6 +120,8 @@ export function databasesHandlers(ctx: AppContext): Partial<ServiceImpl<typeof D
       const version = req.version === "" ? ctx.cfg.defaultVersion : req.version;
       v.oneOf("version", version, await availableVersions(ctx.pool));
       if (req.organizationId === "") v.add("organization_id", "is required");
+      // Stored and indexed with the name: an internal caller's junk must not reach the index as a 500.
+      else if (codePointLength(req.organizationId) > ID_MAX_LENGTH) v.add("organization_id", `must be at most ${ID_MAX_LENGTH} characters`);
       v.throwIfAny();
 
       const id = newId("db");
