@@ -26,7 +26,7 @@ export function withReason(message: string, code: Code, reason: string): Connect
 }
 
 // Business outcomes that are not the caller's fault. None of them is UNAVAILABLE: that code means the
-// call did not reach a handler, and the internal client (client.ts) sends such a call again.
+// call did not reach a handler, so a client may send it again.
 
 /**
  * The handler ran but could not do its work because something it depends on

@@ -4,9 +4,10 @@ import { IdentityService } from "@dbaas/proto/identity";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createInternalClient, createLogger, startServer, type RunningServer } from "../src/index.ts";
 
-// The internal client resends a unary call that failed with UNAVAILABLE, on the
-// premise that it never reached a handler. A handler that did reach its work
-// must therefore never answer UNAVAILABLE, whatever it threw.
+// UNAVAILABLE tells a client the call never reached a handler, so that it may
+// send it again (our internal client did so for every UNAVAILABLE). A handler
+// that did reach its work must therefore never answer UNAVAILABLE, whatever it
+// threw.
 
 const SECRET = "unavailable-test-secret";
 
@@ -78,7 +79,7 @@ describe("UNAVAILABLE means the call did not run", () => {
     expect(runs.get("signup")).toBe(1);
   });
 
-  it("a refusal before the handler stays UNAVAILABLE, and is resent", async () => {
+  it("a refusal before the handler (an outer interceptor's) stays UNAVAILABLE", async () => {
     const err = await failure(client().getOrganization({ organizationId: "refused" }));
     expect(Code[err.code]).toBe("Unavailable");
     expect(runs.get("getOrganization")).toBeUndefined();
