@@ -2,6 +2,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { createInternalClient, startServer, type RunningServer } from "@dbaas/kit";
 import { AgentService, ObservedState, type WatchAssignmentsResponse } from "@dbaas/proto/agent";
+import { FieldViolationSchema } from "@dbaas/proto/common";
 import { DatabasesService } from "@dbaas/proto/databases";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { routes } from "../src/routes.ts";
@@ -85,5 +86,31 @@ describe("databases over HTTP/2", () => {
     expect((forgedErr as ConnectError).code).toBe(Code.Unauthenticated);
 
     expect((await client(DatabasesService, "gateway").listRegions({})).regions).toHaveLength(3);
+  });
+
+  // PostgreSQL refuses NUL in text: each of these was a 500 (or failed a whole batch) before the kit's guard.
+  it("answers NUL in an id with NOT_FOUND and in a name with INVALID_ARGUMENT; a batch answers such an item alone", async () => {
+    const gateway = client(DatabasesService, "gateway");
+    const code = (p: Promise<unknown>) => p.then(() => "OK", (e: unknown) => Code[ConnectError.from(e).code]);
+    expect(await code(gateway.deleteDatabase({ organizationId: "org-wire-nul", id: "db-x\u0000" }))).toBe("NotFound");
+    expect(await code(gateway.startDatabase({ organizationId: "org-wire-nul", id: "\u0000" }))).toBe("NotFound");
+    expect(await code(gateway.listOperations({ organizationId: "org-wire-nul", databaseId: "db\u0000" }))).toBe("NotFound");
+    const named = await gateway
+      .createDatabase({ organizationId: "org-wire-nul", name: "a\u0000bc", region: "fsn1", tier: "micro" })
+      .catch((e: unknown) => ConnectError.from(e));
+    expect((named as ConnectError).code).toBe(Code.InvalidArgument);
+    expect((named as ConnectError).findDetails(FieldViolationSchema).map((v) => v.field)).toEqual(["name"]);
+
+    const { database } = await gateway.createDatabase({ organizationId: "org-wire-nul", name: "beside-a-nul", region: "fsn1", tier: "micro" });
+    const batch = await gateway.batchGetDatabases({
+      requests: [
+        { organizationId: "org-wire-nul", id: `${database!.id}\u0000` },
+        { organizationId: "org-wire-nul", id: database!.id },
+      ],
+    });
+    expect(batch.results.map((r) => (r.result.case === "database" ? r.result.value.id : Code[r.result.value!.code]))).toEqual([
+      "NotFound",
+      database!.id,
+    ]);
   });
 });
