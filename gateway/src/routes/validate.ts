@@ -73,7 +73,8 @@ function messageFor(schema: JsonSchema, errors: ErrorObject[]): string {
   }
   if (find("format")) return `must be ${kindOf(schema)}`;
   const minLength = find("minLength");
-  if (minLength) return minLength.params.limit === 1 ? "must not be empty" : `must be at least ${minLength.params.limit} characters`;
+  // An empty name is "required", as the services word it.
+  if (minLength) return minLength.params.limit === 1 ? "is required" : `must be at least ${minLength.params.limit} characters`;
   const maxLength = find("maxLength");
   if (maxLength) return `must be at most ${maxLength.params.limit} characters`;
   const maxItems = find("maxItems");
