@@ -277,8 +277,9 @@ export function createRevocationHub(databaseUrl: string, schema: string, log: Lo
     },
     async delivered(ids) {
       const pending = ids.map((id) => waiters.get(id)).filter((w) => w !== undefined);
-      for (const id of ids) waiters.delete(id);
+      // The listener finds the entry by id until it has heard the revocation; then it is done with.
       await Promise.all(pending.map((w) => w.heard));
+      for (const id of ids) waiters.delete(id);
       await Promise.all(
         pending.flatMap((w) =>
           w.handed.map(async ([sub, seq]) => {
