@@ -80,7 +80,8 @@ describe("403 insufficient_permissions", () => {
     ["POST", "/v1/databases/db-1/stop", "databases:write"],
     ["POST", "/v1/databases/db-1/reset-password", "databases:write"],
     ["GET", "/v1/billing/usage", "billing:read"],
-    ["POST", "/v1/organization/api-keys", "settings:write"],
+    // API keys are for every member (issue 10); removing an alert still needs billing:write.
+    ["DELETE", "/v1/billing/alerts/alr-1", "billing:write"],
   ])("a viewer may not %s %s", async (method, path, permission) => {
     const res = await api(gw.url, path, { method, token: "tok-viewer", body: method === "GET" ? undefined : {} });
     expect(res.status).toBe(403);

@@ -1,3 +1,6 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { ApiKeySchema, Role } from "@dbaas/proto/identity";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { api, startGateway, type TestGateway } from "./support/gateway.ts";
 import { ALL_PERMISSIONS, principal, startStubs, type Stubs } from "./support/stubs.ts";
@@ -10,7 +13,7 @@ beforeAll(async () => {
   stubs.state.tokens.set("tok-admin", principal({ org: "org-ib", permissions: ALL_PERMISSIONS, plan: "pro" }));
   stubs.state.tokens.set(
     "tok-narrow-key",
-    principal({ org: "org-ib", permissions: ["databases:read", "settings:write"], plan: "pro", kind: "api_key" }),
+    principal({ org: "org-ib", permissions: ["databases:read", "members:read"], plan: "pro", kind: "api_key" }),
   );
   gw = await startGateway(stubs);
 });
@@ -132,12 +135,25 @@ describe("API keys", () => {
     expect(res.body.meta).toMatchObject({ page: 1, per_page: 20, total: 1, total_pages: 1 });
   });
 
-  it("a key without scopes gets the caller's effective permissions", async () => {
-    await api(gw.url, "/v1/organization/api-keys", { method: "POST", token: "tok-narrow-key", body: { name: "narrow" } });
-    expect(stubs.state.seen.get("createApiKey")!.at(-1)).toMatchObject({ scopes: ["databases:read", "settings:write"] });
+  it("passes identity the actor (user, role, effective permissions) on every key call", async () => {
+    await api(gw.url, "/v1/organization/api-keys", { token: "tok-narrow-key" });
+    const actor = { userId: "user-org-ib", role: Role.OWNER, permissions: ["databases:read", "members:read"] };
+    expect(stubs.state.seen.get("listApiKeys")!.at(-1)).toMatchObject({ organizationId: "org-ib", actor });
+    await api(gw.url, "/v1/organization/api-keys/key-404", { method: "DELETE", token: "tok-narrow-key" });
+    expect(stubs.state.seen.get("revokeApiKey")!.at(-1)).toMatchObject({ organizationId: "org-ib", id: "key-404", actor });
   });
 
-  it("a credential cannot mint a key with scopes it lacks", async () => {
+  it("a key without scopes gets the caller's effective permissions (identity decides; the gateway sends none)", async () => {
+    const res = await api(gw.url, "/v1/organization/api-keys", { method: "POST", token: "tok-narrow-key", body: { name: "narrow" } });
+    expect(res.status).toBe(201);
+    expect(res.body.data.scopes).toEqual(["databases:read", "members:read"]);
+    expect(stubs.state.seen.get("createApiKey")!.at(-1)).toMatchObject({
+      scopes: [],
+      actor: { userId: "user-org-ib", permissions: ["databases:read", "members:read"] },
+    });
+  });
+
+  it("a credential cannot mint a key with scopes it lacks: identity's refusal is 403", async () => {
     const res = await api(gw.url, "/v1/organization/api-keys", {
       method: "POST",
       token: "tok-narrow-key",
@@ -159,6 +175,25 @@ describe("API keys", () => {
       { field: "scopes", message: "must be an array of strings" },
       { field: "expires_at", message: "must be an ISO 8601 timestamp" },
     ]);
+  });
+
+  it("a narrow key sees and revokes only its creator's keys; identity's refusal is 403", async () => {
+    stubs.state.apiKeys.push(
+      create(ApiKeySchema, {
+        id: "key-someone",
+        name: "theirs",
+        prefix: "dbk_efgh",
+        createdBy: "user-someone-else",
+        role: Role.DEVELOPER,
+        createdAt: timestampFromDate(new Date("2025-03-01T10:00:00Z")),
+      }),
+    );
+    const listed = await api(gw.url, "/v1/organization/api-keys", { token: "tok-narrow-key" });
+    expect(listed.body.data.api_keys.map((k: { id: string }) => k.id)).not.toContain("key-someone");
+    const res = await api(gw.url, "/v1/organization/api-keys/key-someone", { method: "DELETE", token: "tok-narrow-key" });
+    expect(res.status).toBe(403);
+    expect(res.body.error.code).toBe("insufficient_permissions");
+    expect((await api(gw.url, "/v1/organization/api-keys", { token: "tok-admin" })).body.data.api_keys.map((k: { id: string }) => k.id)).toContain("key-someone");
   });
 
   it("revokes a key: 204, then 404", async () => {

@@ -59,6 +59,10 @@ interface MatrixWorld extends World {
 
 interface Target {
   world: MatrixWorld;
+  /** Who is asking: a resource that is "their own" (an API key) is made by them when the target is their organization. */
+  caller: Caller;
+  /** Whether `world` is another organization than the caller's. */
+  other: boolean;
 }
 
 interface Request {
@@ -118,10 +122,18 @@ async function freshInvitation(w: MatrixWorld): Promise<string> {
   return res.invitation!.id;
 }
 
-async function freshApiKey(w: MatrixWorld, scopes: string[] = []): Promise<{ id: string; secret: string }> {
-  const res = await identity.client.createApiKey({ organizationId: w.org, userId: w.users.owner.id, name: "matrix", scopes });
+/** A key made by `role`'s member of the world, through a login session of theirs. */
+async function freshApiKey(w: MatrixWorld, scopes: string[] = [], role: RoleName = "owner"): Promise<{ id: string; secret: string }> {
+  const actor = { userId: w.users[role].id, role: Role[role.toUpperCase() as Uppercase<RoleName>], permissions: SPEC_2_7[role] };
+  const res = await identity.client.createApiKey({ organizationId: w.org, actor, name: `matrix ${role}`, scopes });
   w.ids.add(res.apiKey!.id);
   return { id: res.apiKey!.id, secret: res.secret };
+}
+
+async function freshAlert(w: MatrixWorld): Promise<string> {
+  const res = await billingClient().createAlert({ organizationId: w.org, threshold: 50, currency: "USD", channels: ["email"] });
+  w.ids.add(res.alert!.id);
+  return res.alert!.id;
 }
 
 async function freshPaymentMethod(w: MatrixWorld): Promise<string> {
@@ -131,7 +143,7 @@ async function freshPaymentMethod(w: MatrixWorld): Promise<string> {
 }
 
 function seedInvoice(w: MatrixWorld): string {
-  const id = `inv-matrix-${++serial}`;
+  const id = `inv-matrix${++serial}`;
   const invoice = create(InvoiceSchema, {
     id,
     organizationId: w.org,
@@ -153,8 +165,11 @@ async function setupWorld(label: string, opts: { database: boolean }): Promise<M
   const world = await createWorld(identity, label);
   const w: MatrixWorld = { ...world, key: "", database: "", invoice: "", ids: new Set(Object.values(world.users).map((u) => u.memberId)) };
   w.key = (await freshApiKey(w, KEY_SCOPES)).secret;
+  // Every member has a key of their own: members list only theirs (DESIGN.md, Identity).
+  for (const role of ["admin", "developer", "viewer"] as const) await freshApiKey(w, [], role);
   await freshInvitation(w);
   await freshPaymentMethod(w);
+  await freshAlert(w);
   w.invoice = seedInvoice(w);
   if (opts.database) w.database = await freshDatabase(w);
   return w;
@@ -259,11 +274,31 @@ const MATRIX: Record<string, ProtectedExpectation | PublicExpectation> = {
     scope: "resource",
     request: async (t) => ({ path: `/v1/billing/payment-methods/${await freshPaymentMethod(t.world)}`, body: { default: true } }),
   },
+  "DELETE /v1/billing/payment-methods/:id": {
+    permission: "billing:write",
+    success: 204,
+    scope: "resource",
+    // Not the default (the world's first card is): always removable.
+    request: async (t) => ({ path: `/v1/billing/payment-methods/${await freshPaymentMethod(t.world)}` }),
+  },
   "POST /v1/billing/alerts": {
     permission: "billing:write",
     success: 201,
     scope: "organization",
     request: async () => ({ path: "/v1/billing/alerts", body: { threshold: 50, currency: "USD", channels: ["email"] } }),
+  },
+  "GET /v1/billing/alerts": {
+    permission: "billing:read",
+    success: 200,
+    scope: "organization",
+    list: "alerts",
+    request: async () => ({ path: "/v1/billing/alerts?per_page=100" }),
+  },
+  "DELETE /v1/billing/alerts/:id": {
+    permission: "billing:write",
+    success: 204,
+    scope: "resource",
+    request: async (t) => ({ path: `/v1/billing/alerts/${await freshAlert(t.world)}` }),
   },
   "GET /v1/billing/invoices": {
     permission: "billing:read",
@@ -340,24 +375,29 @@ const MATRIX: Record<string, ProtectedExpectation | PublicExpectation> = {
     destructive: true,
     request: async (t) => ({ path: "/v1/organization/transfer", body: { new_owner_id: t.world.users.admin.id, password: PASSWORD } }),
   },
+  // API keys are for every member (issue 10): the routes need what every role holds; identity scopes the rest.
   "GET /v1/organization/api-keys": {
-    permission: "settings:write",
+    permission: "members:read",
     success: 200,
     scope: "organization",
     list: "api_keys",
     request: async () => ({ path: "/v1/organization/api-keys?per_page=100" }),
   },
   "POST /v1/organization/api-keys": {
-    permission: "settings:write",
+    permission: "members:read",
     success: 201,
     scope: "organization",
     request: async () => ({ path: "/v1/organization/api-keys", body: { name: `key ${++serial}` } }),
   },
   "DELETE /v1/organization/api-keys/:id": {
-    permission: "settings:write",
+    permission: "members:read",
     success: 204,
     scope: "resource",
-    request: async (t) => ({ path: `/v1/organization/api-keys/${(await freshApiKey(t.world)).id}` }),
+    // One's own key: the caller's when in their organization (the scoped key is the owner's), the owner's elsewhere.
+    request: async (t) => {
+      const creator: RoleName = t.other || t.caller === "key" ? "owner" : t.caller;
+      return { path: `/v1/organization/api-keys/${(await freshApiKey(t.world, [], creator)).id}` };
+    },
   },
 };
 
@@ -430,7 +470,7 @@ describe.each(ROUTES.map((r) => [routeKey(r), r] as const))("%s", (key, route) =
     for (const other of p.scope === "resource" ? [false, true] : [false]) {
       const caller_ = p.destructive ? await setupWorld(`Fresh ${caller}`, { database: false }) : A;
       const target = other ? B : caller_;
-      const req = await p.request({ world: target });
+      const req = await p.request({ world: target, caller, other });
       const res = await api(gw.url, req.path, { method: route.method, token: tokenOf(caller_, caller), body: req.body ?? (route.method === "GET" || route.method === "DELETE" ? undefined : {}) });
       const want = expected(p, caller, other);
       const where = `${caller} → ${other ? "another organization's" : "own"} ${req.path}: ${res.text}`;
@@ -441,6 +481,20 @@ describe.each(ROUTES.map((r) => [routeKey(r), r] as const))("%s", (key, route) =
         expect(items.some((i) => caller_.ids.has(i.id)), `${where}: own items listed`).toBe(true);
         expect(items.filter((i) => B.ids.has(i.id)), `${where}: another organization's items`).toEqual([]);
       }
+    }
+  });
+});
+
+describe("API keys: whose each caller sees (DESIGN.md, Identity)", () => {
+  it.each(["owner", "admin", "developer", "viewer"] as const)("as %s", async (role) => {
+    const res = await api(gw.url, "/v1/organization/api-keys?per_page=100", { token: A.users[role].token });
+    expect(res.status).toBe(200);
+    const creators = new Set((res.body.data.api_keys as Array<{ created_by: string }>).map((k) => k.created_by));
+    if (role === "owner" || role === "admin") {
+      // settings:write: everyone's, the other members' keys included.
+      for (const other of ["developer", "viewer"] as const) expect(creators.has(A.users[other].id), other).toBe(true);
+    } else {
+      expect([...creators]).toEqual([A.users[role].id]);
     }
   });
 });

@@ -13,11 +13,14 @@ import * as organization from "./v1/organization.ts";
  * exactly these (anything else is 404/405), so a route cannot exist without
  * saying which permission it needs or that it is public.
  *
- * API keys are organization credentials that outlive their creator, so
- * managing them counts as changing the organization's settings. Every member
- * may see the organization, its members and its pending invitations
- * (members:read); transferring ownership and deleting the organization are
- * further restricted by identity to the owner.
+ * Every member may see the organization, its members and its pending
+ * invitations (members:read); transferring ownership and deleting the
+ * organization are further restricted by identity to the owner. API keys are
+ * for every member too (DESIGN.md, Identity), so their routes need what every
+ * role holds, members:read: a member manages their own credentials. Identity
+ * decides the rest from the caller's permissions: scopes capped by the
+ * credential and the creator's role, and settings:write (owner, admin) to see
+ * and revoke everyone's keys.
  */
 export const ROUTES: readonly Route[] = [
   publicRoute({
@@ -232,6 +235,18 @@ export const ROUTES: readonly Route[] = [
     body: billing.updatePaymentMethodBody,
     handler: billing.updatePaymentMethod,
   }),
+  protectedRoute({
+    method: "DELETE",
+    path: "/v1/billing/payment-methods/:id",
+    params: { id: ID.paymentMethod },
+    summary:
+      "Remove a payment method; the processor lets go of the card. The default only when it is the last one and nothing needs it " +
+      "(409 while another method exists, a database beyond the free allowance runs, or the plan is paid).",
+    permission: "billing:write",
+    response: NO_CONTENT,
+    errors: [409],
+    handler: billing.deletePaymentMethod,
+  }),
 
   protectedRoute({
     method: "GET",
@@ -260,6 +275,24 @@ export const ROUTES: readonly Route[] = [
     response: json(201, "Alert"),
     body: billing.createAlertBody,
     handler: billing.createAlert,
+  }),
+  protectedRoute({
+    method: "GET",
+    path: "/v1/billing/alerts",
+    summary: "List the organization's spending alerts, oldest first.",
+    permission: "billing:read",
+    response: listOf("alerts", "Alert"),
+    query: billing.listQuery,
+    handler: billing.listAlerts,
+  }),
+  protectedRoute({
+    method: "DELETE",
+    path: "/v1/billing/alerts/:id",
+    params: { id: ID.alert },
+    summary: "Remove a spending alert; it never fires again.",
+    permission: "billing:write",
+    response: NO_CONTENT,
+    handler: billing.deleteAlert,
   }),
 
   protectedRoute({
@@ -361,8 +394,8 @@ export const ROUTES: readonly Route[] = [
   protectedRoute({
     method: "GET",
     path: "/v1/organization/api-keys",
-    summary: "List the organization's API keys (never their secrets).",
-    permission: "settings:write",
+    summary: "List API keys (never their secrets): the caller's own; every key of the organization for owner and admin (settings:write).",
+    permission: "members:read",
     response: listOf("api_keys", "ApiKey"),
     query: apiKeys.listQuery,
     handler: apiKeys.listApiKeys,
@@ -370,8 +403,9 @@ export const ROUTES: readonly Route[] = [
   protectedRoute({
     method: "POST",
     path: "/v1/organization/api-keys",
-    summary: "Create an API key; the secret is in this response only.",
-    permission: "settings:write",
+    summary:
+      "Create an API key (any member), its scopes capped by the calling credential and the creator's role; the secret is in this response only.",
+    permission: "members:read",
     response: json(201, "CreatedApiKey"),
     body: apiKeys.createBody,
     handler: apiKeys.createApiKey,
@@ -380,8 +414,8 @@ export const ROUTES: readonly Route[] = [
     method: "DELETE",
     path: "/v1/organization/api-keys/:id",
     params: { id: ID.apiKey },
-    summary: "Revoke an API key at once.",
-    permission: "settings:write",
+    summary: "Revoke an API key at once: one's own, or anyone's for owner and admin (settings:write).",
+    permission: "members:read",
     response: NO_CONTENT,
     handler: apiKeys.revokeApiKey,
   }),

@@ -141,27 +141,41 @@ function identityRoutes(state: StubState) {
         if (req.password !== "correct horse") throw new ConnectError("wrong e-mail or password", Code.Unauthenticated);
         return { token: { accessToken: "tok-login", tokenType: "Bearer", expiresAt: timestampFromDate(T0) } };
       },
+      // Identity's rules for keys, as its contract states them: scopes within the actor's permissions (none: all
+      // of them), and settings:write to see or revoke another member's key. Every key is one organization's here.
       async createApiKey(req) {
         record(state, "createApiKey", req);
+        const held = req.actor?.permissions ?? [];
+        const lacking = req.scopes.filter((s) => !held.includes(s));
+        if (lacking.length > 0) {
+          throw new ConnectError(`a key cannot have scopes its creator's credential lacks: ${lacking.join(", ")}`, Code.PermissionDenied);
+        }
         const key = create(ApiKeySchema, {
           id: `key-${state.apiKeys.length + 1}`,
           name: req.name,
-          scopes: req.scopes,
+          scopes: req.scopes.length > 0 ? req.scopes : held,
           prefix: "dbk_abcd",
           createdAt: timestampFromDate(T0),
           expiresAt: req.expiresAt,
-          createdBy: req.userId,
+          createdBy: req.actor?.userId ?? "",
           role: Role.ADMIN,
         });
         state.apiKeys.push(key);
         return { apiKey: key, secret: "dbk_abcd_secret" };
       },
-      async listApiKeys() {
-        return { apiKeys: state.apiKeys };
+      async listApiKeys(req) {
+        record(state, "listApiKeys", req);
+        const everyone = req.actor?.permissions.includes("settings:write") ?? false;
+        return { apiKeys: state.apiKeys.filter((k) => everyone || k.createdBy === req.actor?.userId) };
       },
       async revokeApiKey(req) {
+        record(state, "revokeApiKey", req);
         const i = state.apiKeys.findIndex((k) => k.id === req.id);
         if (i < 0) throw notFound("api key");
+        if (state.apiKeys[i]!.createdBy !== req.actor?.userId && !req.actor?.permissions.includes("settings:write")) {
+          const message = "only its creator, an owner or an admin (settings:write) can revoke another member's API key";
+          throw new ConnectError(message, Code.PermissionDenied);
+        }
         state.apiKeys.splice(i, 1);
         return {};
       },
@@ -399,6 +413,15 @@ function billingRoutes(state: StubState) {
         if (req.isDefault === true) for (const m of methods) m.isDefault = m === pm;
         return { paymentMethod: pm };
       },
+      async deletePaymentMethod(req) {
+        record(state, "deletePaymentMethod", req);
+        const methods = methodsOf(req.organizationId);
+        const pm = methods.find((m) => m.id === req.id);
+        if (!pm) throw notFound("payment method");
+        if (pm.isDefault && methods.length > 1) throw conflict("make another payment method the default first");
+        state.paymentMethods.splice(state.paymentMethods.indexOf(pm), 1);
+        return {};
+      },
       async getStanding(req) {
         return { hasDefaultPaymentMethod: methodsOf(req.organizationId).some((m) => m.isDefault) };
       },
@@ -436,6 +459,17 @@ function billingRoutes(state: StubState) {
         });
         state.alerts.push(alert);
         return { alert };
+      },
+      async listAlerts(req) {
+        record(state, "listAlerts", req);
+        return { alerts: state.alerts.filter((a) => a.organizationId === req.organizationId) };
+      },
+      async deleteAlert(req) {
+        record(state, "deleteAlert", req);
+        const i = state.alerts.findIndex((a) => a.id === req.id && a.organizationId === req.organizationId);
+        if (i < 0) throw notFound("alert");
+        state.alerts.splice(i, 1);
+        return {};
       },
       async recordStatusEvents() {
         return { recorded: 0 };

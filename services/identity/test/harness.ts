@@ -4,7 +4,7 @@ import { FieldViolationSchema } from "@dbaas/proto/common";
 import { IdentityService, type SignupResponse } from "@dbaas/proto/identity";
 import { createTestDatabase, type TestDatabase } from "@dbaas/test/support/pg";
 import { expect } from "vitest";
-import { roleToProto, type RoleName } from "../src/authz.ts";
+import { roleScopes, roleToProto, type RoleName } from "../src/authz.ts";
 import { readConfig } from "../src/config.ts";
 import type { Revocation } from "../src/revocations.ts";
 import { createContext, MIGRATIONS_DIR, type AppContext, type BillingClient, type DatabasesClient } from "../src/context.ts";
@@ -143,9 +143,12 @@ export async function addMember(h: Harness, organizationId: string, role: RoleNa
   return { user: own.user!, memberId, accessToken: token!.accessToken };
 }
 
-/** The Actor of a request made by `userId` with a credential of `role`. */
-export function actor(userId: string, role: RoleName) {
-  return { userId, role: roleToProto(role) };
+/**
+ * The Actor of a request made by `userId` with a credential of `role`; its
+ * permissions are the role's unless given (a login session has them all).
+ */
+export function actor(userId: string, role: RoleName, permissions: readonly string[] = roleScopes(role)) {
+  return { userId, role: roleToProto(role), permissions: [...permissions] };
 }
 
 /** The membership id of `userId` in `organizationId`. */

@@ -121,7 +121,7 @@ describe("UpdateMember", () => {
 describe("RemoveMember", () => {
   it("ends the member's sessions at once, keeps their API keys, and tells the revocation feed", async () => {
     const t = await team();
-    const { secret } = await h.client.createApiKey({ organizationId: t.org, userId: t.admin.user.id, name: "ops" });
+    const { secret } = await h.client.createApiKey({ organizationId: t.org, actor: actor(t.admin.user.id, "admin"), name: "ops" });
     const sub = watchFeed(h);
     try {
       await h.client.removeMember({ organizationId: t.org, actor: actor(t.owner.user!.id, "owner"), memberId: t.admin.memberId });

@@ -137,7 +137,7 @@ describe("DeleteOrganization", () => {
     const org = owner.organization!.id;
     const as = actor(owner.user!.id, "owner");
     const dev = await addMember(h, org, "developer");
-    const { secret } = await h.client.createApiKey({ organizationId: org, userId: owner.user!.id, name: "k" });
+    const { secret } = await h.client.createApiKey({ organizationId: org, actor: as, name: "k" });
     await h.client.createInvitation({ organizationId: org, actor: as, email: "later@example.com", role: "viewer" });
 
     const sub = watchFeed(h);

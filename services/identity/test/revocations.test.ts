@@ -116,8 +116,8 @@ describe("WatchRevocations", () => {
       expect(await onA.next("revocation")).toEqual(expected);
       expect(await onB.next("revocation")).toEqual(expected);
 
-      const key = await a.client.createApiKey({ organizationId: org, userId: owner.user!.id, name: "k" });
-      await a.client.revokeApiKey({ organizationId: org, id: key.apiKey!.id });
+      const key = await a.client.createApiKey({ organizationId: org, actor: actor(owner.user!.id, "owner"), name: "k" });
+      await a.client.revokeApiKey({ organizationId: org, id: key.apiKey!.id, actor: actor(owner.user!.id, "owner") });
       expect((await onB.next("revocation")).value).toMatchObject({ credentialId: key.apiKey!.id, organizationId: "", userId: "" });
 
       await onA.next("heartbeat");

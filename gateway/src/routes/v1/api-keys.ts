@@ -1,7 +1,6 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { SCOPES } from "@dbaas/kit";
 import type { ApiKey } from "@dbaas/proto/identity";
-import { ApiError } from "../../errors.ts";
 import { created, noContent, type Reply } from "../../middleware/envelope.ts";
 import { Type } from "@sinclair/typebox";
 import { body, oneOf, optional, PAGINATION_QUERY, timestamp, type Infer } from "../../schema.ts";
@@ -14,7 +13,8 @@ export const createBody = body({
   scopes: optional(
     Type.Array(oneOf(SCOPES, "A scope."), {
       maxItems: SCOPES.length,
-      description: "Scopes of the key; default: every permission of the calling credential.",
+      description:
+        "Scopes of the key, each one the calling credential holds (else 403) and the creator's role allows; default: every such scope.",
     }),
   ),
   expires_at: optional(timestamp("When the key stops working; default: never.")),
@@ -36,38 +36,38 @@ function apiKey(key: ApiKey) {
 }
 
 /**
- * Identity bounds a new key by its creator's role, but only the gateway knows
- * which credential is asking: a key restricted to `databases:read` must not
- * mint itself a broader one. So the requested scopes must be among the
- * caller's effective permissions, and no scopes means exactly those.
+ * Who is asking, for identity, which decides everything about keys: the
+ * user, the credential's role and its effective permissions (a key restricted
+ * to `databases:read` must not mint itself a broader one; `settings:write`
+ * sees and revokes everyone's keys, anyone else only their own).
  */
+const actor = ({ principal }: AuthedCall<unknown>) => ({
+  userId: principal.userId,
+  role: principal.role,
+  permissions: principal.permissions,
+});
+
+/** Any member; no scopes means every permission of the calling credential that the creator's role allows. */
 export async function createApiKey(call: AuthedCall<Infer<typeof createBody>>): Promise<Reply> {
   const { principal, body } = call;
-  const scopes = body.scopes ?? principal.permissions;
-  const beyond = scopes.filter((s) => !principal.permissions.includes(s));
-  if (beyond.length > 0) {
-    throw new ApiError(
-      403,
-      "insufficient_permissions",
-      `a key cannot have scopes its creator's credential lacks: ${beyond.join(", ")}`,
-    );
-  }
   const res = await call.ctx.identity.createApiKey({
     organizationId: principal.organizationId,
-    userId: principal.userId,
+    actor: actor(call),
     name: body.name,
-    scopes,
+    scopes: body.scopes ?? [],
     expiresAt: body.expires_at === undefined ? undefined : timestampFromDate(new Date(body.expires_at)),
   });
   return created({ ...apiKey(present(res.apiKey, "api_key")), secret: res.secret });
 }
 
+/** The caller's own keys; every key of the organization for owner and admin. */
 export async function listApiKeys(call: AuthedCall<unknown>): Promise<Reply> {
-  const res = await call.ctx.identity.listApiKeys({ organizationId: call.principal.organizationId });
+  const res = await call.ctx.identity.listApiKeys({ organizationId: call.principal.organizationId, actor: actor(call) });
   return pageOf("api_keys", res.apiKeys, call.query, apiKey);
 }
 
+/** One's own key; anyone's for owner and admin (another member's is 403 otherwise). */
 export async function revokeApiKey(call: AuthedCall<unknown>): Promise<Reply> {
-  await call.ctx.identity.revokeApiKey({ organizationId: call.principal.organizationId, id: call.params.id });
+  await call.ctx.identity.revokeApiKey({ organizationId: call.principal.organizationId, id: call.params.id, actor: actor(call) });
   return noContent();
 }

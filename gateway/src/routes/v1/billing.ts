@@ -1,7 +1,7 @@
 import { ALERT_CHANNELS, PAYMENT_METHOD_TYPES, TOKEN_MAX_LENGTH } from "@dbaas/kit";
 import type { Alert, Invoice, PaymentMethod, UsageLine } from "@dbaas/proto/billing";
 import { Type } from "@sinclair/typebox";
-import { created, file, ok, type Reply } from "../../middleware/envelope.ts";
+import { created, file, noContent, ok, type Reply } from "../../middleware/envelope.ts";
 import { body, CURRENCY_MAX_LENGTH, oneOf, optional, PAGINATION_QUERY, text, type Infer } from "../../schema.ts";
 import { iso, pageOf, present } from "../mappers.ts";
 import type { AuthedCall } from "../route.ts";
@@ -92,6 +92,15 @@ export async function updatePaymentMethod(call: AuthedCall<Infer<typeof updatePa
   return ok(paymentMethod(present(res.paymentMethod, "payment_method")));
 }
 
+/**
+ * 204. Any method but the default goes at once; the default only as the last
+ * one and when nothing needs it: billing's 409 says what to do first.
+ */
+export async function deletePaymentMethod(call: AuthedCall<unknown>): Promise<Reply> {
+  await call.ctx.billing.deletePaymentMethod({ organizationId: call.principal.organizationId, id: call.params.id });
+  return noContent();
+}
+
 /** Spec 2.5. The PDF is served by this gateway, so pdf_url is under its public base URL. */
 function invoice(inv: Invoice, publicBaseUrl: string) {
   return {
@@ -134,4 +143,16 @@ export async function createAlert(call: AuthedCall<Infer<typeof createAlertBody>
     channels: call.body.channels,
   });
   return created(alert(present(res.alert, "alert")));
+}
+
+/** At most 20 per organization (billing's cap), oldest first. */
+export async function listAlerts(call: AuthedCall<unknown>): Promise<Reply> {
+  const res = await call.ctx.billing.listAlerts({ organizationId: call.principal.organizationId });
+  return pageOf("alerts", res.alerts, call.query, alert);
+}
+
+/** 204; the alert never fires again. */
+export async function deleteAlert(call: AuthedCall<unknown>): Promise<Reply> {
+  await call.ctx.billing.deleteAlert({ organizationId: call.principal.organizationId, id: call.params.id });
+  return noContent();
 }
