@@ -4,7 +4,8 @@
  * this month's usage is recorded at billing directly, as the databases outbox
  * would have; an alert below the month-to-date total fires once, and every
  * member who may read billing gets one mail, however often billing checks
- * again and however far the total climbs after it.
+ * again and however far the total climbs after it. Alerts are listed and
+ * removed, and a removed alert never mails anyone.
  */
 import type { Client } from "@connectrpc/connect";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
@@ -79,7 +80,10 @@ describe("billing alerts, end to end", () => {
   let owner: ReturnType<typeof createApi>;
   let ownerEmail: string;
   let organizationId: string;
-  const members: Record<"admin" | "developer", { email: string }> = { admin: { email: "" }, developer: { email: "" } };
+  const members: Record<"admin" | "developer", { email: string; api?: ReturnType<typeof createApi> }> = {
+    admin: { email: "" },
+    developer: { email: "" },
+  };
 
   it("sets up an organization with an admin and a developer, and 12.00 USD of usage this month", async () => {
     owner = createApi(stack.baseUrl);
@@ -92,6 +96,8 @@ describe("billing alerts, end to end", () => {
       const accepted = await createApi(stack.baseUrl).post("/v1/invitations/accept", { token, name: role, password: PASSWORD });
       expect(accepted.status).toBe(201);
       members[role].email = email;
+      members[role].api = createApi(stack.baseUrl);
+      members[role].api!.setToken(accepted.body.data.access_token);
     }
     await recordUsage(organizationId);
     const usage = await owner.get("/v1/billing/usage");
@@ -136,5 +142,46 @@ describe("billing alerts, end to end", () => {
     expect(alerts(ownerEmail)).toHaveLength(1);
     expect(alerts(members.admin.email)).toHaveLength(1);
     expect(alerts(members.developer.email)).toEqual([]);
+  });
+
+  it("lists the organization's alerts, oldest first, with list meta; billing:read may list, not remove", async () => {
+    const res = await owner.get(PATH);
+    expect(res.status).toBe(200);
+    expect(res.body.data.alerts.map((a: { threshold: number }) => a.threshold)).toEqual([10, 1000]);
+    expect(res.body.meta).toMatchObject({ page: 1, per_page: 20, total: 2, total_pages: 1 });
+    const byAdmin = await members.admin.api!.get(PATH);
+    expect(byAdmin.status).toBe(200);
+    expect(byAdmin.body.data).toEqual(res.body.data);
+    expect((await members.developer.api!.get(PATH)).status).toBe(403);
+    const removing = await members.admin.api!.delete(`${PATH}/${res.body.data.alerts[1].id}`);
+    expect(removing.status).toBe(403);
+    expect(removing.body.error.message).toBe("this action requires the billing:write permission");
+  });
+
+  it("DELETE removes an alert (204); again, or from another organization, is 404", async () => {
+    const [fired, pending] = (await owner.get(PATH)).body.data.alerts as { id: string }[];
+    const stranger = createApi(stack.baseUrl);
+    await stranger.signup("alr-stranger");
+    expect((await stranger.delete(`${PATH}/${pending.id}`)).status).toBe(404);
+    expect((await owner.delete(`${PATH}/${pending.id}`)).status).toBe(204);
+    expect((await owner.delete(`${PATH}/${pending.id}`)).status).toBe(404);
+    expect((await owner.get(PATH)).body.data.alerts.map((a: { id: string }) => a.id)).toEqual([fired.id]);
+  });
+
+  it("a removed alert never fires; the one kept beside it does", async () => {
+    const other = createApi(stack.baseUrl);
+    const email = (await other.signup("alr-remover")).email;
+    const org = (await other.get("/v1/organization")).body.data.id as string;
+    const removed = (await other.post(PATH, { threshold: 5, currency: "USD", channels: ["email"] })).body.data.id as string;
+    const kept = (await other.post(PATH, { threshold: 6, currency: "USD", channels: ["email"] })).body.data.id as string;
+    expect((await other.delete(`${PATH}/${removed}`)).status).toBe(204);
+    await recordUsage(org);
+
+    const mail = await smtp.waitForMail((m) => m.to.includes(email) && m.subject.startsWith("Spending alert"), 10_000);
+    expect(mail.text).toContain(kept);
+    await sleep(10 * CHECK_INTERVAL_MS);
+    const alerts = mailsTo(email).filter((m) => m.subject.startsWith("Spending alert"));
+    expect(alerts).toHaveLength(1);
+    expect(alerts.some((m) => m.text.includes(removed))).toBe(false);
   });
 });

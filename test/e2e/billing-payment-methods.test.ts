@@ -3,9 +3,12 @@
  * test processor): the first card becomes the default, another one can take
  * its place, the processor's refusal is a 422 naming the field, and neither
  * another organization nor a member without billing:write can touch them.
+ * Removal: any method but the default at once; the default only as the last
+ * one and once no database beyond the free allowance runs (a real database,
+ * stopped for real, is what lets the last card go).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createApi } from "../support/api.ts";
+import { createApi, waitFor } from "../support/api.ts";
 import { invitationToken, startSmtpServer, type SmtpServer } from "../support/smtp.ts";
 import { startStack, type Stack } from "../support/stack.ts";
 
@@ -34,6 +37,7 @@ interface PaymentMethod {
 
 describe("payment methods, end to end", () => {
   let api: ReturnType<typeof createApi>;
+  let admin: ReturnType<typeof createApi>;
   let visa: PaymentMethod;
   let mastercard: PaymentMethod;
 
@@ -144,7 +148,7 @@ describe("payment methods, end to end", () => {
     const email = `pm-admin-${Date.now()}@example.com`;
     expect((await api.post("/v1/organization/members", { email, role: "admin" })).status).toBe(201);
     const token = invitationToken(await smtp.waitForMail((m) => m.to.includes(email), 30_000));
-    const admin = createApi(stack.baseUrl);
+    admin = createApi(stack.baseUrl);
     const accepted = await admin.post("/v1/invitations/accept", { token, name: "Admin", password: "correct horse battery staple" });
     expect(accepted.status).toBe(201);
     admin.setToken(accepted.body.data.access_token);
@@ -158,5 +162,60 @@ describe("payment methods, end to end", () => {
       [visa.id, false],
       [mastercard.id, true],
     ]);
+  });
+
+  it("removing: 403 without billing:write, 404 for another organization's method", async () => {
+    const denied = await admin.delete(`${PATH}/${visa.id}`);
+    expect(denied.status).toBe(403);
+    expect(denied.body.error).toMatchObject({ code: "insufficient_permissions", message: "this action requires the billing:write permission" });
+    const other = createApi(stack.baseUrl);
+    await other.signup("pm-remover");
+    expect((await other.delete(`${PATH}/${visa.id}`)).status).toBe(404);
+    expect((await listed()).map((pm) => pm.id)).toContain(visa.id);
+  });
+
+  it("a method that is not the default is removed at once (204); again is 404", async () => {
+    const res = await api.delete(`${PATH}/${visa.id}`);
+    expect(res.status).toBe(204);
+    expect(res.body).toBeUndefined();
+    expect((await listed()).map((pm) => pm.brand)).toEqual(["mastercard", "amex"]);
+    expect((await api.delete(`${PATH}/${visa.id}`)).status).toBe(404);
+  });
+
+  it("the default is refused while another method exists (409: make another one the default first)", async () => {
+    const res = await api.delete(`${PATH}/${mastercard.id}`);
+    expect(res.status).toBe(409);
+    expect(res.body.error.code).toBe("resource_conflict");
+    expect(res.body.error.message).toContain("make another payment method the default first");
+    const amex = (await listed()).find((pm) => pm.brand === "amex")!;
+    expect((await api.delete(`${PATH}/${amex.id}`)).status).toBe(204);
+    expect((await listed()).map((pm) => [pm.id, pm.default])).toEqual([[mastercard.id, true]]);
+  });
+
+  it("the last one is refused while a database beyond the free allowance runs, and goes once it is stopped", async () => {
+    const created = await api.post("/v1/databases", { name: "needs-a-card", region: "fsn1", tier: "small" });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const db = created.body.data.id as string;
+    await waitFor(async () => (await api.get(`/v1/databases/${db}`)).body.data?.status === "running", 60_000, "running");
+    // Billing hears of it through the databases outbox; its meter then runs.
+    await waitFor(async () => (await api.get("/v1/billing/usage")).body.data.usage.compute.hours > 0, 30_000, "billing metering it");
+
+    const refused = await api.delete(`${PATH}/${mastercard.id}`);
+    expect(refused.status).toBe(409);
+    expect(refused.body.error.code).toBe("resource_conflict");
+    expect(refused.body.error.message).toContain(`${db} (small)`);
+    expect(refused.body.error.message).toContain("stop the databases that need a card");
+    expect((await listed()).map((pm) => pm.id)).toEqual([mastercard.id]);
+
+    expect((await api.post(`/v1/databases/${db}/stop`)).status).toBe(200);
+    // Refused until billing has heard the database stop; a refusal changes nothing.
+    await waitFor(async () => (await api.delete(`${PATH}/${mastercard.id}`)).status === 204, 60_000, "the last card removed");
+    expect(await listed()).toEqual([]);
+
+    // Without a card the organization is back to the free allowance.
+    const start = await api.post(`/v1/databases/${db}/start`);
+    expect(start.status).toBe(402);
+    expect(start.body.error.code).toBe("payment_required");
+    expect((await api.delete(`/v1/databases/${db}`)).status).toBe(204);
   });
 });
