@@ -152,6 +152,10 @@ export function createMalformedAnswers(ctx: GatewayContext): MalformedAnswers {
         socket.destroy();
         return;
       }
+      // From here the socket is ours. A client that half-closes after its request (which does not mean it
+      // wants no answer) would otherwise have Node's HTTP end-of-input handler end the socket before the
+      // answer is decided. Server sockets allow half-open, so net's own 'end' listener does nothing.
+      socket.removeAllListeners("end");
       void decide(socket, err, res?.locals?.rateLimit).then(({ error, rateLimit }) => {
         // The client may have gone meanwhile, or that request's handler answered after all.
         if (!socket.writable || res?.headersSent) {

@@ -15,6 +15,10 @@ export function createGatewayServer(ctx: GatewayContext, app: Express): Server {
   const server = createServer({ requireHostHeader: false, maxHeaderSize: MAX_HEADER_BYTES }, (req, res) => {
     if (!malformed.hostMissing(req, res)) app(req, res);
   });
+  // A client may half-close once its request is sent (RFC 9112: a half-closed connection is no loss of
+  // interest in the answer); by default Node then ends the socket at once and an answer still being worked
+  // on is lost. Here the socket ends after that answer instead.
+  (server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
   server.on("clientError", malformed.clientError);
   server.on("checkExpectation", malformed.checkExpectation);
   server.on("connect", malformed.connect);

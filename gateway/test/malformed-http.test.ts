@@ -24,6 +24,15 @@ interface RawResponse {
 
 /** Sends `chunks` (with a pause between them) and collects what comes back until the server closes. */
 function send(port: number, ...chunks: Array<string | Buffer>): Promise<RawResponse> {
+  return exchange(port, chunks, false);
+}
+
+/** Sends `request` and half-closes at once, as `nc -N` does: the answer must still come back. */
+function sendAndEnd(port: number, request: string): Promise<RawResponse> {
+  return exchange(port, [request], true);
+}
+
+function exchange(port: number, chunks: Array<string | Buffer>, endAtOnce: boolean): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, "127.0.0.1");
     const received: Buffer[] = [];
@@ -41,6 +50,10 @@ function send(port: number, ...chunks: Array<string | Buffer>): Promise<RawRespo
       const status = Number(/^HTTP\/1\.1 (\d{3}) /.exec(statusLine ?? "")?.[1] ?? 0);
       resolve({ status, headers, body: Buffer.from(raw.slice(split + 4), "latin1").toString("utf8"), raw });
     });
+    if (endAtOnce) {
+      socket.end(chunks[0]);
+      return;
+    }
     void (async () => {
       for (const chunk of chunks) {
         if (!socket.writable) return;
@@ -72,7 +85,7 @@ let server: Server;
 let port: number;
 const TOKEN = "tok-malformed";
 
-async function startServer(env: Record<string, string>): Promise<{ ctx: GatewayContext; server: Server; port: number }> {
+async function startServer(env: Record<string, string>, limiterDelayMs = 0): Promise<{ ctx: GatewayContext; server: Server; port: number }> {
   const config = readConfig({
     IDENTITY_URL: stubs.identityUrl,
     DATABASES_URL: stubs.databasesUrl,
@@ -82,6 +95,11 @@ async function startServer(env: Record<string, string>): Promise<{ ctx: GatewayC
     ...env,
   });
   const ctx = createContext(config);
+  if (limiterDelayMs > 0) {
+    // A limiter that takes its time (Redis far away, a loaded event loop): answers are decided late.
+    const { limiter } = ctx;
+    ctx.limiter = { consume: async (subject, windows) => (await new Promise((r) => setTimeout(r, limiterDelayMs)), limiter.consume(subject, windows)) };
+  }
   const server = createGatewayServer(ctx, createApp(ctx));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return { ctx, server, port: (server.address() as AddressInfo).port };
@@ -217,5 +235,30 @@ describe("behind proxies", () => {
       expectEnvelope(res, 400, "validation_error");
       expect(res.headers["x-ratelimit-limit"]).toBeUndefined();
     }
+  });
+});
+
+describe("a client that half-closes right after its request still gets the answer", () => {
+  let slow: { ctx: GatewayContext; server: Server; port: number };
+
+  beforeAll(async () => {
+    slow = await startServer({ IP_RATE_LIMIT_PER_MINUTE: "1000" }, 200);
+  });
+  afterAll(async () => {
+    if (slow) await stopServer(slow);
+  });
+
+  it("a malformed request (the answer waits for the limiter)", async () => {
+    expectEnvelope(await sendAndEnd(slow.port, "GET /v1/regions HTTP/9.9\r\nHost: gw\r\n\r\n"), 400, "validation_error");
+  });
+
+  it("a request Node parsed but the app does not take (no Host)", async () => {
+    expectEnvelope(await sendAndEnd(slow.port, "GET /v1/regions HTTP/1.1\r\n\r\n"), 400, "validation_error");
+  });
+
+  it("a well-formed request the app answers", async () => {
+    const res = await sendAndEnd(slow.port, `GET /v1/regions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`);
+    expect(res.status, res.raw).toBe(200);
+    expect(JSON.parse(res.body).data).toBeDefined();
   });
 });

@@ -8,6 +8,7 @@ import { createContext, type GatewayContext } from "../../src/context.ts";
 import type { RevocationFeedOptions } from "../../src/middleware/auth.ts";
 import { openApiDocument } from "../../src/routes/openapi.ts";
 import { ROUTES } from "../../src/routes/table.ts";
+import { createGatewayServer } from "../../src/server.ts";
 import { SECRET, type Stubs } from "./stubs.ts";
 
 export interface TestGateway {
@@ -33,8 +34,9 @@ export async function startGateway(
     ...env,
   });
   const ctx = createContext(config, { clock, log, revocationFeed });
-  const server: Server = createApp(ctx).listen(0, "127.0.0.1");
-  await new Promise<void>((resolve) => server.once("listening", resolve));
+  // The server main.ts listens on (malformed HTTP in the envelope, half-closing clients answered).
+  const server: Server = createGatewayServer(ctx, createApp(ctx));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
