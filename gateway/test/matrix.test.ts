@@ -9,53 +9,17 @@
  * it names a resource. A route added to the table without one fails this test,
  * and so does an expectation for a route that no longer exists.
  */
-import { create } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { BillingService, InvoiceSchema } from "@dbaas/proto/billing";
-import { DatabasesService } from "@dbaas/proto/databases";
 import { Role } from "@dbaas/proto/identity";
-import { createInternalClient } from "@dbaas/kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Permission } from "../src/routes/route.ts";
 import { ROUTES } from "../src/routes/table.ts";
 import { api, startGateway, waitForRevocationFeed, type TestGateway } from "./support/gateway.ts";
-import {
-  createWorld,
-  join,
-  mailedToken,
-  PASSWORD,
-  startRealIdentity,
-  uniqueEmail,
-  type RealIdentity,
-  type RoleName,
-  type World,
-} from "./support/identity.ts";
-import { SECRET, startStubs, type Stubs } from "./support/stubs.ts";
-
-/** Spec 2.7, row by row, in the scope names of DESIGN.md. */
-const SPEC_2_7: Record<RoleName, Permission[]> = {
-  //       view dbs          create/delete dbs   backups          metrics         (view team)     manage members   settings          view billing    manage billing   delete org
-  owner: ["databases:read", "databases:write", "backups:write", "metrics:read", "members:read", "members:write", "settings:write", "billing:read", "billing:write", "organization:delete"],
-  admin: ["databases:read", "databases:write", "backups:write", "metrics:read", "members:read", "members:write", "settings:write", "billing:read"],
-  developer: ["databases:read", "databases:write", "backups:write", "metrics:read", "members:read"],
-  viewer: ["databases:read", "metrics:read", "members:read"],
-};
-
-/** The scoped key is the owner's, restricted to one scope. */
-const KEY_SCOPES: Permission[] = ["databases:read"];
+import { mailedToken, PASSWORD, startRealIdentity, uniqueEmail, type RealIdentity, type RoleName } from "./support/identity.ts";
+import { KEY_SCOPES, matrixFixtures, SPEC_2_7, type MatrixWorld } from "./support/matrix-world.ts";
+import { startStubs, type Stubs } from "./support/stubs.ts";
 
 type Caller = RoleName | "key";
 const CALLERS: Caller[] = ["owner", "admin", "developer", "viewer", "key"];
-
-interface MatrixWorld extends World {
-  key: string;
-  /** A database, an invitation, an API key, a payment method of this organization that requests may use and must not destroy. */
-  database: string;
-  /** An invoice of this organization, seeded in the billing stub. */
-  invoice: string;
-  /** Every id of a resource of this organization: what another organization must never see in a list. */
-  ids: Set<string>;
-}
 
 interface Target {
   world: MatrixWorld;
@@ -95,85 +59,15 @@ let identity: RealIdentity;
 let gw: TestGateway;
 let A: MatrixWorld;
 let B: MatrixWorld;
-const dbClient = () => createInternalClient(DatabasesService, stubs.databasesUrl, { secret: SECRET, caller: "test" });
-const billingClient = () => createInternalClient(BillingService, stubs.billingUrl, { secret: SECRET, caller: "test" });
+let fixtures: ReturnType<typeof matrixFixtures>;
 let serial = 0;
-
-async function freshDatabase(w: MatrixWorld): Promise<string> {
-  const res = await dbClient().createDatabase({ organizationId: w.org, name: `matrix-${++serial}`, region: "fsn1", tier: "micro" });
-  w.ids.add(res.database!.id);
-  return res.database!.id;
-}
-
-async function freshMember(w: MatrixWorld): Promise<string> {
-  const m = await join(identity, w.org, w.users.owner.id, "viewer");
-  w.ids.add(m.memberId);
-  return m.memberId;
-}
-
-async function freshInvitation(w: MatrixWorld): Promise<string> {
-  const res = await identity.client.createInvitation({
-    organizationId: w.org,
-    actor: { userId: w.users.owner.id, role: Role.OWNER },
-    email: uniqueEmail("invitee"),
-    role: "viewer",
-  });
-  w.ids.add(res.invitation!.id);
-  return res.invitation!.id;
-}
-
-/** A key made by `role`'s member of the world, through a login session of theirs. */
-async function freshApiKey(w: MatrixWorld, scopes: string[] = [], role: RoleName = "owner"): Promise<{ id: string; secret: string }> {
-  const actor = { userId: w.users[role].id, role: Role[role.toUpperCase() as Uppercase<RoleName>], permissions: SPEC_2_7[role] };
-  const res = await identity.client.createApiKey({ organizationId: w.org, actor, name: `matrix ${role}`, scopes });
-  w.ids.add(res.apiKey!.id);
-  return { id: res.apiKey!.id, secret: res.secret };
-}
-
-async function freshAlert(w: MatrixWorld): Promise<string> {
-  const res = await billingClient().createAlert({ organizationId: w.org, threshold: 50, currency: "USD", channels: ["email"] });
-  w.ids.add(res.alert!.id);
-  return res.alert!.id;
-}
-
-async function freshPaymentMethod(w: MatrixWorld): Promise<string> {
-  const res = await billingClient().addPaymentMethod({ organizationId: w.org, type: "card", token: "tok_visa" });
-  w.ids.add(res.paymentMethod!.id);
-  return res.paymentMethod!.id;
-}
-
-function seedInvoice(w: MatrixWorld): string {
-  const id = `inv-matrix${++serial}`;
-  const invoice = create(InvoiceSchema, {
-    id,
-    organizationId: w.org,
-    period: "2025-02",
-    amount: 1.2,
-    currency: "USD",
-    status: "paid",
-    issuedAt: timestampFromDate(new Date("2025-03-01T00:00:00Z")),
-    dueAt: timestampFromDate(new Date("2025-03-01T00:00:00Z")),
-    paidAt: timestampFromDate(new Date("2025-03-01T00:00:02Z")),
-    lines: [{ description: "Compute, micro", quantity: 60, unit: "hour", amount: 1.2 }],
-  });
-  stubs.state.invoices.push({ invoice, pdf: Buffer.from("%PDF-1.7\n%%EOF\n"), filename: `invoice-2025-02-${id}.pdf` });
-  w.ids.add(id);
-  return id;
-}
-
-async function setupWorld(label: string, opts: { database: boolean }): Promise<MatrixWorld> {
-  const world = await createWorld(identity, label);
-  const w: MatrixWorld = { ...world, key: "", database: "", invoice: "", ids: new Set(Object.values(world.users).map((u) => u.memberId)) };
-  w.key = (await freshApiKey(w, KEY_SCOPES)).secret;
-  // Every member has a key of their own: members list only theirs (DESIGN.md, Identity).
-  for (const role of ["admin", "developer", "viewer"] as const) await freshApiKey(w, [], role);
-  await freshInvitation(w);
-  await freshPaymentMethod(w);
-  await freshAlert(w);
-  w.invoice = seedInvoice(w);
-  if (opts.database) w.database = await freshDatabase(w);
-  return w;
-}
+const freshDatabase = (w: MatrixWorld) => fixtures.freshDatabase(w);
+const freshMember = (w: MatrixWorld) => fixtures.freshMember(w);
+const freshInvitation = (w: MatrixWorld) => fixtures.freshInvitation(w);
+const freshApiKey = (w: MatrixWorld, scopes?: string[], role?: RoleName) => fixtures.freshApiKey(w, scopes, role);
+const freshAlert = (w: MatrixWorld) => fixtures.freshAlert(w);
+const freshPaymentMethod = (w: MatrixWorld) => fixtures.freshPaymentMethod(w);
+const setupWorld = (label: string, opts: { database: boolean }) => fixtures.setupWorld(label, opts);
 
 const resource = (w: MatrixWorld, suffix = "") => `/v1/databases/${w.database}${suffix}`;
 
@@ -420,6 +314,7 @@ const tokenOf = (w: MatrixWorld, caller: Caller) => (caller === "key" ? w.key : 
 beforeAll(async () => {
   stubs = await startStubs();
   identity = await startRealIdentity(stubs);
+  fixtures = matrixFixtures(stubs, identity);
   gw = await startGateway({ ...stubs, identityUrl: identity.url });
   await waitForRevocationFeed(gw);
   [A, B] = await Promise.all([setupWorld("Matrix A", { database: true }), setupWorld("Matrix B", { database: true })]);

@@ -2,20 +2,22 @@ import { SCOPES } from "@dbaas/kit";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
-import { conflict, createLogger, invalidArgument, notFound, startServer, withReason, type RunningServer } from "@dbaas/kit";
-import { AlertSchema, BillingService, PaymentMethodSchema, type Alert, type Invoice, type PaymentMethod } from "@dbaas/proto/billing";
-import { DatabaseSchema, DatabasesService, type Database } from "@dbaas/proto/databases";
+import { createLogger, invalidArgument, notFound, startServer, withReason, type RunningServer } from "@dbaas/kit";
+import { DatabaseSchema, DatabasesService } from "@dbaas/proto/databases";
 import {
   ApiKeySchema,
   IdentityService,
   PrincipalSchema,
   Role,
-  type ApiKey,
   type Principal,
   type Revocation,
   WatchRevocationsResponseSchema,
 } from "@dbaas/proto/identity";
 import { PUBLIC_CODES } from "../../src/errors.ts";
+import { billingRoutes } from "./billing-stub.ts";
+import { record, T0, type StubState } from "./stub-state.ts";
+
+export type { StubInvoice, StubState } from "./stub-state.ts";
 
 /**
  * Just enough of identity, databases and billing to drive the gateway: real
@@ -25,8 +27,6 @@ import { PUBLIC_CODES } from "../../src/errors.ts";
 export const SECRET = "gateway-test-internal-secret";
 
 export const ALL_PERMISSIONS = [...SCOPES];
-
-const T0 = new Date("2025-03-01T10:00:00Z");
 
 export function principal(init: {
   org: string;
@@ -48,52 +48,12 @@ export function principal(init: {
   });
 }
 
-/** An invoice as billing keeps it, with the document GetInvoicePdf answers for it. */
-export interface StubInvoice {
-  invoice: Invoice;
-  pdf: Uint8Array;
-  filename: string;
-}
-
-export interface StubState {
-  tokens: Map<string, Principal>;
-  authenticateCalls: number;
-  databases: Map<string, { db: Database; password: string }>;
-  apiKeys: ApiKey[];
-  /** Every organization's payment methods, oldest first. */
-  paymentMethods: PaymentMethod[];
-  /** Every organization's invoices, in any order: a test seeds them. */
-  invoices: StubInvoice[];
-  /** Every organization's alerts, oldest first. */
-  alerts: Alert[];
-  /** While true, creating a database named "flaky" fails with UNAVAILABLE. */
-  flaky: boolean;
-  /** Requests as the upstreams received them, by RPC name. */
-  seen: Map<string, unknown[]>;
-  /** Open WatchRevocations streams: push a revocation, or "break" to end the stream with UNAVAILABLE. */
-  watchers: Set<(event: Revocation | "break") => void>;
-  /** While true, WatchRevocations is refused with UNAVAILABLE (identity's feed is down). */
-  feedDown: boolean;
-  /** Subscriptions handed out so far (they are numbered). */
-  subscriptions: number;
-  /** AckRevocation calls, with what `cacheSizeAtAck` said when each arrived. */
-  acks: Array<{ subscriptionId: string; seq: number; cacheSize: number | undefined }>;
-  /** Set by a test: reads the gateway's cache when an acknowledgement arrives. */
-  cacheSizeAtAck?: () => number;
-}
-
 export interface Stubs {
   identityUrl: string;
   databasesUrl: string;
   billingUrl: string;
   state: StubState;
   close(): Promise<void>;
-}
-
-function record(state: StubState, rpc: string, req: unknown): void {
-  const list = state.seen.get(rpc) ?? [];
-  list.push(req);
-  state.seen.set(rpc, list);
 }
 
 /**
@@ -358,132 +318,6 @@ function databasesRoutes(state: StubState) {
             { version: "16", isDefault: false },
             { version: "17", isDefault: true },
           ],
-        };
-      },
-    });
-}
-
-/** Billing's rules for an alert (alerts-shared contract), so the gateway is seen passing its violations on. */
-const MAX_ALERTS = 20;
-const MAX_THRESHOLD = 1_000_000;
-
-/** The test processor's tokens (Stripe's test cards): what it reports about the card each stands for. */
-const TEST_CARDS: Record<string, { brand: string; last4: string }> = {
-  tok_visa: { brand: "visa", last4: "4242" },
-  tok_mastercard: { brand: "mastercard", last4: "4444" },
-  tok_amex: { brand: "amex", last4: "8431" },
-  tok_chargeCustomerFail: { brand: "visa", last4: "0341" },
-};
-
-function billingRoutes(state: StubState) {
-  const methodsOf = (org: string) => state.paymentMethods.filter((pm) => pm.organizationId === org);
-  return (router: ConnectRouter) =>
-    router.service(BillingService, {
-      async addPaymentMethod(req) {
-        record(state, "addPaymentMethod", req);
-        const violations = [];
-        if (req.type !== "card") violations.push({ field: "type", message: "must be one of: card" });
-        const card = TEST_CARDS[req.token];
-        if (!card) violations.push({ field: "token", message: "was declined by the payment processor: it is not a valid card token" });
-        if (violations.length > 0) throw invalidArgument(violations);
-        const pm = create(PaymentMethodSchema, {
-          id: `pm-${state.paymentMethods.length + 1}`,
-          organizationId: req.organizationId,
-          type: "card",
-          ...card,
-          expMonth: 12,
-          expYear: 2034,
-          isDefault: methodsOf(req.organizationId).length === 0,
-          createdAt: timestampFromDate(T0),
-        });
-        state.paymentMethods.push(pm);
-        return { paymentMethod: pm };
-      },
-      async listPaymentMethods(req) {
-        return { paymentMethods: methodsOf(req.organizationId) };
-      },
-      async updatePaymentMethod(req) {
-        record(state, "updatePaymentMethod", req);
-        const methods = methodsOf(req.organizationId);
-        const pm = methods.find((m) => m.id === req.id);
-        if (!pm) throw notFound("payment method");
-        if (req.isDefault === false && pm.isDefault) {
-          throw invalidArgument([{ field: "default", message: "make another payment method the default instead" }]);
-        }
-        if (req.isDefault === true) for (const m of methods) m.isDefault = m === pm;
-        return { paymentMethod: pm };
-      },
-      async deletePaymentMethod(req) {
-        record(state, "deletePaymentMethod", req);
-        const methods = methodsOf(req.organizationId);
-        const pm = methods.find((m) => m.id === req.id);
-        if (!pm) throw notFound("payment method");
-        if (pm.isDefault && methods.length > 1) throw conflict("make another payment method the default first");
-        state.paymentMethods.splice(state.paymentMethods.indexOf(pm), 1);
-        return {};
-      },
-      async getStanding(req) {
-        return { hasDefaultPaymentMethod: methodsOf(req.organizationId).some((m) => m.isDefault) };
-      },
-      async listInvoices(req) {
-        record(state, "listInvoices", req);
-        const invoices = state.invoices.map((i) => i.invoice).filter((inv) => inv.organizationId === req.organizationId);
-        return { invoices: invoices.sort((a, b) => b.period.localeCompare(a.period)) };
-      },
-      async getInvoicePdf(req) {
-        record(state, "getInvoicePdf", req);
-        const found = state.invoices.find((i) => i.invoice.id === req.id && i.invoice.organizationId === req.organizationId);
-        if (!found) throw notFound("invoice");
-        return { pdf: found.pdf, filename: found.filename };
-      },
-      async createAlert(req) {
-        record(state, "createAlert", req);
-        const violations = [];
-        if (!(req.threshold > 0)) violations.push({ field: "threshold", message: "must be greater than 0" });
-        else if (!(req.threshold <= MAX_THRESHOLD)) violations.push({ field: "threshold", message: `must be at most ${MAX_THRESHOLD}` });
-        if (req.currency !== "USD") violations.push({ field: "currency", message: "must be one of: USD" });
-        if (req.channels.length === 0) violations.push({ field: "channels", message: "must list at least one channel" });
-        else if (req.channels.some((c) => c !== "email")) violations.push({ field: "channels", message: "must each be one of: email" });
-        else if (new Set(req.channels).size !== req.channels.length) violations.push({ field: "channels", message: "must not repeat a channel" });
-        if (violations.length > 0) throw invalidArgument(violations);
-        if (state.alerts.filter((a) => a.organizationId === req.organizationId).length >= MAX_ALERTS) {
-          throw conflict(`an organization can have at most ${MAX_ALERTS} alerts`);
-        }
-        const alert = create(AlertSchema, {
-          id: `alr-${state.alerts.length + 1}`,
-          organizationId: req.organizationId,
-          threshold: req.threshold,
-          currency: req.currency,
-          channels: req.channels,
-          createdAt: timestampFromDate(T0),
-        });
-        state.alerts.push(alert);
-        return { alert };
-      },
-      async listAlerts(req) {
-        record(state, "listAlerts", req);
-        return { alerts: state.alerts.filter((a) => a.organizationId === req.organizationId) };
-      },
-      async deleteAlert(req) {
-        record(state, "deleteAlert", req);
-        const i = state.alerts.findIndex((a) => a.id === req.id && a.organizationId === req.organizationId);
-        if (i < 0) throw notFound("alert");
-        state.alerts.splice(i, 1);
-        return {};
-      },
-      async recordStatusEvents() {
-        return { recorded: 0 };
-      },
-      async getUsage(req) {
-        record(state, "getUsage", req);
-        return {
-          periodStart: timestampFromDate(new Date("2025-03-01T00:00:00Z")),
-          periodEnd: timestampFromDate(new Date("2025-04-01T00:00:00Z")),
-          computeHours: { quantity: 10.5, amount: 0.21 },
-          storageGb: { quantity: 2, amount: 0.25 },
-          dataTransferGb: { quantity: 120, amount: 1 },
-          total: 1.46,
-          currency: "USD",
         };
       },
     });

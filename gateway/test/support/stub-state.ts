@@ -1,0 +1,47 @@
+import type { Alert, Invoice, PaymentMethod } from "@dbaas/proto/billing";
+import type { Database } from "@dbaas/proto/databases";
+import type { ApiKey, Principal, Revocation } from "@dbaas/proto/identity";
+
+/** When every record the stubs make was created. */
+export const T0 = new Date("2025-03-01T10:00:00Z");
+
+/** An invoice as billing keeps it, with the document GetInvoicePdf answers for it. */
+export interface StubInvoice {
+  invoice: Invoice;
+  pdf: Uint8Array;
+  filename: string;
+}
+
+export interface StubState {
+  tokens: Map<string, Principal>;
+  authenticateCalls: number;
+  databases: Map<string, { db: Database; password: string }>;
+  apiKeys: ApiKey[];
+  /** Every organization's payment methods, oldest first. */
+  paymentMethods: PaymentMethod[];
+  /** Every organization's invoices, in any order: a test seeds them. */
+  invoices: StubInvoice[];
+  /** Every organization's alerts, oldest first. */
+  alerts: Alert[];
+  /** While true, creating a database named "flaky" fails with UNAVAILABLE. */
+  flaky: boolean;
+  /** Requests as the upstreams received them, by RPC name. */
+  seen: Map<string, unknown[]>;
+  /** Open WatchRevocations streams: push a revocation, or "break" to end the stream with UNAVAILABLE. */
+  watchers: Set<(event: Revocation | "break") => void>;
+  /** While true, WatchRevocations is refused with UNAVAILABLE (identity's feed is down). */
+  feedDown: boolean;
+  /** Subscriptions handed out so far (they are numbered). */
+  subscriptions: number;
+  /** AckRevocation calls, with what `cacheSizeAtAck` said when each arrived. */
+  acks: Array<{ subscriptionId: string; seq: number; cacheSize: number | undefined }>;
+  /** Set by a test: reads the gateway's cache when an acknowledgement arrives. */
+  cacheSizeAtAck?: () => number;
+}
+
+/** Notes a request as an upstream received it, for a test to look at (`state.seen`). */
+export function record(state: StubState, rpc: string, req: unknown): void {
+  const list = state.seen.get(rpc) ?? [];
+  list.push(req);
+  state.seen.set(rpc, list);
+}
