@@ -146,6 +146,11 @@ async function populate(stack: Stack, smtp: SmtpServer, close: () => Promise<voi
   const spare = await newKey("fuzz spare key");
   const revoked = await newKey("fuzz revoked key");
   if (revoked) await call(base, "DELETE", `/v1/organization/api-keys/${revoked.id}`, undefined, owner);
+  // Login tokens live an hour; a key can be made to expire in seconds: an expired credential.
+  const expiresAt = Date.now() + 2_000;
+  const expiring = await optional("expiring API key", async () =>
+    (await call(base, "POST", "/v1/organization/api-keys", { name: "fuzz expiring key", expires_at: new Date(expiresAt).toISOString() }, owner)).data,
+  );
 
   const invitation = (await call(base, "POST", "/v1/organization/members", { email: `fuzz-pending-${tag}@example.com`, role: "viewer" }, owner)).data;
   const databaseName = `fuzz-fixture-${tag}`;
@@ -155,6 +160,11 @@ async function populate(stack: Stack, smtp: SmtpServer, close: () => Promise<voi
   const ownerMember = members.find((m) => m.role === "owner");
 
   const doc = await call(base, "GET", "/v1/openapi.json");
+  if (expiring) {
+    await new Promise((r) => setTimeout(r, Math.max(0, expiresAt - Date.now() + 1_000)));
+    const res = await fetch(`${base}/v1/organization`, { headers: { authorization: `Bearer ${expiring.secret}` } });
+    if (res.status !== 401) missing.push(`an expired API key: it still answers ${res.status} after its expires_at`);
+  }
   const bearer = (t: string) => `Bearer ${t}`;
   const valid: Credential[] = [
     { name: "owner", authorization: bearer(owner), role: "owner" },
@@ -183,6 +193,9 @@ async function populate(stack: Stack, smtp: SmtpServer, close: () => Promise<voi
       { name: "two-tokens", authorization: `Bearer ${owner}, Bearer ${viewer.token}` },
       { name: "removed-member-session", authorization: bearer(leaver.token) },
       ...(revoked ? [{ name: "revoked-api-key", authorization: bearer(revoked.secret) }] : []),
+      ...(expiring ? [{ name: "expired-api-key", authorization: bearer(expiring.secret) }] : []),
+      { name: "latin1-token", authorization: "Bearer \u00e9\u00ff\u00a0dbs_x" },
+      { name: "tab-separated", authorization: `Bearer\t${owner}x` },
     ],
     ids: {
       database: database.id,

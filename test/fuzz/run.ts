@@ -195,7 +195,10 @@ export function summarize(report: FuzzReport): string {
       lines.push(f.request.replace(/^/gm, "    "));
       lines.push(`      → ${f.problems.map((p) => `${p.kind}: ${p.detail}`).join("\n      → ")}`);
     }
-    if (failures.length > 3) lines.push(`    … and ${failures.length - 3} more (indexes ${failures.slice(3, 20).map((f) => f.index).join(", ")}${failures.length > 20 ? ", …" : ""}; FUZZ_ONLY=<index> replays one)`);
+    if (failures.length > 3) {
+      const more = failures.slice(3, 503).map((f) => f.index).join(", ");
+      lines.push(`    … and ${failures.length - 3} more, indexes ${more}${failures.length > 503 ? ", …" : ""} (FUZZ_SEED=${report.seed} FUZZ_ONLY=<index> sends one again)`);
+    }
   }
   return lines.join("\n");
 }

@@ -189,8 +189,6 @@ export function typesOf(schema: Json): string[] {
   return [];
 }
 
-let unique = 0;
-
 /** A value `schema` accepts, as far as a generator without a JSON Schema solver can tell. */
 export function plausibleValue(schema: Json, rng: Rng, name = "value"): unknown {
   if (Array.isArray(schema.enum) && schema.enum.length > 0) return rng.pick(schema.enum as unknown[]);
@@ -222,7 +220,8 @@ export function plausibleValue(schema: Json, rng: Rng, name = "value"): unknown 
 }
 
 function plausibleString(schema: Json, rng: Rng, name: string): string {
-  const n = ++unique;
+  // From the PRNG, not a counter: the same seed gives the same values whatever ran before in the process.
+  const n = rng.int(1e9);
   if (schema.format === "email" || /email/.test(name)) return `fuzz-${rng.seed.toString(36)}-${n}@example.com`;
   if (schema.format === "date-time" || /_at$/.test(name)) return new Date(Date.now() + rng.between(1, 400) * 86_400_000).toISOString();
   if (/password/.test(name)) return `fuzz-password-${n}-${rng.int(1e9)}`;
