@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip, connectNodeAdapter } from "@connectrpc/connect-node";
 import { handlersNeverUnavailable } from "./errors.ts";
+import { internalRpcFastPath } from "./fast-path.ts";
 import { requireInternalAuth } from "./internal-auth.ts";
 import type { Logger } from "./logger.ts";
 import { serverTracingInterceptor } from "./telemetry.ts";
@@ -22,6 +23,8 @@ export interface ServerOptions {
   interceptors?: Interceptor[];
   /** Largest request message accepted, in bytes (connect's default, ~4 GiB, when unset). */
   readMaxBytes?: number;
+  /** Binary Connect unary calls through unary-server.ts (true) or connect-node; default from INTERNAL_RPC_FAST_PATH. */
+  fastPath?: boolean;
 }
 
 export interface RunningServer {
@@ -40,7 +43,8 @@ export interface RunningServer {
  * handler runs (textGuardInterceptor); a unary handler never answers
  * UNAVAILABLE (handlersNeverUnavailable). `close()` refuses new calls, ends
  * streams, lets in-flight unary calls finish (up to 5 s) and then drops what
- * is left.
+ * is left. INTERNAL_RPC_FAST_PATH=0 (or `fastPath: false`) leaves every call
+ * to connect-node.
  */
 export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const host = opts.host ?? (process.env.HOST || "127.0.0.1");
@@ -55,9 +59,12 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     handlersNeverUnavailable((err) => opts.log.error("a handler failed with UNAVAILABLE; answered as a failed dependency", { error: err })),
   ];
   const acceptCompression = [compressionGzip, compressionBrotli];
-  const fastPath = createUnaryFastPath({ interceptors, shutdownSignal: shutdown.signal, acceptCompression, readMaxBytes: opts.readMaxBytes });
+  const fastPath =
+    (opts.fastPath ?? internalRpcFastPath())
+      ? createUnaryFastPath({ interceptors, shutdownSignal: shutdown.signal, acceptCompression, readMaxBytes: opts.readMaxBytes })
+      : undefined;
   const handler = connectNodeAdapter({
-    routes: fastPath.record(opts.routes),
+    routes: fastPath ? fastPath.record(opts.routes) : opts.routes,
     interceptors,
     acceptCompression,
     readMaxBytes: opts.readMaxBytes,
@@ -82,7 +89,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     },
   });
   const server = http2.createServer(handler);
-  takeStreamsFirst(server, fastPath.serve);
+  if (fastPath) takeStreamsFirst(server, fastPath.serve);
   const sessions = new Set<http2.ServerHttp2Session>();
   server.on("session", (s) => {
     sessions.add(s);

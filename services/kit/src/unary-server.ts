@@ -98,9 +98,11 @@ export function createUnaryFastPath(options: UnaryFastPathOptions): UnaryFastPat
     serve(stream, headers) {
       const method = headers[":method"] === "POST" ? methods.get(headers[":path"] ?? "") : undefined;
       if (method === undefined || !isPlainConnectUnary(headers)) return false;
+      // The outcome is read from 'close'; without a listener an errored stream would crash the process.
+      stream.on("error", ignoreStreamError);
       answer(stream, headers, method, limits, inFlight).catch((reason: unknown) => {
         console.error(`handler for rpc ${method.spec.method.name} of ${method.spec.method.parent.typeName} failed`, reason);
-        if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+        answerInternalError(stream);
       });
       return true;
     },
@@ -170,7 +172,6 @@ async function answer(
 ): Promise<void> {
   const controller = new AbortController();
   let answered = false;
-  stream.on("error", ignoreStreamError);
   stream.once("close", () => {
     if (!answered) controller.abort(errorFromResetCode(stream.rstCode));
   });
@@ -178,10 +179,13 @@ async function answer(
   inFlight.add(controller);
   const timeout = parseTimeout(single(headers["connect-timeout-ms"]), limits.maxTimeoutMs);
   const deadline = armDeadline(controller, timeout.timeoutMs);
-  const ctx = handlerContext(headers, method.spec, controller.signal, timeout.timeoutMs);
+  const responseHeader = new Headers({ [headerContentType]: contentTypeUnaryProto });
+  const responseTrailer = new Headers();
   let status = 200;
   let body: Uint8Array;
   try {
+    // Inside the try: odd request headers (an :authority URL cannot parse) are an error answer, not a reset.
+    const ctx = handlerContext(headers, method.spec, controller.signal, timeout.timeoutMs, responseHeader, responseTrailer);
     if (timeout.error) throw timeout.error;
     const input = method.serialization.getI(true).parse(await readBody(stream, limits.readMaxBytes, headers["content-length"]));
     const output = await invokeUnaryImplementation(method.spec, ctx, input, limits.interceptors);
@@ -190,8 +194,8 @@ async function answer(
     controller.abort(e);
     const error = e instanceof ConnectError ? e : new ConnectError("internal error", Code.Internal, undefined, undefined, e);
     status = codeToHttpStatus(error.code);
-    ctx.responseHeader.set(headerContentType, contentTypeUnaryJson);
-    error.metadata.forEach((value, key) => ctx.responseHeader.set(key, value));
+    responseHeader.set(headerContentType, contentTypeUnaryJson);
+    error.metadata.forEach((value, key) => responseHeader.set(key, value));
     body = errorToJsonBytes(error, limits.jsonOptions);
   } finally {
     if (deadline) clearTimeout(deadline);
@@ -201,10 +205,10 @@ async function answer(
     const compression = compressionNegotiate(limits.acceptCompression, null, single(headers["accept-encoding"]), headerUnaryAcceptEncoding).response;
     if (compression) {
       body = await compression.compress(body);
-      ctx.responseHeader.set(headerUnaryEncoding, compression.name);
+      responseHeader.set(headerUnaryEncoding, compression.name);
     }
   }
-  const header = trailerMux(ctx.responseHeader, ctx.responseTrailer);
+  const header = trailerMux(responseHeader, responseTrailer);
   header.set(headerUnaryContentLength, body.byteLength.toString(10));
   answered = true;
   if (stream.destroyed || stream.closed) return;
@@ -221,6 +225,8 @@ function handlerContext(
   spec: UnarySpec,
   signal: AbortSignal,
   timeoutMs: number | undefined,
+  responseHeader: Headers,
+  responseTrailer: Headers,
 ): HandlerContext {
   const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
   const path = headers[":path"]!;
@@ -231,8 +237,8 @@ function handlerContext(
     timeoutMs: () => (deadline === undefined ? undefined : deadline - Date.now()),
     requestMethod: "POST",
     requestHeader: webHeaders(headers),
-    responseHeader: new Headers({ [headerContentType]: contentTypeUnaryProto }),
-    responseTrailer: new Headers(),
+    responseHeader,
+    responseTrailer,
     protocolName: "connect",
     values: createContextValues(),
     url: new URL(path, `http://${headers[":authority"]}`).toString(),
@@ -326,5 +332,25 @@ function single(value: string | string[] | undefined): string | null {
   return value === undefined ? null : Array.isArray(value) ? value.join(", ") : value;
 }
 
-/** The outcome is read from 'close'; without a listener an errored stream would crash the process. */
 function ignoreStreamError(): void {}
+
+/**
+ * The answer when writing the real one failed (e.g. a handler left a header
+ * value HTTP/2 refuses): internal, as connect-node answers an unexpected
+ * exception, rather than a reset the caller cannot tell from a broken
+ * connection. A stream that has already answered or gone is only closed.
+ */
+function answerInternalError(stream: http2.ServerHttp2Stream): void {
+  if (stream.destroyed || stream.closed) return;
+  try {
+    if (!stream.headersSent) {
+      const body = errorToJsonBytes(new ConnectError("internal error", Code.Internal), {});
+      stream.respond({ ":status": 500, [headerContentType]: contentTypeUnaryJson, [headerUnaryContentLength]: String(body.byteLength) });
+      stream.end(body);
+      return;
+    }
+  } catch {
+    // Fall through to the reset.
+  }
+  stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+}

@@ -10,7 +10,7 @@ import {
   type UnaryResponse,
 } from "@connectrpc/connect";
 import { Http2SessionManager } from "@connectrpc/connect-node";
-import { errorFromResetCode } from "./h2-errors.ts";
+import { abandonStream, requestFailure, sessionState, streamFailure, type StreamOutcome } from "./h2-sessions.ts";
 import {
   contentTypeUnaryProto,
   errorFromJsonBytes,
@@ -20,8 +20,6 @@ import {
 
 /** What a unary response may weigh before the call is abandoned (connect-node's default is unlimited). */
 export const UNARY_READ_MAX_BYTES = 16 * 1024 * 1024;
-
-const { NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
 
 export interface UnaryTransportOptions {
   baseUrl: string;
@@ -98,21 +96,25 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
   try {
     stream = await sessionManager.request("POST", path, headers, {});
   } catch (err) {
-    throw errorFromNodeReason(err);
+    throw requestFailure(err);
   }
+  const session = stream.session as http2.ClientHttp2Session;
+  const outcome: StreamOutcome = { stream, session, state: sessionState(session), frameError: false };
   return await new Promise<UnaryResponse<I, O>>((resolve, reject) => {
     let status = 0;
     let responseHeaders: http2.IncomingHttpHeaders = {};
     const chunks: Buffer[] = [];
     let size = 0;
     let settled = false;
+    let ended = false;
     const settle = (err: ConnectError | undefined, res?: UnaryResponse<I, O>) => {
       if (settled) return;
       settled = true;
       if (timer) clearTimeout(timer);
       if (cancellable) req.signal.removeEventListener("abort", onAbort);
       if (err) {
-        if (!stream.closed) stream.close(err.code === Code.Canceled || err.code === Code.DeadlineExceeded ? NGHTTP2_CANCEL : NGHTTP2_NO_ERROR);
+        // An answer that arrived in full needs no reset: sending one anyway is what drained the server's reset budget.
+        if (!ended) abandonStream(stream, outcome.state);
         reject(err);
       } else resolve(res!);
     };
@@ -129,6 +131,7 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
       responseHeaders = h;
     });
     stream.on("data", (chunk: Buffer) => {
+      if (settled) return;
       size += chunk.length;
       if (size > UNARY_READ_MAX_BYTES) {
         settle(new ConnectError(`message size is larger than configured readMaxBytes ${UNARY_READ_MAX_BYTES}`, Code.ResourceExhausted));
@@ -138,21 +141,40 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
       sessionManager.notifyResponseByteRead(stream);
     });
     stream.on("end", () => {
+      ended = true;
+      if (settled) return;
+      // A stream torn down (its session lost) ends too: only a clean end carries a whole answer; 'close' tells the rest.
+      if (!endedCleanly(stream, status, responseHeaders, size)) return;
       try {
         settle(undefined, decodeResponse(req, status, responseHeaders, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
       } catch (err) {
         settle(ConnectError.from(err));
       }
     });
-    stream.on("error", (err) => settle(errorFromNodeReason(err)));
+    stream.on("frameError", () => (outcome.frameError = true));
+    stream.on("error", (err) => {
+      if (!settled) settle(streamFailure(outcome, err));
+    });
     stream.on("close", () => {
       // Also fires after every normal end: only build an error when it means one.
-      if (!settled) {
-        settle(errorFromResetCode(stream.rstCode) ?? new ConnectError(`http/2 stream closed with error code 0x${(stream.rstCode ?? 0).toString(16)}`, Code.Internal));
-      }
+      if (!settled) settle(streamFailure(outcome));
     });
-    stream.end(body);
+    // The signal may have been aborted while the stream was being opened.
+    if (req.signal.aborted) onAbort();
+    else stream.end(body);
   });
+}
+
+/**
+ * True when the stream's end is the server's END_STREAM after an answer:
+ * response headers arrived, the stream was not reset (Node also ends a stream
+ * it destroys) and the body has the length the server declared.
+ */
+function endedCleanly(stream: http2.ClientHttp2Stream, status: number, headers: http2.IncomingHttpHeaders, size: number): boolean {
+  if (status === 0) return false;
+  if (stream.rstCode !== undefined && stream.rstCode !== http2.constants.NGHTTP2_NO_ERROR) return false;
+  const declared = headers["content-length"];
+  return declared === undefined || Number(declared) === size;
 }
 
 /** Copies Node's response headers into `header`, pseudo-headers dropped and `trailer-*` (unprefixed) into `trailer`. */
@@ -198,23 +220,4 @@ function decodeResponse<I extends DescMessage, O extends DescMessage>(
     message: fromBinary(req.method.output, body) as UnaryResponse<I, O>["message"],
     trailer,
   };
-}
-
-/** Node's error codes mapped the way connect-node maps them. */
-function errorFromNodeReason(reason: unknown): ConnectError {
-  if (reason instanceof ConnectError) return reason;
-  const codes = new Set<string>();
-  for (let e: unknown = reason; e instanceof Error; e = e.cause) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === "string") codes.add(code);
-  }
-  let code = Code.Internal;
-  if (["ERR_STREAM_WRITE_AFTER_END", "ERR_STREAM_DESTROYED", "ERR_HTTP2_INVALID_STREAM", "ECONNRESET"].some((c) => codes.has(c))) {
-    code = Code.Aborted;
-  } else if (["ETIMEDOUT", "ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED"].some((c) => codes.has(c))) {
-    code = Code.Unavailable;
-  }
-  const ce = ConnectError.from(reason, code);
-  if (ce !== reason) ce.cause = reason;
-  return ce;
 }
