@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../src/app.ts";
 import { readConfig } from "../src/config.ts";
 import { createContext, type GatewayContext } from "../src/context.ts";
+import { clientErrorOf } from "../src/http-errors.ts";
 import { createGatewayServer } from "../src/server.ts";
 import { ALL_PERMISSIONS, principal, SECRET, startStubs, type Stubs } from "./support/stubs.ts";
 
@@ -260,5 +261,24 @@ describe("a client that half-closes right after its request still gets the answe
     const res = await sendAndEnd(slow.port, `GET /v1/regions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`);
     expect(res.status, res.raw).toBe(200);
     expect(JSON.parse(res.body).data).toBeDefined();
+  });
+});
+
+describe("what each of Node's client errors becomes", () => {
+  const of = (code: string) => {
+    const err = clientErrorOf(Object.assign(new Error("x"), { code }));
+    return err && [err.status, err.code];
+  };
+
+  it("maps the ones a raw socket cannot provoke quickly", () => {
+    // Node's headersTimeout/requestTimeout are checked every 30 s: too slow for a test over a socket.
+    expect(of("ERR_HTTP_REQUEST_TIMEOUT")).toEqual([408, "request_timeout"]);
+    expect(of("HPE_CHUNK_EXTENSIONS_OVERFLOW")).toEqual([413, "payload_too_large"]);
+    expect(of("HPE_SOMETHING_NEW")).toEqual([400, "validation_error"]);
+  });
+
+  it("answers nothing for a socket error that is no fault of a request", () => {
+    expect(of("ECONNRESET")).toBeUndefined();
+    expect(of("EPIPE")).toBeUndefined();
   });
 });
