@@ -139,6 +139,15 @@ describe("unary transport", () => {
     await expect.poll(() => observed.cancelled).toBe(true);
   });
 
+  it("a signal aborted while the stream is being opened cancels the call (it used to hang)", async () => {
+    // A fresh client: its first call waits for the connection, and the abort lands in that wait.
+    const abort = new AbortController();
+    const call = client().authenticate({ bearer: "abc" }, { signal: abort.signal });
+    setImmediate(() => abort.abort());
+    const hung = new Promise((_, reject) => setTimeout(() => reject(new Error("the call never settled")), 2_000).unref());
+    await expect(Promise.race([call, hung])).rejects.toMatchObject({ code: Code.Canceled });
+  });
+
   it("a path the server does not know answers UNIMPLEMENTED", async () => {
     const { AgentService } = await import("@dbaas/proto/agent");
     const other = createInternalClient(AgentService, url, { secret: SECRET, caller: "tests" });
