@@ -61,7 +61,13 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const acceptCompression = [compressionGzip, compressionBrotli];
   const fastPath =
     (opts.fastPath ?? internalRpcFastPath())
-      ? createUnaryFastPath({ interceptors, shutdownSignal: shutdown.signal, acceptCompression, readMaxBytes: opts.readMaxBytes })
+      ? createUnaryFastPath({
+          interceptors,
+          shutdownSignal: shutdown.signal,
+          acceptCompression,
+          readMaxBytes: opts.readMaxBytes,
+          onAnswerFailed: (message, reason) => opts.log.error(message, { error: reason }),
+        })
       : undefined;
   const handler = connectNodeAdapter({
     routes: fastPath ? fastPath.record(opts.routes) : opts.routes,

@@ -63,6 +63,8 @@ export interface UnaryFastPathOptions {
   /** Response compressions offered, in the adapter's order of preference. */
   acceptCompression: Compression[];
   readMaxBytes?: number;
+  /** Told when answering a call failed outside its handler (the caller then gets an internal error); default console.error. */
+  onAnswerFailed?: (message: string, reason: unknown) => void;
 }
 
 export interface UnaryFastPath {
@@ -101,7 +103,8 @@ export function createUnaryFastPath(options: UnaryFastPathOptions): UnaryFastPat
       // The outcome is read from 'close'; without a listener an errored stream would crash the process.
       stream.on("error", ignoreStreamError);
       answer(stream, headers, method, limits, inFlight).catch((reason: unknown) => {
-        console.error(`handler for rpc ${method.spec.method.name} of ${method.spec.method.parent.typeName} failed`, reason);
+        const message = `answering rpc ${method.spec.method.name} of ${method.spec.method.parent.typeName} failed`;
+        (options.onAnswerFailed ?? console.error)(message, reason);
         answerInternalError(stream);
       });
       return true;

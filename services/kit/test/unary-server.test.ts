@@ -43,6 +43,8 @@ async function authenticate(req: { bearer: string }, ctx: HandlerContext) {
   arrived.get(req.bearer)?.();
   if (req.bearer === "invalid") throw invalidArgument([{ field: "bearer", message: "is malformed" }]);
   if (req.bearer === "crash") throw new Error("boom");
+  // HTTP/2 forbids connection-specific headers: writing the answer itself fails.
+  if (req.bearer === "bad-header") ctx.responseHeader.set("connection", "close");
   if (req.bearer.startsWith("wait")) {
     entry.reason = await new Promise((resolve) => ctx.signal.addEventListener("abort", () => resolve(ctx.signal.reason)));
     throw entry.reason;
@@ -236,6 +238,15 @@ describe("bytes on the wire match connect-node's", () => {
     expect(fast.status).toBe(adapter.status);
     expect(fast.headers).toEqual(adapter.headers);
     expect(fast.body.toString("base64")).toBe(adapter.body.toString("base64"));
+  });
+
+  it("an answer HTTP/2 refuses to write is an internal error, not a reset stream", async () => {
+    const res = await raw(SERVICE_PATH, { ...proto, ...credential() }, request("bad-header"));
+    expect([res.status, res.headers["content-type"], JSON.parse(res.body.toString())]).toEqual([
+      500,
+      "application/json",
+      { code: "internal", message: "internal error" },
+    ]);
   });
 
   it("carries trailers as trailer- headers and compresses large answers", async () => {
