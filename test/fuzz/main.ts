@@ -30,8 +30,16 @@ try {
   console.log(`\n${summarize(report)}`);
   const errors = fixture.output().split("\n").filter((l) => /\| (?:ERROR|FATAL) /.test(l));
   if (errors.length > 0) {
-    console.log(`\nthe stack logged ${errors.length} error lines; distinct ones:`);
-    for (const l of [...new Set(errors.map((e) => e.replace(/\b(req|db|org|user|member|key)[-_][a-z0-9]+/g, "$1-…").slice(0, 300)))].slice(0, 20)) console.log(`  ${l}`);
+    // Grouped by service and error (paths and ids vary), each with one example line.
+    const groups = new Map<string, { count: number; example: string }>();
+    for (const line of errors) {
+      const key = `${line.split("|")[0]!.trim()} ${/\berror=(.{0,120})/.exec(line)?.[1] ?? line.slice(0, 120)}`.replace(/\s+stack=.*/, "");
+      const g = groups.get(key) ?? { count: 0, example: line.slice(0, 300) };
+      g.count++;
+      groups.set(key, g);
+    }
+    console.log(`\nthe stack logged ${errors.length} error lines:`);
+    for (const [key, g] of [...groups].sort((a, b) => b[1].count - a[1].count).slice(0, 20)) console.log(`  ${g.count}× ${key}\n      e.g. ${g.example}`);
   }
   const broken = await fixture.check();
   for (const b of broken) console.log(`fuzz: the run broke the fixture: ${b}`);
