@@ -1,23 +1,39 @@
 /**
- * The product catalogue of DESIGN.md: regions, tiers and prices (USD). One
- * place, read by the databases service (what may be created) and by billing
- * (what it costs). Data, not tables: no service reads another's schema.
+ * The product catalogue of DESIGN.md: regions, tiers and prices (USD), plans,
+ * database statuses. One place, read by the databases service (what may be
+ * created), the agent (what a tier gives an instance), billing (what it costs)
+ * and the gateway (what the API shows). Data, not tables: no service reads
+ * another's schema. Where a vocabulary crosses a service boundary as a proto
+ * enum (plan, role, database status), `vocabulary.ts` maps it to these names.
  */
+
+/** Sellable instance sizes, smallest first. */
+export const TIER_NAMES = ["micro", "small", "medium", "large", "xlarge"] as const;
+export type TierName = (typeof TIER_NAMES)[number];
+
+export function isTierName(name: string): name is TierName {
+  return (TIER_NAMES as readonly string[]).includes(name);
+}
+
+/** What a tier promises the customer (the agent scales memory to the host, not these). */
 export interface TierSpec {
-  name: string;
+  name: TierName;
   vcpu: number;
   memoryGb: number;
   storageGb: number;
   hourlyPrice: number;
 }
 
-export const TIERS: readonly TierSpec[] = [
-  { name: "micro", vcpu: 1, memoryGb: 1, storageGb: 10, hourlyPrice: 0.02 },
-  { name: "small", vcpu: 2, memoryGb: 4, storageGb: 40, hourlyPrice: 0.06 },
-  { name: "medium", vcpu: 4, memoryGb: 8, storageGb: 100, hourlyPrice: 0.12 },
-  { name: "large", vcpu: 8, memoryGb: 16, storageGb: 250, hourlyPrice: 0.24 },
-  { name: "xlarge", vcpu: 16, memoryGb: 32, storageGb: 500, hourlyPrice: 0.48 },
-];
+const TIER_SPECS: Readonly<Record<TierName, Omit<TierSpec, "name">>> = {
+  micro: { vcpu: 1, memoryGb: 1, storageGb: 10, hourlyPrice: 0.02 },
+  small: { vcpu: 2, memoryGb: 4, storageGb: 40, hourlyPrice: 0.06 },
+  medium: { vcpu: 4, memoryGb: 8, storageGb: 100, hourlyPrice: 0.12 },
+  large: { vcpu: 8, memoryGb: 16, storageGb: 250, hourlyPrice: 0.24 },
+  xlarge: { vcpu: 16, memoryGb: 32, storageGb: 500, hourlyPrice: 0.48 },
+};
+
+/** Every tier, smallest first. */
+export const TIERS: readonly TierSpec[] = TIER_NAMES.map((name) => ({ name, ...TIER_SPECS[name] }));
 
 export const REGIONS: readonly { code: string; name: string }[] = [
   { code: "fsn1", name: "Falkenstein, DE" },
@@ -36,6 +52,11 @@ export function tierByName(name: string): TierSpec | undefined {
   return TIERS.find((t) => t.name === name);
 }
 
+/** The spec of a tier this build sells. */
+export function tierSpec(name: TierName): TierSpec {
+  return { name, ...TIER_SPECS[name] };
+}
+
 /**
  * PostgreSQL major versions the product offers, newest first. An agent serves
  * those whose server binaries it has, so a version listed here may still find
@@ -48,6 +69,26 @@ export const DEFAULT_POSTGRES_VERSION = "17";
 export const PLANS = ["free", "pro", "enterprise"] as const;
 /** Plans support may also set: `internal` is for our own tooling (benchmarks, synthetic checks). */
 export const SUPPORT_PLANS = [...PLANS, "internal"] as const;
+export type PlanName = (typeof SUPPORT_PLANS)[number];
+/** DESIGN.md, Billing: plans that need a payment method in good standing. */
+export const PAID_PLANS = ["pro", "enterprise"] as const satisfies readonly PlanName[];
+
+export const isPaidPlan = (plan: string): boolean => (PAID_PLANS as readonly string[]).includes(plan);
+
+/** DESIGN.md, Databases: the statuses a database is shown in. */
+export const DATABASE_STATUSES = [
+  "provisioning",
+  "running",
+  "starting",
+  "stopping",
+  "stopped",
+  "restarting",
+  "resizing",
+  "failed",
+] as const;
+/** Every status a database record has: also deleted (restorable) and purged, which the API never shows. */
+export const DATABASE_RECORD_STATUSES = [...DATABASE_STATUSES, "deleted", "purged"] as const;
+export type DatabaseStatusName = (typeof DATABASE_RECORD_STATUSES)[number];
 
 /** How a spending alert reaches the organization. */
 export const ALERT_CHANNELS = ["email"] as const;

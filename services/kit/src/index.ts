@@ -9,6 +9,8 @@ export * from "./telemetry.ts";
 export * from "./client.ts";
 export * from "./server.ts";
 export * from "./catalogue.ts";
+export * from "./vocabulary.ts";
+export * from "./paging.ts";
 export * from "./scopes.ts";
 export * from "./support.ts";
 export * from "./local-stack.ts";

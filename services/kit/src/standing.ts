@@ -15,10 +15,8 @@ export interface StandingSource {
 
 /** DESIGN.md, Billing: without a default payment method an organization runs only this tier… */
 export const FREE_TIER = "micro";
-/** …at most this many databases of it… */
+/** …at most this many databases of it, and stays off the paid plans (catalogue.ts, PAID_PLANS). */
 export const FREE_RUNNING = 2;
-/** …and stays off these plans. */
-export const PAID_PLANS: readonly string[] = ["pro", "enterprise"];
 
 /** Whether running databases of these tiers at once fits the free allowance (no payment method needed). */
 export function fitsFreeAllowance(runningTiers: readonly string[]): boolean {

@@ -6,9 +6,10 @@ import {
   fitsFreeAllowance,
   FREE_RUNNING,
   FREE_TIER,
+  isPaidPlan,
   notEnabled,
   notFound,
-  PAID_PLANS,
+  PLAN,
   Validator,
   withTransaction,
 } from "@dbaas/kit";
@@ -37,8 +38,8 @@ async function planOf(ctx: AppContext, organizationId: string): Promise<string |
     throw notEnabled("removing the last payment method is not available");
   }
   try {
-    const res = await ctx.identity.getOrganization({ organizationId }, { timeoutMs: PLAN_TIMEOUT_MS });
-    return res.organization?.plan;
+    const { organization } = await ctx.identity.getOrganization({ organizationId }, { timeoutMs: PLAN_TIMEOUT_MS });
+    return organization && PLAN.read(organization.planEnum, organization.plan);
   } catch (err) {
     if (ConnectError.from(err).code === Code.NotFound) return undefined;
     ctx.log.error("could not ask identity for the organization's plan", { organization_id: organizationId, error: err });
@@ -69,7 +70,7 @@ async function requireDefaultUnneeded(ctx: AppContext, db: pg.PoolClient, organi
     );
   }
   const plan = await planOf(ctx, organizationId);
-  if (plan !== undefined && PAID_PLANS.includes(plan)) {
+  if (plan !== undefined && isPaidPlan(plan)) {
     throw conflict(`the ${plan} plan needs a payment method: move the organization to the free plan first (PATCH /v1/organization)`);
   }
 }
