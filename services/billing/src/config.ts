@@ -35,6 +35,9 @@ function readProcessor(env: Env): ProcessorConfig {
   if (kind === "test") return { kind };
   if (kind !== "stripe") throw new ConfigError(`PAYMENT_PROCESSOR must be test or stripe, got "${kind}"`);
   const apiBase = checkUrl("STRIPE_API_BASE", envString(env, "STRIPE_API_BASE", STRIPE_API_BASE));
+  // Stripe's SDK takes a host, a port and a protocol; the path is its own.
+  const path = new URL(apiBase).pathname;
+  if (path.replace(/\/+$/, "") !== "/v1") throw new ConfigError(`STRIPE_API_BASE must end in /v1, as Stripe's does, got "${path}"`);
   return { kind, secretKey: requireEnv(env, "STRIPE_SECRET_KEY"), apiBase };
 }
 

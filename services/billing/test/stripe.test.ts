@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import { Code, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { BillingService } from "@dbaas/proto/billing";
 import { captureLog } from "@dbaas/test/support/log";
+import Stripe from "stripe";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { chargeDueInvoices } from "../src/invoices/charge.ts";
 import { closeEndedPeriods } from "../src/invoices/close.ts";
@@ -169,6 +170,41 @@ describe("Stripe adapter", () => {
     const keys = stripe.requests.filter((r) => r.path === "/v1/payment_methods").map((r) => r.headers["idempotency-key"]);
     expect(keys).toHaveLength(2);
     expect(keys[0]).toBe(keys[1]);
+  });
+});
+
+describe("Stripe adapter on Stripe's SDK", () => {
+  it("sends every request through the official client: its API version and user agent, no telemetry", async () => {
+    const p = processor();
+    const customer = await p.createCustomer("org-sdk");
+    await p.attachCard(customer, "tok_visa_sdk");
+    expect(stripe.requests).toHaveLength(3);
+    for (const r of stripe.requests) {
+      expect(r.headers["stripe-version"]).toBe(Stripe.API_VERSION);
+      expect(r.headers["user-agent"]).toMatch(/^Stripe\/v1 NodeBindings\//);
+      expect(r.headers["x-stripe-client-telemetry"]).toBeUndefined();
+    }
+  });
+
+  it("keeps the status of an answer it cannot read: a proxy's 502 page is an outage, its 400 page a refusal", async () => {
+    const customer = await processor().createCustomer("org-unreadable");
+    stripe.failNext(/^\/v1\/customers$/, 502, "<html>bad gateway</html>");
+    expect(await processorError(processor().createCustomer("org-502"))).toMatchObject({
+      retryable: true,
+      message: "stripe POST /customers: HTTP 502 no error type",
+    });
+    stripe.failNext(/^\/v1\/payment_methods$/, 400, "<html>bad request</html>");
+    expect(await processorError(processor().attachCard(customer, "tok_visa_unreadable"))).toMatchObject({
+      retryable: false,
+      message: "stripe POST /payment_methods: HTTP 400 no error type",
+    });
+    // JSON that is not an object is no answer either.
+    stripe.failNext(/^\/v1\/customers$/, 503, null);
+    expect((await processorError(processor().createCustomer("org-null"))).retryable).toBe(true);
+  });
+
+  it("refuses an API base whose path is not Stripe's /v1", () => {
+    expect(() => processor({ base: `${stripe.url.replace(/\/v1$/, "")}/v2` })).toThrow(/must end in \/v1/);
   });
 });
 
