@@ -1,33 +1,39 @@
 import type { Client } from "@connectrpc/connect";
 import { AgentService } from "@dbaas/proto/agent";
 import { createInternalClient, createLogger, type Logger } from "@dbaas/kit";
-import { createAppliedStore } from "./applied-state.ts";
+import { createAppliedStore, type AppliedStore } from "./applied-state.ts";
 import type { Config } from "./config.ts";
-import { createInstanceManager, findServerBinaries, type InstanceManager } from "./instances/index.ts";
+import { createLocalProcessRuntime } from "./instances/local-runtime.ts";
+import type { InstanceRuntime } from "./runtime.ts";
 
-export interface AgentContext {
+/** What the agent's handlers and control loop depend on, built once per process; tests pass their own parts. */
+export interface AppContext {
   cfg: Config;
   log: Logger;
-  manager: InstanceManager;
-  applied: ReturnType<typeof createAppliedStore>;
+  /** Where instances run (runtime.ts): local PostgreSQL processes. Its `versions` are what the agent registers. */
+  runtime: InstanceRuntime;
+  applied: AppliedStore;
+  /** The databases service's AgentService: registration, desired state, reports. */
   control: Client<typeof AgentService>;
-  /** Major versions whose server binaries this host has. */
-  versions: string[];
 }
 
-export function createContext(cfg: Config, log = createLogger("agent", { agent_id: cfg.agentId })): AgentContext {
+export function createContext(cfg: Config, overrides: Partial<AppContext> = {}): AppContext {
+  const log = overrides.log ?? createLogger("agent", { agent_id: cfg.agentId });
   return {
     cfg,
     log,
-    manager: createInstanceManager({
-      dataDir: cfg.dataDir,
-      agentId: cfg.agentId,
-      runAsUser: cfg.runAsUser,
-      listenAddress: cfg.listenAddress,
-      log: (msg) => log.info(msg),
-    }),
-    applied: createAppliedStore(cfg.dataDir),
-    control: createInternalClient(AgentService, cfg.databasesUrl, { secret: cfg.internalSecret, caller: "agent" }),
-    versions: [...findServerBinaries().keys()].sort().reverse(),
+    runtime:
+      overrides.runtime ??
+      createLocalProcessRuntime({
+        dataDir: cfg.dataDir,
+        agentId: cfg.agentId,
+        runAsUser: cfg.runAsUser,
+        listenAddress: cfg.listenAddress,
+        log: (msg) => log.info(msg),
+      }),
+    applied: overrides.applied ?? createAppliedStore(cfg.dataDir),
+    control:
+      overrides.control ??
+      createInternalClient(AgentService, cfg.databasesUrl, { secret: cfg.internalSecret, caller: "agent" }),
   };
 }

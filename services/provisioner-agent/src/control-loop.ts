@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { InstanceObservation } from "@dbaas/proto/agent";
-import type { AgentContext } from "./context.ts";
+import type { AppContext } from "./context.ts";
 import { createReconciler, type Reconciler } from "./reconciler.ts";
 
 /**
@@ -10,8 +10,8 @@ import { createReconciler, type Reconciler } from "./reconciler.ts";
  * a periodic heartbeat). Every part retries with backoff, so the agent and
  * the databases service can restart in any order.
  */
-export function startControlLoop(ctx: AgentContext, signal: AbortSignal) {
-  const { cfg, log, control } = ctx;
+export function startControlLoop(ctx: AppContext, signal: AbortSignal) {
+  const { cfg, log, control, runtime } = ctx;
   const pending = new Map<string, InstanceObservation>();
   let flushing: Promise<void> | undefined;
 
@@ -35,7 +35,7 @@ export function startControlLoop(ctx: AgentContext, signal: AbortSignal) {
   };
 
   const reconciler: Reconciler = createReconciler({
-    manager: ctx.manager,
+    runtime,
     applied: ctx.applied,
     log,
     concurrency: cfg.concurrency,
@@ -52,12 +52,12 @@ export function startControlLoop(ctx: AgentContext, signal: AbortSignal) {
             capacity: cfg.capacity,
             portRangeStart: cfg.portRangeStart,
             portRangeEnd: cfg.portRangeEnd,
-            versions: ctx.versions,
-            caCertificatePem: await ctx.manager.caCertificatePem(),
+            versions: [...runtime.versions],
+            caCertificatePem: await runtime.caCertificatePem(),
           },
           { timeoutMs: 10_000 },
         );
-        log.info("registered", { regions: cfg.regions, versions: ctx.versions, capacity: cfg.capacity });
+        log.info("registered", { regions: cfg.regions, versions: runtime.versions, capacity: cfg.capacity });
         return;
       } catch (err) {
         if (attempt === 0 || attempt % 20 === 0) log.warn("registration failed; retrying", { error: err });

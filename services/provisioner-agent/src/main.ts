@@ -1,25 +1,21 @@
-import { createLogger, onShutdown, startServer, startTelemetry } from "@dbaas/kit";
+import { onShutdown, startServer, startTelemetry } from "@dbaas/kit";
 import { readConfig } from "./config.ts";
 import { createContext } from "./context.ts";
 import { startControlLoop } from "./control-loop.ts";
 import { routes } from "./routes.ts";
 
 const stopTelemetry = await startTelemetry("provisioner-agent");
-const cfg = readConfig();
-const log = createLogger("agent", { agent_id: cfg.agentId });
-const ctx = createContext(cfg, log);
-
-await ctx.manager.cleanupLeftovers();
-// Templates first: then every create is a copy, not an initdb.
-for (const major of ctx.versions) await ctx.manager.ensureTemplate(major);
-
-const server = await startServer({ port: cfg.port, routes: routes(ctx), internalSecret: cfg.internalSecret, log });
+const config = readConfig();
+const ctx = createContext(config);
+// Crash leftovers cleared and templates built before the first assignment arrives.
+await ctx.runtime.prepare();
+const server = await startServer({ port: config.port, routes: routes(ctx), internalSecret: config.internalSecret, log: ctx.log });
 const loop = startControlLoop(ctx, server.shutdownSignal);
 onShutdown(
-  log,
+  ctx.log,
   stopTelemetry,
-  // Instances stop with their host; their desired state is unchanged, so the next start brings them back.
-  () => ctx.manager.stopAll(),
+  // Local instances stop with the agent; their desired state is unchanged, so the next start brings them back.
+  () => ctx.runtime.shutdown(),
   () => loop.stopped(),
   () => server.close(),
 );

@@ -8,13 +8,14 @@ import {
   type InstanceSpec,
 } from "@dbaas/proto/agent";
 import type { AppliedStore } from "./applied-state.ts";
-import type { InstanceManager } from "./instances/index.ts";
+import type { InstanceRuntime, InstanceSettings } from "./runtime.ts";
 
 /** After this many failed attempts at one spec generation the database is reported failed (and retried on). */
 const ATTEMPTS_BEFORE_FAILED = 3;
 
 export interface ReconcilerOptions {
-  manager: InstanceManager;
+  /** Where instances run; the reconciler knows them only through this interface. */
+  runtime: InstanceRuntime;
   applied: AppliedStore;
   log: Logger;
   concurrency: number;
@@ -29,7 +30,7 @@ export interface ReconcilerOptions {
  * instance. Safe to kill at any point: the next run observes and carries on.
  */
 export function createReconciler(opts: ReconcilerOptions) {
-  const { manager, applied, log } = opts;
+  const { runtime, applied, log } = opts;
   let specs = new Map<string, InstanceSpec>();
   let received = false;
   const observations = new Map<string, InstanceObservation>();
@@ -74,10 +75,9 @@ export function createReconciler(opts: ReconcilerOptions) {
 
   async function converge(spec: InstanceSpec): Promise<void> {
     const id = spec.databaseId;
-    const major = spec.version;
     const prior = await applied.read(id);
     const upToDate = prior !== undefined && BigInt(prior.generation) >= spec.generation;
-    const startOpts = { port: spec.port, tier: spec.tier, hostname: spec.host, scramVerifier: spec.scramVerifier };
+    const settings: InstanceSettings = { port: spec.port, tier: spec.tier, hostname: spec.host, scramVerifier: spec.scramVerifier };
     const credentialsCurrent = prior !== undefined && BigInt(prior.credentialsGeneration) >= spec.credentialsGeneration;
     const record = async () => {
       if (upToDate && credentialsCurrent) return;
@@ -90,21 +90,21 @@ export function createReconciler(opts: ReconcilerOptions) {
 
     switch (spec.desiredState) {
       case DesiredState.RUNNING: {
-        let state = await manager.observe(id);
+        let state = await runtime.observe(id);
         if (state.state === "absent") {
           if (prior) throw new Error("the data directory of this database is missing on its host");
-          await manager.provision(id, { major });
-          state = await manager.observe(id);
+          await runtime.create(id, { version: spec.version });
+          state = await runtime.observe(id);
         }
         if (state.state === "running" && !upToDate) {
-          // A new generation of a running instance is a restart or a resize: settings apply on start.
-          await manager.stop(id);
-          await manager.start(id, startOpts);
+          // A new generation of a running instance is a resize (its tier changed) or a restart.
+          if (prior !== undefined && prior.tier !== spec.tier) await runtime.resize(id, settings);
+          else await runtime.restart(id, settings);
         } else if (state.state !== "running") {
           if (state.state === "crashed") log.warn("instance found dead; starting it again", { database_id: id });
-          await manager.start(id, startOpts);
+          await runtime.start(id, settings);
         } else if (!credentialsCurrent) {
-          await manager.applyPassword(id, spec.scramVerifier);
+          await runtime.setPassword(id, spec.scramVerifier);
         }
         await record();
         observe(spec, ObservedState.RUNNING, spec.credentialsGeneration);
@@ -112,18 +112,18 @@ export function createReconciler(opts: ReconcilerOptions) {
       }
       case DesiredState.STOPPED:
       case DesiredState.DELETED: {
-        const state = await manager.observe(id);
+        const state = await runtime.observe(id);
         if (state.state === "absent") {
           throw new Error("the data directory of this database is missing on its host");
         }
-        if (state.state === "running") await manager.stop(id);
+        if (state.state === "running") await runtime.stop(id);
         // A stopped instance takes the current verifier (and tier) when it next starts.
         await record();
         observe(spec, ObservedState.STOPPED, spec.credentialsGeneration);
         return;
       }
       case DesiredState.PURGED: {
-        await manager.purge(id);
+        await runtime.destroy(id);
         await applied.remove(id);
         observe(spec, ObservedState.PURGED, spec.credentialsGeneration);
         return;

@@ -3,7 +3,7 @@ import { rm } from "node:fs/promises";
 import path from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createInstanceManager, type InstanceManager } from "../../src/instances/index.ts";
+import { createInstanceManager, type InstanceManager } from "../../src/instances/instance-manager.ts";
 import { freePort, randomPassword, scramVerifier, tempDataDir } from "./helpers.ts";
 
 const HOST = "db-lifecycle.example.test";

@@ -1,7 +1,8 @@
 import { rm } from "node:fs/promises";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createInstanceManager, findServerBinaries, type InstanceManager } from "../../src/instances/index.ts";
+import { findServerBinaries } from "../../src/instances/binaries.ts";
+import { createInstanceManager, type InstanceManager } from "../../src/instances/instance-manager.ts";
 import { freePort, randomPassword, scramVerifier, tempDataDir } from "./helpers.ts";
 
 describe("PostgreSQL 16 instances", { timeout: 60_000 }, () => {

@@ -3,7 +3,9 @@ import { chmod, chown, mkdir, readFile, readdir, rm, writeFile } from "node:fs/p
 import path from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createInstanceManager, findServerBinaries, resolveRunAs, runCommand, type InstanceManager } from "../../src/instances/index.ts";
+import { findServerBinaries } from "../../src/instances/binaries.ts";
+import { createInstanceManager, type InstanceManager } from "../../src/instances/instance-manager.ts";
+import { resolveRunAs, runCommand } from "../../src/instances/run-as.ts";
 import { freePort, randomPassword, scramVerifier, tempDataDir } from "./helpers.ts";
 
 const HOST = "db-recovery.example.test";

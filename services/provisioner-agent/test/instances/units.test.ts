@@ -2,16 +2,9 @@ import { X509Certificate } from "node:crypto";
 import { mkdir, readFile, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  ensureServerCertificate,
-  issueServerCertificate,
-  loadOrCreateCA,
-  resolveRunAs,
-  runCommand,
-  tierSettings,
-  TIER_NAMES,
-  type AgentCA,
-} from "../../src/instances/index.ts";
+import { resolveRunAs, runCommand } from "../../src/instances/run-as.ts";
+import { tierSettings, TIER_NAMES } from "../../src/instances/tier-settings.ts";
+import { ensureServerCertificate, issueServerCertificate, loadOrCreateCA, type AgentCA } from "../../src/instances/tls.ts";
 import { tempDataDir } from "./helpers.ts";
 
 const GiB = 1024 ** 3;

@@ -1,0 +1,208 @@
+import { existsSync } from "node:fs";
+import { appendFile, chown, mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { AGENT_SUPERUSER, ADMIN_ROLE, DEFAULT_DATABASE, withAgentClient } from "./agent-socket.ts";
+import { errMsg, fsyncDir, pathExists, prepareLogFile, rand, tail } from "./files.ts";
+import type { Host } from "./host.ts";
+import { killServerProcessesIn, pgCtl, START_TIMEOUT_S, STOP_TIMEOUT_S, stopInstance } from "./process-control.ts";
+import { runCommand } from "./run-as.ts";
+import { INCLUDE_LINE } from "./server-config.ts";
+import { ID_RE } from "./validate.ts";
+
+/**
+ * Data directories: per-version templates, instances copied from them, purges
+ * and the leftovers of all three. Every one is built under a temp name and
+ * renamed into place, so a crash never leaves a half-built directory under a
+ * real name; temp names (`.tmp-<hex>`, `.purging-<hex>`) are what
+ * {@link DataDirs.cleanupLeftovers} removes.
+ */
+export interface DataDirs {
+  /** Builds (once; concurrent callers share the build) and returns the template directory of `major`. */
+  ensureTemplate(major: string): Promise<string>;
+  /** Copies the template into the instance's directory; no-op if it exists with the same major. In the id's turn. */
+  provision(id: string, major: string): Promise<void>;
+  /** Stops the instance and deletes its data directory and log. In the id's turn. */
+  purge(id: string): Promise<void>;
+  /** Ids that have a complete data directory. */
+  list(): Promise<string[]>;
+  /** Removes `.tmp-`/`.purging-` leftovers of crashed operations; returns removed names. */
+  cleanupLeftovers(): Promise<string[]>;
+}
+
+/** `isQueued(id)`: an operation on `id` is under way, so its leftovers are its own to clean. */
+export function createDataDirs(host: Host, isQueued: (id: string) => boolean): DataDirs {
+  const { templatesDir, instancesDir, runAs, log } = host;
+  /** Temp/purging paths owned by an operation in flight; cleanup must not touch them. */
+  const inFlight = new Set<string>();
+  const templateBuilds = new Map<string, Promise<string>>();
+
+  async function removeLeftover(p: string): Promise<void> {
+    await killServerProcessesIn(host, p);
+    await rm(p, { recursive: true, force: true });
+  }
+
+  async function buildTemplate(major: string): Promise<string> {
+    const bins = host.binariesFor(major);
+    const final = path.join(templatesDir, major);
+    if (await pathExists(path.join(final, "PG_VERSION"))) return final;
+    await host.init();
+    await host.ensureSocketDir();
+    const started = Date.now();
+    for (const name of await readdir(templatesDir)) {
+      if (name.startsWith(`${major}.tmp-`)) {
+        log(`template ${major}: removing leftover ${name}`);
+        await removeLeftover(path.join(templatesDir, name));
+      }
+    }
+    // Socket-only and on a port below 1024: instance ports are >= 1024, so
+    // this socket name can never collide with a running instance's.
+    const buildPort = 1000 + (Number(major) % 24);
+    // Only builds of this major use that socket name and we hold the build,
+    // so a lock file left by a killed build server is stale (and its pid may
+    // linger as a zombie, which PostgreSQL would mistake for a live server).
+    await rm(path.join(host.socketDir, `.s.PGSQL.${buildPort}.lock`), { force: true });
+    await rm(path.join(host.socketDir, `.s.PGSQL.${buildPort}`), { force: true });
+    const tmp = `${final}.tmp-${rand()}`;
+    const buildLog = path.join(templatesDir, `${major}.build.log`);
+    inFlight.add(tmp);
+    try {
+      await mkdir(tmp, { mode: 0o700 });
+      if (runAs.switchUser) await chown(tmp, runAs.uid, runAs.gid);
+      await writeFile(buildLog, "");
+      await prepareLogFile(runAs, buildLog);
+      await runCommand(
+        bins.initdb,
+        ["-D", tmp, "-U", AGENT_SUPERUSER, "--auth-local=trust", "--auth-host=reject", "--no-sync", "-E", "UTF8", "--locale=C", "--no-instructions"],
+        { runAs, timeoutMs: 120_000 },
+      );
+      await appendFile(
+        path.join(tmp, "postgresql.conf"),
+        `\n# dbaas: SCRAM only. Port, TLS and tier settings are written by the agent on every start.\npassword_encryption = 'scram-sha-256'\n${INCLUDE_LINE}\n`,
+      );
+      const o = `-c listen_addresses= -c unix_socket_directories=${host.socketDir} -c port=${buildPort} -c fsync=off`;
+      try {
+        await pgCtl(host, bins, ["-D", tmp, "-l", buildLog, "-w", "-t", String(START_TIMEOUT_S), "-o", o, "start"], (START_TIMEOUT_S + 10) * 1000);
+      } catch (e) {
+        throw new Error(`template ${major}: server did not start: ${errMsg(e)}\n${await tail(buildLog)}`);
+      }
+      try {
+        await withAgentClient(host.socketDir, buildPort, async (c) => {
+          await c.query(`CREATE ROLE ${ADMIN_ROLE} LOGIN CREATEDB CREATEROLE`);
+          await c.query(`CREATE DATABASE ${DEFAULT_DATABASE} OWNER ${ADMIN_ROLE}`);
+        });
+      } finally {
+        await pgCtl(host, bins, ["-D", tmp, "-m", "fast", "-w", "-t", String(STOP_TIMEOUT_S), "stop"], (STOP_TIMEOUT_S + 10) * 1000);
+      }
+      await rm(path.join(tmp, "postmaster.opts"), { force: true });
+      // initdb ran with --no-sync and the build server with fsync=off: flush
+      // once here, since every instance will be copied from this directory.
+      await runCommand("sync", ["-f", tmp], { timeoutMs: 120_000 });
+      await rename(tmp, final);
+      await fsyncDir(templatesDir);
+      log(`template ${major}: built in ${Date.now() - started} ms`);
+      return final;
+    } catch (e) {
+      await removeLeftover(tmp).catch(() => {});
+      throw e;
+    } finally {
+      inFlight.delete(tmp);
+    }
+  }
+
+  function ensureTemplate(major: string): Promise<string> {
+    let p = templateBuilds.get(major);
+    if (!p) {
+      p = buildTemplate(major).finally(() => templateBuilds.delete(major));
+      templateBuilds.set(major, p);
+    }
+    return p;
+  }
+
+  async function removeOwnLeftovers(id: string): Promise<void> {
+    for (const name of await readdir(instancesDir)) {
+      if (name.startsWith(`${id}.tmp-`) || name.startsWith(`${id}.purging-`)) {
+        const p = path.join(instancesDir, name);
+        if (!inFlight.has(p)) await removeLeftover(p);
+      }
+    }
+  }
+
+  async function provision(id: string, major: string): Promise<void> {
+    const final = host.instanceDir(id);
+    if (await pathExists(final)) {
+      const have = await host.majorOf(final).catch(() => "?");
+      if (have !== major) throw new Error(`instance ${id} already exists with PostgreSQL ${have}, not ${major}`);
+      return;
+    }
+    host.binariesFor(major);
+    const template = await ensureTemplate(major);
+    await removeOwnLeftovers(id);
+    const tmp = `${final}.tmp-${rand()}`;
+    inFlight.add(tmp);
+    try {
+      // cp -a keeps the run-as user's ownership and the 0700 mode PostgreSQL demands.
+      await runCommand("cp", ["-a", "--", template, tmp], { timeoutMs: 120_000 });
+      // The rename makes an agent crash harmless. Neither the copy nor the
+      // rename is synced: surviving a host power loss would cost a filesystem
+      // flush per create (~100 ms on ext4), and the template is synced once.
+      await rename(tmp, final);
+    } catch (e) {
+      await rm(tmp, { recursive: true, force: true }).catch(() => {});
+      throw e;
+    } finally {
+      inFlight.delete(tmp);
+    }
+    log(`instance ${id}: provisioned (PostgreSQL ${major})`);
+  }
+
+  async function purge(id: string): Promise<void> {
+    const dir = host.instanceDir(id);
+    if (await pathExists(dir)) {
+      await stopInstance(host, id);
+      const doomed = `${dir}.purging-${rand()}`;
+      inFlight.add(doomed);
+      try {
+        await rename(dir, doomed);
+        await fsyncDir(instancesDir);
+        await rm(doomed, { recursive: true, force: true });
+      } finally {
+        inFlight.delete(doomed);
+      }
+      log(`instance ${id}: purged`);
+    }
+    await removeOwnLeftovers(id);
+    await rm(host.logPath(id), { force: true });
+  }
+
+  async function list(): Promise<string[]> {
+    await host.init();
+    const entries = await readdir(instancesDir, { withFileTypes: true });
+    return entries.filter((e) => e.isDirectory() && ID_RE.test(e.name)).map((e) => e.name).sort();
+  }
+
+  async function cleanupLeftovers(): Promise<string[]> {
+    await host.init();
+    const removed: string[] = [];
+    for (const dir of [instancesDir, templatesDir]) {
+      for (const name of await readdir(dir)) {
+        const p = path.join(dir, name);
+        if (!/\.(tmp|purging)-[0-9a-f]+$/.test(name) || inFlight.has(p)) continue;
+        // A leftover of an id with an operation in flight belongs to that operation's cleanup.
+        if (dir === instancesDir && isQueued(name.slice(0, name.indexOf(".")))) continue;
+        await removeLeftover(p);
+        removed.push(name);
+      }
+    }
+    // Logs of instances whose directory is gone (a purge interrupted at the end).
+    for (const name of await readdir(instancesDir)) {
+      const id = name.endsWith(".log") ? name.slice(0, -4) : undefined;
+      if (!id || !ID_RE.test(id) || isQueued(id) || existsSync(host.instanceDir(id))) continue;
+      await rm(path.join(instancesDir, name), { force: true });
+      removed.push(name);
+    }
+    if (removed.length) log(`removed leftovers: ${removed.join(", ")}`);
+    return removed;
+  }
+
+  return { ensureTemplate, provision, purge, list, cleanupLeftovers };
+}

@@ -1,0 +1,32 @@
+import type { InstanceRuntime } from "../runtime.ts";
+import { createInstanceManager, type InstanceManagerOptions } from "./instance-manager.ts";
+
+/**
+ * The first {@link InstanceRuntime}: PostgreSQL servers as processes of this
+ * host, from the server binaries installed with the agent, each in its own
+ * data directory under `dataDir`, running as the run-as user. Instances live
+ * with the agent: `shutdown` stops them and the next start brings them back.
+ */
+export function createLocalProcessRuntime(opts: InstanceManagerOptions): InstanceRuntime {
+  const m = createInstanceManager(opts);
+  const versions = [...m.availableMajors].reverse();
+  return {
+    versions,
+    async prepare() {
+      await m.cleanupLeftovers();
+      // Templates first: then every create is a copy, not an initdb.
+      for (const major of versions) await m.ensureTemplate(major);
+    },
+    create: (id, o) => m.provision(id, { major: o.version }),
+    start: (id, settings) => m.start(id, settings),
+    stop: (id) => m.stop(id),
+    restart: (id, settings) => m.restart(id, settings),
+    resize: (id, settings) => m.applyTier(id, settings),
+    setPassword: (id, verifier) => m.applyPassword(id, verifier),
+    observe: (id) => m.observe(id),
+    destroy: (id) => m.purge(id),
+    list: () => m.listInstances(),
+    caCertificatePem: () => m.caCertificatePem(),
+    shutdown: () => m.stopAll(),
+  };
+}

@@ -1,0 +1,95 @@
+import { readFile, realpath } from "node:fs/promises";
+import path from "node:path";
+import type { RuntimeObservation } from "../runtime.ts";
+import { withAgentClient } from "./agent-socket.ts";
+import { errMsg, pathExists } from "./files.ts";
+import type { Host } from "./host.ts";
+import { processMemory } from "./procfs.ts";
+
+/**
+ * Observation: what an instance is doing, read from its data directory,
+ * postmaster.pid, /proc and one query over its socket. Reads only; takes no
+ * turn in the instance's queue, so it answers even during a slow start.
+ */
+
+export interface PidFile {
+  pid: number;
+  port?: number;
+  socketDir?: string;
+  status?: string;
+}
+
+/** postmaster.pid: pid, data dir, start time, port, socket dir, listen address, shmem key, status. */
+export async function readPidFile(dataDir: string): Promise<PidFile | undefined> {
+  let text: string;
+  try {
+    text = await readFile(path.join(dataDir, "postmaster.pid"), "utf8");
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw e;
+  }
+  const lines = text.split("\n");
+  const port = Number(lines[3]);
+  return {
+    pid: Number(lines[0]),
+    port: Number.isInteger(port) && port > 0 ? port : undefined,
+    socketDir: lines[4]?.split(",")[0]?.trim() || undefined,
+    status: lines[7]?.trim() || undefined,
+  };
+}
+
+/** The instance's state now. */
+export async function observeInstance(host: Host, id: string): Promise<RuntimeObservation> {
+  const dir = host.instanceDir(id);
+  if (!(await pathExists(path.join(dir, "PG_VERSION")))) return { state: "absent" };
+  const pf = await readPidFile(dir);
+  if (!pf) return { state: "stopped" };
+  let real: string;
+  try {
+    real = await realpath(dir);
+  } catch {
+    return { state: "absent" };
+  }
+  if (!host.isPostmasterIn(pf.pid, real)) {
+    return {
+      state: "crashed",
+      ...(Number.isInteger(pf.pid) && pf.pid > 0 ? { pid: pf.pid } : {}),
+      message: Number.isInteger(pf.pid) && pf.pid > 0 ? `stale postmaster.pid: postmaster ${pf.pid} is not running` : "unreadable postmaster.pid",
+    };
+  }
+  const base = { pid: pf.pid, ...(pf.port ? { port: pf.port } : {}) };
+  if (!pf.port || !pf.socketDir) return { state: "running", ...base, message: "postmaster is starting" };
+  try {
+    await withAgentClient(pf.socketDir, pf.port, (c) => c.query("SELECT 1"), 2000);
+    return { state: "running", ...base };
+  } catch (e) {
+    return { state: "running", ...base, message: `postmaster alive but not accepting connections (${pf.status ?? "unknown status"}): ${errMsg(e)}` };
+  }
+}
+
+export interface InstanceResourceUsage {
+  pids: number[];
+  /** Sum of RSS; double-counts shared buffers touched by several processes. */
+  rssBytes: number;
+  /** Sum of PSS: shared pages split between the processes sharing them. */
+  pssBytes: number;
+}
+
+/** Memory of the instance's processes (for metrics). */
+export async function resourceUsage(host: Host, id: string): Promise<InstanceResourceUsage> {
+  let real: string;
+  try {
+    real = await realpath(host.instanceDir(id));
+  } catch {
+    return { pids: [], rssBytes: 0, pssBytes: 0 };
+  }
+  const pids = host.serverPidsIn(real);
+  let rssBytes = 0;
+  let pssBytes = 0;
+  for (const pid of pids) {
+    const m = processMemory(pid);
+    rssBytes += m.rssBytes;
+    pssBytes += m.pssBytes;
+  }
+  return { pids, rssBytes, pssBytes };
+}

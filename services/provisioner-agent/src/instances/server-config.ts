@@ -1,0 +1,76 @@
+import { readFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import type { InstanceSettings } from "../runtime.ts";
+import { AGENT_SUPERUSER } from "./agent-socket.ts";
+import { writeOwned } from "./files.ts";
+import type { Host } from "./host.ts";
+import { tierSettings } from "./tier-settings.ts";
+
+/**
+ * Configuration rendering: the agent's own settings file (`dbaas.conf`,
+ * included from postgresql.conf) and the two pg_hba.conf variants. Written
+ * before every start, so a start always runs with the settings it was given.
+ */
+
+/** The line every data directory's postgresql.conf carries (templates get it at build time). */
+export const INCLUDE_LINE = "include_if_exists = 'dbaas.conf'";
+const INCLUDE_RE = /^\s*include_if_exists\s*=\s*'dbaas\.conf'/m;
+
+/**
+ * While the instance starts, only the agent may connect: a restarted instance
+ * must not accept logins before it has been given the current password.
+ */
+const HBA_LOCKED = `# Managed by the dbaas agent (locked during start). Do not edit.
+local all ${AGENT_SUPERUSER} trust
+`;
+const HBA_OPEN = `# Managed by the dbaas agent. Do not edit.
+local   all  ${AGENT_SUPERUSER}  trust
+host    all  ${AGENT_SUPERUSER}  all        reject
+hostssl all  all          0.0.0.0/0  scram-sha-256
+hostssl all  all          ::/0       scram-sha-256
+host    all  all          all        reject
+`;
+
+/** postgresql.conf string literal. */
+function confValue(v: string): string {
+  return `'${v.replace(/\\/g, "\\\\").replace(/'/g, "''")}'`;
+}
+
+/** The whole of `dbaas.conf` for these settings; equal text means the server runs with equal settings. */
+export function renderConfig(host: Host, o: InstanceSettings): string {
+  const settings: Record<string, string> = {
+    port: String(o.port),
+    listen_addresses: host.listenAddress,
+    unix_socket_directories: host.socketDir,
+    // The socket grants superuser without a password (local trust), so only
+    // the run-as user (and root) may open it.
+    unix_socket_permissions: "0700",
+    ssl: "on",
+    ssl_cert_file: "server.crt",
+    ssl_key_file: "server.key",
+    ssl_min_protocol_version: "TLSv1.2",
+    password_encryption: "scram-sha-256",
+    // Hundreds of small instances: never try to reserve huge pages.
+    huge_pages: "off",
+    ...tierSettings(o.tier, os.totalmem()),
+  };
+  const lines = Object.entries(settings).map(([k, v]) => `${k} = ${confValue(v)}`);
+  return `# Managed by the dbaas agent; rewritten on every start. Do not edit.\n# tier: ${o.tier}\n${lines.join("\n")}\n`;
+}
+
+export const configPath = (dir: string) => path.join(dir, "dbaas.conf");
+
+/** Settings, the include line and the locked pg_hba.conf, ready for a start. */
+export async function writeStartConfig(host: Host, dir: string, conf: string): Promise<void> {
+  await writeOwned(host.runAs, configPath(dir), conf);
+  const pgConf = path.join(dir, "postgresql.conf");
+  const pgConfText = await readFile(pgConf, "utf8");
+  if (!INCLUDE_RE.test(pgConfText)) await writeOwned(host.runAs, pgConf, `${pgConfText}\n${INCLUDE_LINE}\n`);
+  await writeOwned(host.runAs, path.join(dir, "pg_hba.conf"), HBA_LOCKED);
+}
+
+/** pg_hba.conf that lets customers in (TLS + SCRAM only); takes effect on the next reload. */
+export async function writeOpenHba(host: Host, dir: string): Promise<void> {
+  await writeOwned(host.runAs, path.join(dir, "pg_hba.conf"), HBA_OPEN);
+}

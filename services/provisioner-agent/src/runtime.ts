@@ -1,0 +1,106 @@
+/**
+ * The boundary between the reconciler and wherever PostgreSQL instances
+ * actually run. The reconciler (and the agent's status RPC) speak only this
+ * interface; today's implementation runs local processes
+ * (`instances/local-runtime.ts`). A runtime that drives Kubernetes
+ * (CloudNativePG `Cluster` resources) for hosts beyond one machine is meant to
+ * plug in here, and backups, the connection proxy and replicas beside it.
+ */
+
+/** What an instance is started with. Every start and resize carries all of it. */
+export interface InstanceSettings {
+  /** TCP port clients connect to (>= 1024). */
+  port: number;
+  /** A catalogue tier name (micro … xlarge); decides memory, connections, parallelism. */
+  tier: string;
+  /** DNS name (or IP) clients use; the server certificate covers it. */
+  hostname: string;
+  /** `SCRAM-SHA-256$<iter>:<salt>$<StoredKey>:<ServerKey>` for dbadmin; never a password. */
+  scramVerifier: string;
+}
+
+/**
+ * - `absent`: no data for this id (never created, destroyed, or lost).
+ * - `stopped`: data kept, no server.
+ * - `running`: a server runs (see `message` for one that does not accept connections yet).
+ * - `crashed`: the server died without a stop; `start` recovers it with its data.
+ */
+export type InstanceState = "absent" | "stopped" | "running" | "crashed";
+
+/** What `observe` saw. */
+export interface RuntimeObservation {
+  state: InstanceState;
+  /** Port the server listens on, when running. */
+  port?: number;
+  /** Process id of the server where the runtime has one (running, or the dead one when crashed). */
+  pid?: number;
+  /** Why a running server is not healthy, or what a crash left behind; absent when all is well. */
+  message?: string;
+}
+
+/**
+ * Where instances run. One runtime per agent; ids are database ids
+ * (`[A-Za-z0-9][A-Za-z0-9_-]{0,62}`).
+ *
+ * Contract:
+ * - **Idempotent, level-based.** Every method may be called again after a
+ *   success, a failure or a crash of the agent half-way through, and converges
+ *   to the same result: `create` of an existing instance (same version) and
+ *   `stop` of a stopped one do nothing, `destroy` of an absent one does
+ *   nothing, `start` of a running one with the same settings only re-applies
+ *   the password and access rules. The caller keeps no record of what it did
+ *   beyond the spec generation it last applied.
+ * - **One operation per instance at a time.** Calls for the same id run in the
+ *   order they were made, one after another; different ids run concurrently.
+ *   `observe` is the exception: it answers at once, even while a slow start
+ *   of the same id is under way.
+ * - **Done means done.** A method resolves only when its effect holds:
+ *   `start`/`restart`/`resize` once a TLS login over TCP reaches password
+ *   authentication with the settings given (and only that verifier works);
+ *   `stop` once no server process is left and the port refuses connections;
+ *   `destroy` once the data is gone; `setPassword` once new logins need the
+ *   new password.
+ * - **Errors** are thrown as `Error` with a message fit for an operator (and
+ *   for the database's `failed` message): an invalid id or settings, an
+ *   unknown version, a start that did not come up (with the server log's
+ *   tail), a stop that left a process behind. Nothing is retried inside; the
+ *   reconciler retries on its next pass. An instance that is not there is
+ *   not an error for `observe` (`absent`), but is for `start` and `setPassword`.
+ * - **`observe` never throws for a known state** and is cheap enough to call
+ *   for every instance on every heartbeat.
+ */
+export interface InstanceRuntime {
+  /** PostgreSQL major versions this runtime can create, newest first (what the agent registers). */
+  readonly versions: readonly string[];
+  /**
+   * Makes the runtime ready before any other call: clears what an agent
+   * crash left half-done, builds what creates copy from. Idempotent.
+   */
+  prepare(): Promise<void>;
+  /** Creates the instance's data, not started. Fails if it exists with another version. */
+  create(id: string, opts: { version: string }): Promise<void>;
+  /** Starts a created, stopped or crashed instance; on a running one see the contract above. */
+  start(id: string, settings: InstanceSettings): Promise<void>;
+  /** Stops the server, keeping the data. A crashed instance is cleaned up to `stopped`. */
+  stop(id: string): Promise<void>;
+  /** A fresh server process with these settings (the same tier), whatever runs now. */
+  restart(id: string, settings: InstanceSettings): Promise<void>;
+  /** Applies a new tier; restarts the server only if the settings it runs with change. */
+  resize(id: string, settings: InstanceSettings): Promise<void>;
+  /** Replaces dbadmin's verifier on a running instance; fails if it is not running. */
+  setPassword(id: string, scramVerifier: string): Promise<void>;
+  /** The instance's current state, read from the real system, never from a cache. */
+  observe(id: string): Promise<RuntimeObservation>;
+  /** Stops the instance if needed and removes its data for good. */
+  destroy(id: string): Promise<void>;
+  /** Ids of every instance that exists (complete data), sorted. */
+  list(): Promise<string[]>;
+  /** PEM of the CA that signs every instance's server certificate (clients pin it for verify-full). */
+  caCertificatePem(): Promise<string>;
+  /**
+   * The agent is stopping. A runtime whose instances live in the agent's
+   * processes stops them (desired state is unchanged, so the next start brings
+   * them back); one whose instances outlive the agent leaves them running.
+   */
+  shutdown(): Promise<void>;
+}
