@@ -3,6 +3,7 @@ import { AgentService } from "@dbaas/proto/agent";
 import { createInternalClient, createLogger, type Logger } from "@dbaas/kit";
 import { createAppliedStore, type AppliedStore } from "./applied-state.ts";
 import type { Config } from "./config.ts";
+import { createInstanceManager } from "./instances/instance-manager.ts";
 import { createLocalProcessRuntime } from "./instances/local-runtime.ts";
 import type { InstanceRuntime } from "./runtime.ts";
 
@@ -24,13 +25,15 @@ export function createContext(cfg: Config, overrides: Partial<AppContext> = {}):
     log,
     runtime:
       overrides.runtime ??
-      createLocalProcessRuntime({
-        dataDir: cfg.dataDir,
-        agentId: cfg.agentId,
-        runAsUser: cfg.runAsUser,
-        listenAddress: cfg.listenAddress,
-        log: (msg) => log.info(msg),
-      }),
+      createLocalProcessRuntime(
+        createInstanceManager({
+          dataDir: cfg.dataDir,
+          agentId: cfg.agentId,
+          runAsUser: cfg.runAsUser,
+          listenAddress: cfg.listenAddress,
+          log: (msg) => log.info(msg),
+        }),
+      ),
     applied: overrides.applied ?? createAppliedStore(cfg.dataDir),
     control:
       overrides.control ??

@@ -1,14 +1,15 @@
 import type { InstanceRuntime } from "../runtime.ts";
-import { createInstanceManager, type InstanceManagerOptions } from "./instance-manager.ts";
+import type { InstanceManager } from "./instance-manager.ts";
 
 /**
  * The first {@link InstanceRuntime}: PostgreSQL servers as processes of this
  * host, from the server binaries installed with the agent, each in its own
- * data directory under `dataDir`, running as the run-as user. Instances live
- * with the agent: `shutdown` stops them and the next start brings them back.
+ * data directory under the manager's root, running as the run-as user.
+ * Instances live with the agent: `shutdown` stops them and the next start
+ * brings them back.
+ * The manager does the work; this maps the runtime's vocabulary onto it.
  */
-export function createLocalProcessRuntime(opts: InstanceManagerOptions): InstanceRuntime {
-  const m = createInstanceManager(opts);
+export function createLocalProcessRuntime(m: InstanceManager): InstanceRuntime {
   const versions = [...m.availableMajors].reverse();
   return {
     versions,

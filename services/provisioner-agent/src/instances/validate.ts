@@ -1,5 +1,5 @@
+import { isTierName, TIER_NAMES } from "@dbaas/kit";
 import type { InstanceSettings } from "../runtime.ts";
-import { isTierName, TIER_NAMES } from "./tier-settings.ts";
 import { checkHostname } from "./tls.ts";
 
 /** Ids become path components and must not contain the `.` our leftovers use as a separator. */
