@@ -1,5 +1,6 @@
 import { fitsFreeAllowance, FREE_RUNNING, FREE_TIER, requireGoodStanding, type Logger, type StandingSource } from "@dbaas/kit";
 import type pg from "pg";
+import { lockRunningTiers } from "./db/databases.ts";
 
 /**
  * Makes sure the organization may run one more database of `tier` (or, with
@@ -20,12 +21,7 @@ export async function requireAllowance(
   organizationId: string,
   next: { tier: string; replaces?: string },
 ): Promise<void> {
-  await db.query("SELECT pg_advisory_xact_lock(hashtext('allowance:' || $1))", [organizationId]);
-  const { rows } = await db.query<{ tier: string }>(
-    `SELECT tier FROM databases
-     WHERE organization_id = $1 AND deleted_at IS NULL AND desired_state = 'running' AND id <> $2`,
-    [organizationId, next.replaces ?? ""],
-  );
-  if (fitsFreeAllowance([...rows.map((r) => r.tier), next.tier])) return;
+  const running = await lockRunningTiers(db, organizationId, next.replaces ?? "");
+  if (fitsFreeAllowance([...running, next.tier])) return;
   await requireGoodStanding(billing, log, organizationId, `run more than ${FREE_RUNNING} ${FREE_TIER} databases or a larger tier`);
 }

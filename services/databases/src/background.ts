@@ -1,38 +1,31 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { withTransaction } from "@dbaas/kit";
 import type { AppContext } from "./context.ts";
+import { lockStranded, markExpiredForPurge, setStatus } from "./db/databases.ts";
+import { notifyAgent } from "./db/notify.ts";
+import { finishOperations } from "./db/operations.ts";
 import { relayOutboxOnce } from "./outbox-relay.ts";
-import { finishOperations, notifyAgent, setStatus, type DatabaseRow } from "./records.ts";
+import { TRANSITIONAL_STATUSES } from "./statuses.ts";
 
-const TRANSITIONAL = ["provisioning", "starting", "stopping", "restarting", "resizing"];
-
-/** Marks deleted databases past their retention window for purging by their agent. */
+/** Marks deleted databases past their retention window (by the context's clock) for purging by their agent. */
 export async function sweepExpiredDeletions(ctx: AppContext): Promise<number> {
   return await withTransaction(ctx.pool, async (db) => {
-    const { rows } = await db.query<{ agent_id: string }>(
-      `UPDATE databases SET desired_state = 'purged', generation = generation + 1, updated_at = now()
-       WHERE desired_state = 'deleted' AND purge_after <= now() RETURNING agent_id`,
-    );
-    for (const agentId of new Set(rows.map((r) => r.agent_id))) await notifyAgent(db, agentId);
-    return rows.length;
+    const agents = await markExpiredForPurge(db, ctx.clock.now());
+    for (const agentId of new Set(agents)) await notifyAgent(db, agentId);
+    return agents.length;
   });
 }
 
 /**
  * A database in a transitional status whose agent has gone silent cannot get
  * there: it is marked `failed`, naming the host, instead of waiting forever.
+ * Silent is AGENT_TIMEOUT_SECONDS without a report, by the context's clock.
  * Nothing else changes — when the agent reports again and the instance is in
  * the desired state, the report moves it out of `failed` like any other.
  */
 export async function failStrandedOperations(ctx: AppContext): Promise<number> {
   return await withTransaction(ctx.pool, async (db) => {
-    const { rows } = await db.query<DatabaseRow & { last_seen_at: Date }>(
-      `SELECT d.*, a.last_seen_at FROM databases d JOIN agents a ON a.id = d.agent_id
-       WHERE d.deleted_at IS NULL AND d.status = ANY ($1::text[])
-         AND a.last_seen_at < now() - make_interval(secs => $2)
-       FOR UPDATE OF d SKIP LOCKED`,
-      [TRANSITIONAL, ctx.cfg.agentTimeoutSeconds],
-    );
+    const rows = await lockStranded(db, TRANSITIONAL_STATUSES, ctx.cfg.agentTimeoutSeconds, ctx.clock.now());
     for (const row of rows) {
       const reason = `host ${row.agent_id} has not reported since ${row.last_seen_at.toISOString()}; the ${row.status} operation could not complete`;
       await setStatus(db, row, "failed", reason);
@@ -73,8 +66,9 @@ export function startBackgroundWork(ctx: AppContext, signal: AbortSignal, interv
       try {
         const stranded = await failStrandedOperations(ctx);
         if (stranded > 0) ctx.log.warn("operations on silent hosts marked failed", { count: stranded });
-        if (Date.now() - lastPurgeSweep > ctx.cfg.purgeSweepIntervalMs) {
-          lastPurgeSweep = Date.now();
+        const now = ctx.clock.now().getTime();
+        if (now - lastPurgeSweep > ctx.cfg.purgeSweepIntervalMs) {
+          lastPurgeSweep = now;
           const purged = await sweepExpiredDeletions(ctx);
           if (purged > 0) ctx.log.info("deleted databases past retention marked for purge", { count: purged });
         }

@@ -5,26 +5,33 @@ import { createInternalClient, createLogger, createPool, systemClock, type Clock
 import { createChangeFeed, type ChangeFeed } from "./change-feed.ts";
 import type { Config } from "./config.ts";
 
+/** What handlers and background work depend on, built once per process and passed down. */
 export interface AppContext {
   cfg: Config;
   pool: pg.Pool;
   feed: ChangeFeed;
   billing: Client<typeof BillingService>;
+  /**
+   * "Now" wherever time decides something: reset-password's deadline, the
+   * retention window of deleted databases, when an agent counts as silent.
+   * Timestamps that only record when a row changed are PostgreSQL's `now()`.
+   */
   clock: Clock;
   log: Logger;
 }
 
-export async function createContext(cfg: Config, overrides: Partial<AppContext> = {}): Promise<AppContext> {
+/** The context of `config`; `overrides` swap dependencies (a test's clock, billing or logger). */
+export async function createContext(config: Config, overrides: Partial<AppContext> = {}): Promise<AppContext> {
   const log = overrides.log ?? createLogger("databases");
-  const pool = overrides.pool ?? createPool(cfg.databaseUrl, cfg.schema);
   return {
-    cfg,
-    pool,
+    cfg: config,
+    pool: overrides.pool ?? createPool(config.databaseUrl, config.schema),
     log,
     clock: overrides.clock ?? systemClock,
-    feed: overrides.feed ?? (await createChangeFeed(cfg.databaseUrl, log)),
+    // Connects (LISTEN) at once: hence async.
+    feed: overrides.feed ?? (await createChangeFeed(config.databaseUrl, log)),
     billing:
       overrides.billing ??
-      createInternalClient(BillingService, cfg.billingUrl, { secret: cfg.internalSecret, caller: "databases" }),
+      createInternalClient(BillingService, config.billingUrl, { secret: config.internalSecret, caller: "databases" }),
   };
 }

@@ -1,26 +1,25 @@
-import { fileURLToPath } from "node:url";
-import { createLogger, databaseHealth, databaseOutage, migrate, onShutdown, startServer, startTelemetry } from "@dbaas/kit";
+import { databaseHealth, databaseOutage, migrate, onShutdown, startServer, startTelemetry } from "@dbaas/kit";
+import { startBackgroundWork } from "./background.ts";
 import { readConfig } from "./config.ts";
 import { createContext } from "./context.ts";
-import { startBackgroundWork } from "./background.ts";
+import { MIGRATIONS_DIR } from "./db/schema.ts";
 import { routes } from "./routes.ts";
 
 const stopTelemetry = await startTelemetry("databases");
-const log = createLogger("databases");
-const cfg = readConfig();
-const ctx = await createContext(cfg, { log });
-await migrate(ctx.pool, cfg.schema, fileURLToPath(new URL("./db/migrations", import.meta.url)));
+const config = readConfig();
+const ctx = await createContext(config);
+await migrate(ctx.pool, config.schema, MIGRATIONS_DIR);
 const server = await startServer({
-  port: cfg.port,
+  port: config.port,
   routes: routes(ctx),
-  internalSecret: cfg.internalSecret,
-  log,
-  interceptors: [databaseOutage("databases", log)],
+  internalSecret: config.internalSecret,
+  log: ctx.log,
+  interceptors: [databaseOutage("databases", ctx.log)],
   health: () => databaseHealth(ctx.pool),
 });
 const background = startBackgroundWork(ctx, server.shutdownSignal);
 onShutdown(
-  log,
+  ctx.log,
   stopTelemetry,
   () => ctx.pool.end(),
   () => ctx.feed.close(),

@@ -3,15 +3,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { StatusEventSchema } from "@dbaas/proto/billing";
 import { withTransaction } from "@dbaas/kit";
 import type { AppContext } from "./context.ts";
-
-interface StatusPayload {
-  event_id: string;
-  organization_id: string;
-  database_id: string;
-  tier: string;
-  status: string;
-  occurred_at: string;
-}
+import { claimStatusEvents, markDelivered, recordDeliveryFailure } from "./db/outbox.ts";
 
 /**
  * Delivers outbox events to billing, oldest first, in batches. A batch is
@@ -22,11 +14,7 @@ interface StatusPayload {
  */
 export async function relayOutboxOnce(ctx: AppContext, batchSize = 100): Promise<number> {
   const result = await withTransaction(ctx.pool, async (db) => {
-    const { rows } = await db.query<{ id: string; payload: StatusPayload }>(
-      `SELECT id, payload FROM outbox WHERE delivered_at IS NULL AND topic = 'database.status'
-       ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
-      [batchSize],
-    );
+    const rows = await claimStatusEvents(db, batchSize);
     if (rows.length === 0) return { delivered: 0 };
     const ids = rows.map((r) => r.id);
     try {
@@ -47,13 +35,10 @@ export async function relayOutboxOnce(ctx: AppContext, batchSize = 100): Promise
       );
     } catch (err) {
       // Recorded in this transaction, which commits: the rows stay pending and say why.
-      await db.query("UPDATE outbox SET attempts = attempts + 1, last_error = $2 WHERE id = ANY($1::bigint[])", [
-        ids,
-        (err as Error).message.slice(0, 500),
-      ]);
+      await recordDeliveryFailure(db, ids, (err as Error).message);
       return { delivered: 0, error: err };
     }
-    await db.query("UPDATE outbox SET delivered_at = now() WHERE id = ANY($1::bigint[])", [ids]);
+    await markDelivered(db, ids);
     return { delivered: rows.length };
   });
   if ("error" in result) throw result.error;

@@ -2,10 +2,43 @@ import type { ConnectRouter } from "@connectrpc/connect";
 import { AgentService } from "@dbaas/proto/agent";
 import { DatabasesService } from "@dbaas/proto/databases";
 import type { AppContext } from "./context.ts";
-import { agentHandlers } from "./handlers/agents.ts";
-import { databasesHandlers } from "./handlers/databases.ts";
+import { registerAgent, reportInstances } from "./handlers/agents.ts";
+import { getCaCertificate } from "./handlers/ca-certificate.ts";
+import { listRegions, listTiers, listVersions } from "./handlers/catalogue.ts";
+import { createDatabase } from "./handlers/create-database.ts";
+import { deleteDatabase, restoreDatabase } from "./handlers/delete-restore.ts";
+import { getDatabases } from "./handlers/get-databases.ts";
+import { listDatabases } from "./handlers/list-databases.ts";
+import { listOperations } from "./handlers/operations.ts";
+import { resetPassword } from "./handlers/reset-password.ts";
+import { resizeDatabase, restartDatabase, startDatabase, stopDatabase } from "./handlers/start-stop-resize.ts";
+import { updateDatabase } from "./handlers/update-database.ts";
+import { watchAssignments } from "./handlers/watch-assignments.ts";
 
 export const routes = (ctx: AppContext) => (router: ConnectRouter) => {
-  router.service(DatabasesService, databasesHandlers(ctx));
-  router.service(AgentService, agentHandlers(ctx));
+  const { getDatabase, batchGetDatabases } = getDatabases(ctx);
+  router.service(DatabasesService, {
+    createDatabase: createDatabase(ctx),
+    getDatabase,
+    batchGetDatabases,
+    listDatabases: listDatabases(ctx),
+    updateDatabase: updateDatabase(ctx),
+    deleteDatabase: deleteDatabase(ctx),
+    restoreDatabase: restoreDatabase(ctx),
+    startDatabase: startDatabase(ctx),
+    stopDatabase: stopDatabase(ctx),
+    restartDatabase: restartDatabase(ctx),
+    resizeDatabase: resizeDatabase(ctx),
+    resetPassword: resetPassword(ctx),
+    listOperations: listOperations(ctx),
+    getCaCertificate: getCaCertificate(ctx),
+    listRegions: listRegions(),
+    listTiers: listTiers(),
+    listVersions: listVersions(ctx),
+  });
+  router.service(AgentService, {
+    registerAgent: registerAgent(ctx),
+    watchAssignments: watchAssignments(ctx),
+    reportInstances: reportInstances(ctx),
+  });
 };

@@ -1,0 +1,13 @@
+// Notifications queued inside the writing transaction, so they arrive (through change-feed.ts) only after commit.
+import type pg from "pg";
+import { AGENT_CHANNEL, DATABASE_CHANNEL, notify } from "../change-feed.ts";
+
+/** Tells the owning agent's watch stream to re-send its desired state. */
+export function notifyAgent(db: pg.ClientBase, agentId: string): Promise<void> {
+  return notify(db, AGENT_CHANNEL, agentId);
+}
+
+/** Wakes whoever waits for a report on the database (a reset-password waiting for its new credentials). */
+export function notifyReported(db: pg.ClientBase, databaseId: string): Promise<void> {
+  return notify(db, DATABASE_CHANNEL, databaseId);
+}

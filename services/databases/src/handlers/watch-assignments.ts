@@ -1,0 +1,90 @@
+import { create } from "@bufbuild/protobuf";
+import type { HandlerContext } from "@connectrpc/connect";
+import { notFound } from "@dbaas/kit";
+import {
+  DesiredState,
+  InstanceSpecSchema,
+  WatchAssignmentsResponseSchema,
+  type WatchAssignmentsRequest,
+  type WatchAssignmentsResponse,
+} from "@dbaas/proto/agent";
+import type { AppContext } from "../context.ts";
+import { agentExists } from "../db/agents.ts";
+import { assignedTo } from "../db/databases.ts";
+import { hostOf } from "../mappers.ts";
+import type { DesiredState as StoredDesiredState } from "../statuses.ts";
+
+const DESIRED: Record<StoredDesiredState, DesiredState> = {
+  running: DesiredState.RUNNING,
+  stopped: DesiredState.STOPPED,
+  deleted: DesiredState.DELETED,
+  purged: DesiredState.PURGED,
+};
+
+/** How often a watch stream re-sends unchanged state: a keepalive and a safety net for lost notifications. */
+const RESEND_MS = 15_000;
+
+/**
+ * The agent's desired state: a snapshot of every instance it is to run, sent
+ * at once and again after each change (woken by the change feed), or every
+ * RESEND_MS regardless.
+ */
+export function watchAssignments(ctx: AppContext) {
+  const snapshot = async (agentId: string): Promise<WatchAssignmentsResponse> => {
+    const rows = await assignedTo(ctx.pool, agentId);
+    return create(WatchAssignmentsResponseSchema, {
+      instances: rows.map((r) =>
+        create(InstanceSpecSchema, {
+          databaseId: r.id,
+          version: r.version,
+          tier: r.tier,
+          port: r.port,
+          desiredState: DESIRED[r.desired_state],
+          scramVerifier: r.scram_verifier,
+          generation: BigInt(r.generation),
+          credentialsGeneration: BigInt(r.credentials_generation),
+          host: hostOf(r.id, ctx.cfg.databaseDomain),
+        }),
+      ),
+    });
+  };
+
+  return async function* (req: WatchAssignmentsRequest, handlerCtx: HandlerContext): AsyncGenerator<WatchAssignmentsResponse> {
+    if (!(await agentExists(ctx.pool, req.agentId))) throw notFound("agent (register first)");
+    let dirty = true;
+    let wake: () => void = () => {};
+    const unsubscribe = ctx.feed.onAgent(req.agentId, () => {
+      dirty = true;
+      wake();
+    });
+    // Also on abort: a stream suspended at a yield the client never pulls would otherwise keep its subscription.
+    const onAbort = () => {
+      unsubscribe();
+      wake();
+    };
+    handlerCtx.signal.addEventListener("abort", onAbort);
+    try {
+      while (!handlerCtx.signal.aborted) {
+        if (dirty) {
+          dirty = false;
+          yield await snapshot(req.agentId);
+        }
+        await new Promise<void>((resolve) => {
+          // A change noted while the last snapshot was being built or delivered: send again now.
+          if (dirty || handlerCtx.signal.aborted) return resolve();
+          const timer = setTimeout(() => {
+            dirty = true;
+            resolve();
+          }, RESEND_MS);
+          wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+      }
+    } finally {
+      unsubscribe();
+      handlerCtx.signal.removeEventListener("abort", onAbort);
+    }
+  };
+}

@@ -1,0 +1,51 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { DatabaseSchema, OperationSchema, type Database, type Operation } from "@dbaas/proto/databases";
+import type { DatabaseRow } from "./db/databases.ts";
+import type { OperationRow } from "./db/operations.ts";
+
+/** What every instance has (DESIGN.md): one database and one user. */
+export const DATABASE_NAME = "defaultdb";
+export const USERNAME = "dbadmin";
+/** The password in every connection string but the one create and reset-password answer. */
+export const MASK = "********";
+
+export function hostOf(id: string, domain: string): string {
+  return `${id}.${domain}`;
+}
+
+export function connectionString(row: Pick<DatabaseRow, "id" | "port">, domain: string, password: string): string {
+  return `postgresql://${USERNAME}:${password}@${hostOf(row.id, domain)}:${row.port}/${DATABASE_NAME}?sslmode=require`;
+}
+
+export function toDatabase(row: DatabaseRow, domain: string): Database {
+  return create(DatabaseSchema, {
+    id: row.id,
+    organizationId: row.organization_id,
+    name: row.name,
+    region: row.region,
+    tier: row.tier,
+    version: row.version,
+    status: row.status,
+    host: hostOf(row.id, domain),
+    port: row.port,
+    database: DATABASE_NAME,
+    username: USERNAME,
+    connectionString: connectionString(row, domain, MASK),
+    createdAt: timestampFromDate(row.created_at),
+    updatedAt: timestampFromDate(row.updated_at),
+    statusReason: row.status_reason,
+  });
+}
+
+export function toOperation(row: OperationRow): Operation {
+  return create(OperationSchema, {
+    id: row.id,
+    databaseId: row.database_id,
+    type: row.type,
+    status: row.status,
+    startedAt: timestampFromDate(row.started_at),
+    finishedAt: row.finished_at ? timestampFromDate(row.finished_at) : undefined,
+    error: row.error,
+  });
+}

@@ -1,0 +1,30 @@
+import { withTransaction } from "@dbaas/kit";
+import type { InstanceObservation } from "@dbaas/proto/agent";
+import type { AppContext } from "./context.ts";
+import { lockHosted, recordObserved, setStatus } from "./db/databases.ts";
+import { notifyReported } from "./db/notify.ts";
+import { finishOperations } from "./db/operations.ts";
+import { onReport } from "./lifecycle.ts";
+
+/**
+ * Applies what agent `agentId` observed of one of its instances: the
+ * generations it applied (waking a reset-password that waits for the
+ * credentials), and, for the current spec only, what the lifecycle makes of
+ * the observed state (lifecycle.ts `onReport`). A report about a database
+ * another agent hosts is ignored.
+ */
+export async function applyObservation(ctx: AppContext, agentId: string, obs: InstanceObservation): Promise<void> {
+  await withTransaction(ctx.pool, async (db) => {
+    const row = await lockHosted(db, agentId, obs.databaseId);
+    if (!row) return;
+    const credentialsAdvanced = obs.appliedCredentialsGeneration > BigInt(row.applied_credentials_generation);
+    await recordObserved(db, row.id, obs.appliedCredentialsGeneration, obs.observedGeneration);
+    if (credentialsAdvanced) await notifyReported(db, row.id);
+    // An observation of an older spec says nothing about the current one.
+    if (obs.observedGeneration < BigInt(row.generation)) return;
+
+    const outcome = onReport({ ...row, deleted: row.deleted_at !== null }, obs.state, obs.message);
+    if (outcome.status) await setStatus(db, row, outcome.status.status, outcome.status.reason);
+    if (outcome.settle !== undefined) await finishOperations(db, row.id, row.generation, outcome.settle);
+  });
+}
