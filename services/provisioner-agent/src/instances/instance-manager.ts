@@ -7,8 +7,6 @@ import { startInstance, stopInstance } from "./process-control.ts";
 import { createSerializer } from "./serial.ts";
 import { assertId, assertSettings } from "./validate.ts";
 
-export type InstanceManagerOptions = HostOptions;
-
 export interface ProvisionOptions {
   /** PostgreSQL major version, e.g. "17"; must be one of {@link InstanceManager.availableMajors}. */
   major: string;
@@ -70,7 +68,7 @@ export interface InstanceManager {
  * directory at a time; within it, operations on one instance id are
  * serialized, different ids run concurrently.
  */
-export function createInstanceManager(opts: InstanceManagerOptions): InstanceManager {
+export function createInstanceManager(opts: HostOptions): InstanceManager {
   const host = createHost(opts);
   const queue = createSerializer();
   const dirs = createDataDirs(host, queue.isQueued);

@@ -12,7 +12,7 @@ import { processMemory } from "./procfs.ts";
  * turn in the instance's queue, so it answers even during a slow start.
  */
 
-export interface PidFile {
+interface PidFile {
   pid: number;
   port?: number;
   socketDir?: string;

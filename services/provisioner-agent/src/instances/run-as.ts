@@ -64,7 +64,7 @@ function checkNotRoot(id: RunAsIdentity): RunAsIdentity {
 }
 
 /** A command that exited unsuccessfully; the message carries the stderr tail. */
-export class CommandError extends Error {
+class CommandError extends Error {
   constructor(
     message: string,
     readonly exitCode: number | null,

@@ -111,7 +111,6 @@ function subjectAltName(hostname: string): string {
 export interface IssueOptions {
   /** chown the written files to this owner (the run-as user). */
   owner?: FileOwner;
-  days?: number;
 }
 
 /**
@@ -133,7 +132,7 @@ export async function issueServerCertificate(ca: AgentCA, hostname: string, outD
     await openssl([
       "req", "-config", cfg, "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
       "-keyout", tmpKey, "-out", tmpCrt, "-CA", ca.certPath, "-CAkey", ca.keyPath,
-      "-days", String(opts.days ?? SERVER_DAYS), "-subj", `/CN=${hostname}`,
+      "-days", String(SERVER_DAYS), "-subj", `/CN=${hostname}`,
       "-addext", `subjectAltName=${subjectAltName(hostname)}`,
       "-addext", "basicConstraints=critical,CA:FALSE",
       "-addext", "keyUsage=critical,digitalSignature",
