@@ -2,12 +2,13 @@ import { tracingEnabled } from "@dbaas/kit";
 import express, { type ErrorRequestHandler, type Express, type Request, type RequestHandler, type Response } from "express";
 import type { GatewayContext } from "./context.ts";
 import { classify, maintenance, methodNotAllowed, routeNotFound } from "./errors.ts";
+import { createHealth } from "./health.ts";
 import { runIdempotent } from "./idempotency/idempotency.ts";
 import { authenticate, requirePermission } from "./middleware/auth.ts";
 import { parseJsonBody } from "./middleware/body.ts";
 import { cors } from "./middleware/cors.ts";
 import { sendError, sendReply, type Reply } from "./middleware/envelope.ts";
-import { countByIp, createHeadroom, limitAlongside, limitByIp, limitByOrganization, type Headroom } from "./middleware/rate-limit.ts";
+import { countFailure, createHeadroom, limitAlongside, limitByIp, limitByOrganization, type Headroom } from "./middleware/rate-limit.ts";
 import { requestId } from "./middleware/request-id.ts";
 import { stampResponses } from "./middleware/security-headers.ts";
 import { series } from "./middleware/series.ts";
@@ -52,10 +53,11 @@ function pipeline(ctx: GatewayContext, route: Route, headroom: Headroom): Reques
  * pattern in turn on every request.
  */
 function dispatch(ctx: GatewayContext, table: RouteTable<RequestHandler>): RequestHandler {
+  const health = createHealth(ctx);
   return (req, res, next) => {
     const path = req.path;
     if ((path === "/healthz" || path === "/healthz/") && (req.method === "GET" || req.method === "HEAD")) {
-      res.json({ status: "ok", redis: ctx.redisHealth(), maintenance: ctx.maintenance.state().on });
+      health().then((report) => res.json(report), next);
       return;
     }
     // Outside /v1 (health) load balancers must still reach while the API is switched off.
@@ -74,8 +76,8 @@ function dispatch(ctx: GatewayContext, table: RouteTable<RequestHandler>): Reque
 /**
  * The last stop of every failure, Express's own included: it logs what the
  * client must not see, makes sure the response still carries rate-limit
- * headers (a request refused before it was counted is counted per client IP),
- * and answers in the error envelope.
+ * headers (a request refused before it was counted is counted per client IP,
+ * unless the failure is ours: see countFailure), and answers in the error envelope.
  */
 function errorHandler(ctx: GatewayContext): ErrorRequestHandler {
   return async (err, req, res, next) => {
@@ -94,7 +96,7 @@ function errorHandler(ctx: GatewayContext): ErrorRequestHandler {
         stack: err instanceof Error ? err.stack : undefined,
       });
     }
-    const refused = await countByIp(ctx, req, res).catch((limitErr: unknown) => {
+    const refused = await countFailure(ctx, req, res, error).catch((limitErr: unknown) => {
       ctx.log.error("rate limiter failed", { error: limitErr });
       return undefined;
     });

@@ -11,6 +11,8 @@ export interface GatewayConfig {
   redisUrl: string | undefined;
   /** Prefix of every Redis key this gateway writes; lets deployments (and tests) share one Redis. */
   redisPrefix: string;
+  /** A file whose presence switches maintenance mode on (the local stack's switch without Redis); unset: none. */
+  maintenanceFile: string | undefined;
   publicBaseUrl: string;
   corsOrigins: string[];
   /** Deadline of one call to an upstream service. */
@@ -53,6 +55,7 @@ export function readConfig(env: Env = process.env): GatewayConfig {
     internalSecret: requireEnv(env, "INTERNAL_AUTH_SECRET"),
     redisUrl: env.REDIS_URL === undefined || env.REDIS_URL === "" ? undefined : url("REDIS_URL", env.REDIS_URL),
     redisPrefix: envString(env, "REDIS_KEY_PREFIX", "gw:"),
+    maintenanceFile: env.MAINTENANCE_FILE || undefined,
     publicBaseUrl: url("PUBLIC_BASE_URL", envString(env, "PUBLIC_BASE_URL", `http://${host}:${port}`)),
     corsOrigins: envList(env, "CORS_ORIGINS", []),
     upstreamTimeoutMs: positive("UPSTREAM_TIMEOUT_MS", envInt(env, "UPSTREAM_TIMEOUT_MS", 10_000)),

@@ -10,7 +10,7 @@ import {
   createRedisIdempotencyStore,
   type IdempotencyStore,
 } from "./idempotency/store.ts";
-import { noMaintenance, watchMaintenance, type MaintenanceSwitch } from "./maintenance.ts";
+import { eitherMaintenance, noMaintenance, watchMaintenance, watchMaintenanceFile, type MaintenanceSwitch } from "./maintenance.ts";
 import { createAuthCache, startRevocationFeed, type AuthCache, type RevocationFeedOptions } from "./middleware/auth.ts";
 import { createLocalLimiter, type RateLimiter } from "./rate-limit/limiter.ts";
 import { createRedisLimiter } from "./rate-limit/redis-limiter.ts";
@@ -102,18 +102,24 @@ export function createContext(config: GatewayConfig, overrides: ContextOverrides
     billing: client(BillingService, config.billingUrl, "billing", false),
     authCache,
   };
+  const fileSwitch = config.maintenanceFile ? watchMaintenanceFile(config.maintenanceFile, log) : undefined;
   if (config.redisUrl === undefined) {
+    const maintenance = fileSwitch ?? noMaintenance;
     return {
       ...base,
       limiter: localLimiter,
       idempotency: localIdempotency,
-      maintenance: noMaintenance,
+      maintenance,
       redisHealth: () => "disabled",
-      close: async () => feed.close(),
+      close: async () => {
+        feed.close();
+        maintenance.close();
+      },
     };
   }
   const redis = connectRedis(config.redisUrl, log);
-  const maintenance = watchMaintenance(redis, config.redisPrefix, log);
+  const redisSwitch = watchMaintenance(redis, config.redisPrefix, log);
+  const maintenance = fileSwitch ? eitherMaintenance(redisSwitch, fileSwitch) : redisSwitch;
   return {
     ...base,
     limiter: createRedisLimiter(redis, config.redisPrefix, clock, localLimiter),

@@ -1,10 +1,13 @@
+import { readFile, rename, rm, writeFile } from "node:fs/promises";
 import type { Logger } from "@dbaas/kit";
 import type { GatewayRedisClient, RedisLink } from "./redis.ts";
 
 /**
- * The maintenance switch: one Redis key that every gateway process polls,
- * set and cleared with `src/cli/maintenance.ts`. While it is on, every /v1
- * request is answered 503 maintenance_mode with Retry-After.
+ * The maintenance switch: one Redis key that every gateway process polls —
+ * and, for a stack without Redis (the local one), a file named by
+ * MAINTENANCE_FILE — set and cleared with `npm run maintenance`
+ * (`src/cli/maintenance.ts`). While it is on, every /v1 request is answered
+ * 503 maintenance_mode with Retry-After.
  */
 export interface MaintenanceState {
   on: boolean;
@@ -20,6 +23,7 @@ export interface MaintenanceSwitch {
 const OFF: MaintenanceState = { on: false, retryAfter: 0 };
 
 const maintenanceKey = (prefix: string) => `${prefix}maintenance`;
+const switchValue = (retryAfter: number) => JSON.stringify({ retry_after: retryAfter, since: new Date().toISOString() });
 
 function parse(value: string | null): MaintenanceState {
   if (value === null) return OFF;
@@ -34,7 +38,7 @@ function parse(value: string | null): MaintenanceState {
 
 export async function setMaintenance(client: GatewayRedisClient, prefix: string, on: boolean, retryAfter = 60) {
   if (on) {
-    await client.set(maintenanceKey(prefix), JSON.stringify({ retry_after: retryAfter, since: new Date().toISOString() }));
+    await client.set(maintenanceKey(prefix), switchValue(retryAfter));
   } else {
     await client.del(maintenanceKey(prefix));
   }
@@ -42,6 +46,54 @@ export async function setMaintenance(client: GatewayRedisClient, prefix: string,
 
 export async function readMaintenance(client: GatewayRedisClient, prefix: string): Promise<MaintenanceState> {
   return parse(await client.get(maintenanceKey(prefix)));
+}
+
+/** The file form of the switch: present means on (renamed into place, so a reader never sees half of it). */
+export async function setMaintenanceFile(file: string, on: boolean, retryAfter = 60): Promise<void> {
+  if (!on) {
+    await rm(file, { force: true });
+    return;
+  }
+  await writeFile(`${file}.tmp`, switchValue(retryAfter));
+  await rename(`${file}.tmp`, file);
+}
+
+export async function readMaintenanceFile(file: string): Promise<MaintenanceState> {
+  try {
+    return parse(await readFile(file, "utf8"));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return OFF;
+    throw err;
+  }
+}
+
+/** Polls the file form of the switch; an unreadable file keeps the last known state. */
+export function watchMaintenanceFile(file: string, log: Logger, intervalMs = 1_000): MaintenanceSwitch {
+  let current = OFF;
+  const poll = async () => {
+    try {
+      const next = await readMaintenanceFile(file);
+      if (next.on !== current.on) log.warn(next.on ? "maintenance mode on" : "maintenance mode off", { file });
+      current = next;
+    } catch {
+      // The last known state holds.
+    }
+  };
+  void poll();
+  const timer = setInterval(() => void poll(), intervalMs);
+  timer.unref();
+  return { state: () => current, close: () => clearInterval(timer) };
+}
+
+/** On while any of `switches` is on (a gateway reading both Redis and a file), with the longest Retry-After. */
+export function eitherMaintenance(...switches: MaintenanceSwitch[]): MaintenanceSwitch {
+  return {
+    state() {
+      const on = switches.map((s) => s.state()).filter((s) => s.on);
+      return on.length === 0 ? OFF : { on: true, retryAfter: Math.max(...on.map((s) => s.retryAfter)) };
+    },
+    close: () => switches.forEach((s) => s.close()),
+  };
 }
 
 /** Without Redis there is no switch to read: never in maintenance. */

@@ -16,10 +16,11 @@ function portFree(port: number): Promise<boolean> {
   });
 }
 
-/** A block of `count` consecutive free ports, chosen at random in 20000–59999. */
-export async function freePortBlock(count: number): Promise<number> {
+/** A block of `count` consecutive free ports, chosen at random in 20000–59999, none of them in `avoid` ([first, last] blocks). */
+export async function freePortBlock(count: number, avoid: Array<[number, number]> = []): Promise<number> {
   for (let attempt = 0; attempt < 50; attempt++) {
     const base = 20000 + Math.floor(Math.random() * (40000 - count));
+    if (avoid.some(([first, last]) => base <= last && base + count - 1 >= first)) continue;
     const checks = await Promise.all(Array.from({ length: count }, (_, i) => portFree(base + i)));
     if (checks.every(Boolean)) return base;
   }
@@ -42,6 +43,10 @@ export interface Stack {
   output(): string;
   /** PID of a service process of the stack (e.g. "agent-fsn1", "databases"). */
   pid(service: string): Promise<number>;
+  /** The runner's own pid (deploy/local/stack.ts). */
+  runnerPid: number;
+  /** Resolves with the runner's exit code (null when killed by a signal) once it exited. */
+  exited: Promise<number | null>;
   /** Ctrl-C equivalent: resolves when the runner exited. */
   stop(): Promise<number | null>;
   /** Stops and removes the stack's data directory (instances included). */
@@ -57,7 +62,8 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const services = await freePortBlock(16);
   const agentCount = (opts.agents ?? "fsn1,nbg1,hel1").split(";").length;
   const capacity = Number(opts.env?.AGENT_CAPACITY ?? 30);
-  const instances = await freePortBlock(agentCount * capacity);
+  // Not overlapping the services' block: nothing listens there yet, so both could look free.
+  const instances = await freePortBlock(agentCount * capacity, [[services, services + 15]]);
   const env: Record<string, string> = {
     PORT: String(services),
     INSTANCE_PORT_BASE: String(instances),
@@ -90,10 +96,12 @@ async function launchStack(env: Record<string, string>, dataDir: string): Promis
   });
   let output = "";
   const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+  // Output keeps arriving after start-up (restarts, stale-run notes): tests read it through output().
+  child.stdout!.on("data", (chunk: Buffer) => void (output += chunk.toString()));
+  child.stderr!.on("data", (chunk: Buffer) => void (output += chunk.toString()));
   await new Promise<void>((ready, fail) => {
     const timer = setTimeout(() => fail(new Error(`stack not ready after 120 s:\n${output.slice(-4000)}`)), 120_000);
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
+    const onData = () => {
       if (output.includes("dbaas stack ready:")) {
         clearTimeout(timer);
         ready();
@@ -113,6 +121,8 @@ async function launchStack(env: Record<string, string>, dataDir: string): Promis
     },
     dataDir,
     env,
+    runnerPid: child.pid!,
+    exited,
     output: () => output,
     async stop() {
       if (child.exitCode !== null) return child.exitCode;

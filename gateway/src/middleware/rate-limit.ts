@@ -29,6 +29,26 @@ export async function countByIp(ctx: GatewayContext, req: Request, res: Response
   return decision.allowed ? undefined : rateLimited(decision.retryAfter);
 }
 
+/** Failures that are ours, not the client's: an upstream (or its database) down or slow, a bug. */
+const OUR_FAILURES: ReadonlySet<ApiError["code"]> = new Set(["service_unavailable", "upstream_timeout", "internal_error"]);
+
+/**
+ * For a request that failed before any limiter counted it (a bad token, an
+ * unknown route, a malformed body): counts it against the client IP, so
+ * guessing tokens costs budget. Not when the failure is ours — identity
+ * unreachable while authenticating, say: the caller, whose organization is
+ * unknown then, would pay our outage out of its IP budget and meet 429s on a
+ * plan no request reaches the limit of. It gets the 503 instead.
+ */
+export async function countFailure(ctx: GatewayContext, req: Request, res: Response, error: ApiError): Promise<ApiError | undefined> {
+  if (!OUR_FAILURES.has(error.code)) return await countByIp(ctx, req, res);
+  // Every response carries the X-RateLimit-* headers: the IP's windows as they stand.
+  if (!res.locals.rateLimit && ctx.limiter.peek) {
+    setHeaders(res, await ctx.limiter.peek(`ip:${clientIp(req)}`, ipWindows(ctx.config.ipLimitPerMinute, ctx.config.ipLimitPerDay)));
+  }
+  return undefined;
+}
+
 /** For routes without a credential: limited per client IP. */
 export function limitByIp(ctx: GatewayContext): RequestHandler {
   return async (req, res, next) => {

@@ -20,6 +20,8 @@ export interface Decision {
 export interface RateLimiter {
   /** Counts one request of `subject` against every window, unless one of them is already exhausted. */
   consume(subject: string, windows: readonly Window[]): Promise<Decision>;
+  /** The subject's windows as they stand, counting nothing: the headers of a request that must not be charged. */
+  peek?(subject: string, windows: readonly Window[]): Promise<Decision>;
 }
 
 const MINUTE = 60;
@@ -91,15 +93,20 @@ export function createLocalLimiter(clock: Clock): RateLimiter {
     for (const [key, c] of counters) if (c.expires <= nowS) counters.delete(key);
   };
 
+  const current = (subject: string, windows: readonly Window[], nowS: number) => {
+    const keys = windows.map((w) => `${subject}:${w.seconds}:${windowStart(nowS, w)}`);
+    const counts = keys.map((k) => {
+      const c = counters.get(k);
+      return c && c.expires > nowS ? c.count : 0;
+    });
+    return { keys, counts };
+  };
+
   return {
     async consume(subject, windows) {
       const nowS = Math.floor(clock.now().getTime() / 1000);
       sweep(nowS);
-      const keys = windows.map((w) => `${subject}:${w.seconds}:${windowStart(nowS, w)}`);
-      const counts = keys.map((k) => {
-        const c = counters.get(k);
-        return c && c.expires > nowS ? c.count : 0;
-      });
+      const { keys, counts } = current(subject, windows, nowS);
       const allowed = windows.every((w, i) => counts[i] < w.limit);
       if (allowed) {
         windows.forEach((w, i) => {
@@ -108,6 +115,10 @@ export function createLocalLimiter(clock: Clock): RateLimiter {
         });
       }
       return decide(nowS, windows, counts, allowed);
+    },
+    async peek(subject, windows) {
+      const nowS = Math.floor(clock.now().getTime() / 1000);
+      return decide(nowS, windows, current(subject, windows, nowS).counts, true);
     },
   };
 }

@@ -23,11 +23,14 @@ const MAX_BATCH = 1_000;
  * order: the first ones while every window has room, the rest refused.
  */
 export function createRedisLimiter(link: RedisLink, prefix: string, clock: Clock, fallback: RateLimiter): RateLimiter {
+  // The hash tag keeps a subject's windows in one cluster slot, as a multi-key script requires.
+  const keysOf = (subject: string, windows: readonly Window[], nowS: number) =>
+    windows.map((w) => `${prefix}rl:{${subject}}:${w.seconds}:${windowStart(nowS, w)}`);
+
   /** One script call for asks of one subject in one window; the decisions in ask order. */
   const count = async (asks: Ask[]): Promise<Decision[]> => {
     const { subject, windows, nowS } = asks[0]!;
-    // The hash tag keeps a subject's windows in one cluster slot, as a multi-key script requires.
-    const keys = windows.map((w) => `${prefix}rl:{${subject}}:${w.seconds}:${windowStart(nowS, w)}`);
+    const keys = keysOf(subject, windows, nowS);
     const expireAt = windows.map((w) => windowStart(nowS, w) + w.seconds + 1);
     let reply: number[];
     try {
@@ -76,6 +79,18 @@ export function createRedisLimiter(link: RedisLink, prefix: string, clock: Clock
     async consume(subject, windows) {
       if (!link.usable()) return await fallback.consume(subject, windows);
       return await consume({ subject, windows, nowS: Math.floor(clock.now().getTime() / 1000) });
+    },
+    async peek(subject, windows) {
+      const nowS = Math.floor(clock.now().getTime() / 1000);
+      if (link.usable()) {
+        try {
+          const values = await link.run((client) => client.mGet(keysOf(subject, windows, nowS)));
+          return decide(nowS, windows, values.map((v) => Number(v ?? 0)), true);
+        } catch {
+          // Marked down by run(); this process's counters answer, as for consume.
+        }
+      }
+      return await fallback.peek!(subject, windows);
     },
   };
 }

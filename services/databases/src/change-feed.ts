@@ -25,18 +25,30 @@ export async function createChangeFeed(databaseUrl: string, log: Logger): Promis
   let client: pg.Client | undefined;
   let closed = false;
 
+  // Until it is back (the database may be restarting for a while), try again every second.
+  const reconnect = () => {
+    if (closed) return;
+    setTimeout(() => void connect().catch(reconnect), 1000).unref();
+  };
   const connect = async (): Promise<void> => {
     const c = new pg.Client({ connectionString: databaseUrl });
     c.on("notification", (n) => emitter.emit(`${n.channel}:${n.payload}`));
     c.on("error", (err) => {
+      // Before it was established, the failing connect() below is what schedules the next try.
+      if (client !== c) return;
       log.warn("change feed connection lost; reconnecting", { error: err });
       client = undefined;
       // Whatever changed while we were away is picked up by the periodic re-sends.
-      if (!closed) setTimeout(() => void connect().catch(() => {}), 1000).unref();
+      reconnect();
     });
-    await c.connect();
-    await c.query(`LISTEN ${AGENT_CHANNEL}`);
-    await c.query(`LISTEN ${DATABASE_CHANNEL}`);
+    try {
+      await c.connect();
+      await c.query(`LISTEN ${AGENT_CHANNEL}`);
+      await c.query(`LISTEN ${DATABASE_CHANNEL}`);
+    } catch (err) {
+      await c.end().catch(() => {});
+      throw err;
+    }
     client = c;
   };
   await connect();

@@ -1,23 +1,30 @@
 /**
  * Support tool: restores a deleted database within its retention window.
  *
- *   tsx services/databases/src/cli/restore.ts <database-id>
+ *   npm run support:restore -- <database-id>
  *
- * Env: DATABASES_URL (default http://127.0.0.1:8082), INTERNAL_AUTH_SECRET (default: the local
- * stack's, read from $DBAAS_DATA_DIR/internal-auth-secret). Calls the internal
- * RestoreDatabase RPC as caller "support"; the public gateway has no such route.
+ * Env: DATABASES_URL (default: the local stack's databases service, derived from PORT as
+ * `npm start` derives it), INTERNAL_AUTH_SECRET (default: the local stack's, read from
+ * $DBAAS_DATA_DIR/internal-auth-secret). Calls the internal RestoreDatabase RPC as caller
+ * "support"; the public gateway has no such route.
  */
 import { ConnectError } from "@connectrpc/connect";
-import { createInternalClient, operatorSecret } from "@dbaas/kit";
+import { createInternalClient, localStackLayout, localUrl, operatorSecret } from "@dbaas/kit";
 import { DatabasesService } from "@dbaas/proto/databases";
 
 const id = process.argv[2];
 if (!id || !/^db-[a-z0-9]+$/.test(id)) {
-  process.stderr.write("usage: restore.ts <database-id>   (e.g. db-k3x9…)\n");
+  process.stderr.write("usage: npm run support:restore -- <database-id>   (e.g. db-k3x9…)\n");
   process.exit(2);
 }
-const secret = operatorSecret();
-const client = createInternalClient(DatabasesService, process.env.DATABASES_URL ?? "http://127.0.0.1:8082", {
+let secret: string;
+try {
+  secret = operatorSecret();
+} catch (err) {
+  process.stderr.write(`${(err as Error).message}\n`);
+  process.exit(2);
+}
+const client = createInternalClient(DatabasesService, process.env.DATABASES_URL ?? localUrl(localStackLayout().databases), {
   secret,
   caller: "support",
 });

@@ -2,22 +2,29 @@
  * Support tool: puts an organization on a plan, including `internal` (our own
  * tooling: benchmarks, synthetic checks), which customers cannot choose.
  *
- *   tsx services/identity/src/cli/set-plan.ts <organization-id> <free|pro|enterprise|internal>
+ *   npm run set-plan -- <organization-id> <free|pro|enterprise|internal>
  *
- * Env: IDENTITY_URL (default http://127.0.0.1:8081), INTERNAL_AUTH_SECRET (default: the local
- * stack's, from $DBAAS_DATA_DIR/internal-auth-secret). Calls UpdateOrganization as caller "support".
+ * Env: IDENTITY_URL (default: the local stack's identity service, derived from PORT as `npm start`
+ * derives it), INTERNAL_AUTH_SECRET (default: the local stack's, from
+ * $DBAAS_DATA_DIR/internal-auth-secret). Calls UpdateOrganization as caller "support".
  */
 import { ConnectError } from "@connectrpc/connect";
-import { createInternalClient, operatorSecret } from "@dbaas/kit";
+import { createInternalClient, localStackLayout, localUrl, operatorSecret } from "@dbaas/kit";
 import { IdentityService } from "@dbaas/proto/identity";
 
 const [organizationId, plan] = process.argv.slice(2);
 if (!organizationId || !plan) {
-  process.stderr.write("usage: set-plan.ts <organization-id> <free|pro|enterprise|internal>\n");
+  process.stderr.write("usage: npm run set-plan -- <organization-id> <free|pro|enterprise|internal>\n");
   process.exit(2);
 }
-const secret = operatorSecret();
-const client = createInternalClient(IdentityService, process.env.IDENTITY_URL ?? "http://127.0.0.1:8081", {
+let secret: string;
+try {
+  secret = operatorSecret();
+} catch (err) {
+  process.stderr.write(`${(err as Error).message}\n`);
+  process.exit(2);
+}
+const client = createInternalClient(IdentityService, process.env.IDENTITY_URL ?? localUrl(localStackLayout().identity), {
   secret,
   caller: "support",
 });
