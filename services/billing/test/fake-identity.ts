@@ -15,12 +15,13 @@ const SECRET = "billing-fake-identity-secret";
 /**
  * What billing asks of identity (an organization's plan, notices to mail),
  * over real HTTP/2 with internal credentials, answered from plain state: the
- * plan of each organization (free unless set; `unknown` ones are NOT_FOUND),
+ * plan and name of each organization (free and "Org" unless set; `unknown` ones are NOT_FOUND),
  * every notice received, and `failing` for an identity that errs.
  */
 export interface FakeIdentity {
   client: Client<typeof IdentityService>;
   plans: Map<string, string>;
+  names: Map<string, string>;
   unknown: Set<string>;
   notices: NotifyOrganizationRequest[];
   failing: boolean;
@@ -29,7 +30,7 @@ export interface FakeIdentity {
 
 export async function startFakeIdentity(): Promise<FakeIdentity> {
   let server: RunningServer | undefined;
-  const fake: Omit<FakeIdentity, "client" | "close"> = { plans: new Map(), unknown: new Set(), notices: [], failing: false };
+  const fake: Omit<FakeIdentity, "client" | "close"> = { plans: new Map(), names: new Map(), unknown: new Set(), notices: [], failing: false };
   const fail = () => {
     if (fake.failing) throw new ConnectError("identity is having a bad day", Code.Internal);
   };
@@ -43,7 +44,7 @@ export async function startFakeIdentity(): Promise<FakeIdentity> {
           fail();
           if (fake.unknown.has(req.organizationId)) throw new ConnectError("organization not found", Code.NotFound);
           return create(GetOrganizationResponseSchema, {
-            organization: create(OrganizationSchema, { id: req.organizationId, name: "Org", plan: fake.plans.get(req.organizationId) ?? "free" }),
+            organization: create(OrganizationSchema, { id: req.organizationId, name: fake.names.get(req.organizationId) ?? "Org", plan: fake.plans.get(req.organizationId) ?? "free" }),
           });
         },
         async notifyOrganization(req) {

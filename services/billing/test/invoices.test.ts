@@ -480,7 +480,7 @@ describe("ListInvoices and GetInvoicePdf", () => {
 
     const { pdf, filename } = await client.getInvoicePdf({ organizationId: mine, id: list[0].id });
     expect(filename).toBe(`invoice-2025-02-${list[0].id}.pdf`);
-    const { shown } = checkPdf(pdf);
+    const { shown } = await checkPdf(pdf);
     expect(shown).toEqual(expect.arrayContaining(["dbaas", list[0].id, mine, "paid", "Compute, medium", "3", "0.36", "USD 0.36"]));
 
     for (const [organizationId, id] of [

@@ -83,9 +83,9 @@ describe("billing over HTTP/2", () => {
     expect(invoices.map((i) => [i.period, i.amount, i.status])).toEqual([["2025-02", 2.4, "paid"]]);
     const { pdf, filename } = await client.getInvoicePdf({ organizationId, id: invoices[0].id });
     expect(filename).toBe(`invoice-2025-02-${invoices[0].id}.pdf`);
-    // The high bytes of the binary marker line survive the trip.
-    expect([...pdf.subarray(9, 15)]).toEqual([0x25, 0xe2, 0xe3, 0xcf, 0xd3, 0x0a]);
-    expect(checkPdf(pdf).shown).toContain("USD 2.40");
+    // The high bytes of the binary marker line (pdfkit's) survive the trip.
+    expect([...pdf.subarray(9, 15)]).toEqual([0x25, 0xff, 0xff, 0xff, 0xff, 0x0a]);
+    expect((await checkPdf(pdf)).shown).toContain("USD 2.40");
     expect((await client.getStanding({ organizationId })).hasPastDueInvoice).toBe(false);
   });
 

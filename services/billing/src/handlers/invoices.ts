@@ -1,5 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { notFound, Validator } from "@dbaas/kit";
 import {
   GetInvoicePdfResponseSchema,
@@ -44,6 +45,27 @@ export function listInvoices(ctx: AppContext) {
   };
 }
 
+/** How long identity may take to say the organization's name before the invoice goes out with its id only. */
+const NAME_TIMEOUT_MS = 2_000;
+
+/**
+ * The organization's name as identity has it, for the invoice's "Customer" line. The invoice
+ * is complete without it (the organization id is always on it), so without IDENTITY_URL, or
+ * when identity cannot say, the PDF is served without the name rather than not at all.
+ */
+async function organizationName(ctx: AppContext, organizationId: string): Promise<string | undefined> {
+  if (!ctx.identity) return undefined;
+  try {
+    const res = await ctx.identity.getOrganization({ organizationId }, { timeoutMs: NAME_TIMEOUT_MS });
+    return res.organization?.name || undefined;
+  } catch (err) {
+    if (ConnectError.from(err).code !== Code.NotFound) {
+      ctx.log.warn("could not ask identity for the organization's name; the invoice shows its id only", { organization_id: organizationId, error: err });
+    }
+    return undefined;
+  }
+}
+
 /** Rendered on each request from the stored invoice: the status and paid date are always current. */
 export function getInvoicePdf(ctx: AppContext) {
   return async (req: GetInvoicePdfRequest): Promise<GetInvoicePdfResponse> => {
@@ -53,6 +75,7 @@ export function getInvoicePdf(ctx: AppContext) {
     v.throwIfAny();
     const record = await findInvoice(ctx.pool, req.organizationId, req.id);
     if (!record) throw notFound("invoice");
-    return create(GetInvoicePdfResponseSchema, { pdf: invoicePdf(record), filename: invoiceFilename(record) });
+    const pdf = await invoicePdf(record, await organizationName(ctx, record.organizationId));
+    return create(GetInvoicePdfResponseSchema, { pdf, filename: invoiceFilename(record) });
   };
 }
