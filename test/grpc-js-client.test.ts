@@ -1,7 +1,7 @@
 import { create, fromBinary, toBinary, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
-import { createLogger, createPool, mintInternalToken, startServer, type RunningServer } from "@dbaas/kit";
+import { createLogger, createPool, migrate, mintInternalToken, startServer, type RunningServer } from "@dbaas/kit";
 import {
   GetUsageRequestSchema,
   GetUsageResponseSchema,
@@ -11,7 +11,7 @@ import {
 import { createTestDatabase, type TestDatabase } from "@dbaas/test/support/pg";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { migrateBilling } from "../services/billing/src/db/migrate.ts";
+import { MIGRATIONS_DIR } from "../services/billing/src/db/schema.ts";
 import { createTestProcessor } from "../services/billing/src/processor/test-processor.ts";
 import { routes } from "../services/billing/src/routes.ts";
 
@@ -32,7 +32,7 @@ let client: grpc.Client;
 beforeAll(async () => {
   db = await createTestDatabase("grpcjs");
   pool = createPool(db.url, SCHEMA);
-  await migrateBilling(pool, SCHEMA);
+  await migrate(pool, SCHEMA, MIGRATIONS_DIR);
   const clock = { now: () => new Date(NOW) };
   server = await startServer({
     port: 0,

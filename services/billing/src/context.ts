@@ -17,17 +17,19 @@ export interface AppContext {
   identity?: Client<typeof IdentityService>;
 }
 
-export function createContext(config: Config): AppContext {
-  const clock = systemClock;
+/** The context of `config`; `overrides` swap dependencies (a test's clock, pool, processor or identity client). */
+export function createContext(config: Config, overrides: Partial<AppContext> = {}): AppContext {
+  const clock = overrides.clock ?? systemClock;
   const p = config.processor;
   return {
-    pool: createPool(config.databaseUrl, config.schema),
+    pool: overrides.pool ?? createPool(config.databaseUrl, config.schema),
     clock,
-    log: createLogger("billing"),
-    processor: p.kind === "stripe" ? createStripeProcessor(p) : createTestProcessor(clock),
+    log: overrides.log ?? createLogger("billing"),
+    processor: overrides.processor ?? (p.kind === "stripe" ? createStripeProcessor(p) : createTestProcessor(clock)),
     identity:
-      config.identityUrl === undefined
+      overrides.identity ??
+      (config.identityUrl === undefined
         ? undefined
-        : createInternalClient(IdentityService, config.identityUrl, { secret: config.internalSecret, caller: "billing" }),
+        : createInternalClient(IdentityService, config.identityUrl, { secret: config.internalSecret, caller: "billing" })),
   };
 }

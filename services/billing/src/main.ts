@@ -1,14 +1,14 @@
-import { databaseHealth, databaseOutage, onShutdown, startServer, startTelemetry } from "@dbaas/kit";
+import { databaseHealth, databaseOutage, migrate, onShutdown, startServer, startTelemetry } from "@dbaas/kit";
 import { startAlerting, startInvoicing } from "./background.ts";
 import { readConfig } from "./config.ts";
 import { createContext } from "./context.ts";
-import { migrateBilling } from "./db/migrate.ts";
+import { MIGRATIONS_DIR } from "./db/schema.ts";
 import { routes } from "./routes.ts";
 
 const stopTelemetry = await startTelemetry("billing");
 const config = readConfig();
 const ctx = createContext(config);
-await migrateBilling(ctx.pool, config.schema);
+await migrate(ctx.pool, config.schema, MIGRATIONS_DIR);
 const server = await startServer({
   port: config.port,
   routes: routes(ctx),

@@ -1,4 +1,4 @@
-import { ConfigError } from "@dbaas/kit";
+import { ConfigError, createLogger } from "@dbaas/kit";
 import { describe, expect, it } from "vitest";
 import { readConfig } from "../src/config.ts";
 import { createContext } from "../src/context.ts";
@@ -76,5 +76,16 @@ describe("billing config", () => {
       expect(ctx.processor.name).toBe(name);
       await ctx.pool.end();
     }
+  });
+
+  it("takes overrides as every service's createContext does: a test's clock reaches the test processor", async () => {
+    const clock = { now: () => new Date("2031-05-01T00:00:00Z") };
+    const log = createLogger("billing-config-test");
+    const ctx = createContext(readConfig(base), { clock, log });
+    expect(ctx.clock).toBe(clock);
+    expect(ctx.log).toBe(log);
+    const attached = await ctx.processor.attachCard("cus_x", "tok_visa");
+    expect(attached).toMatchObject({ accepted: true, card: { expYear: 2034 } });
+    await ctx.pool.end();
   });
 });

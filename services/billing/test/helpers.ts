@@ -2,12 +2,12 @@ import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ConnectError } from "@connectrpc/connect";
 import { expect } from "vitest";
-import { createLogger, createPool, type Clock, type Logger } from "@dbaas/kit";
+import { createLogger, createPool, migrate, type Clock, type Logger } from "@dbaas/kit";
 import { FieldViolationSchema } from "@dbaas/proto/common";
 import { StatusEventSchema, type StatusEvent } from "@dbaas/proto/billing";
 import { createTestDatabase } from "@dbaas/test/support/pg";
 import type { AppContext } from "../src/context.ts";
-import { migrateBilling } from "../src/db/migrate.ts";
+import { MIGRATIONS_DIR } from "../src/db/schema.ts";
 import type { PaymentProcessor } from "../src/processor/processor.ts";
 import { createTestProcessor } from "../src/processor/test-processor.ts";
 
@@ -40,7 +40,7 @@ export async function createTestContext(
 }> {
   const db = await createTestDatabase("billing");
   const pool = createPool(db.url, SCHEMA);
-  await migrateBilling(pool, SCHEMA);
+  await migrate(pool, SCHEMA, MIGRATIONS_DIR);
   const clock = new ManualClock(new Date(now));
   const processor = (opts.processor ?? createTestProcessor)(clock);
   return {

@@ -10,7 +10,7 @@ import { captureLog } from "@dbaas/test/support/log";
 import { createTestDatabase } from "@dbaas/test/support/pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { startInvoicing } from "../src/background.ts";
-import { migrateBilling } from "../src/db/migrate.ts";
+import { MIGRATIONS_DIR } from "../src/db/schema.ts";
 import { chargeDueInvoices } from "../src/invoices/charge.ts";
 import { closeEndedPeriods } from "../src/invoices/close.ts";
 import { ProcessorError, type ChargeRequest, type ChargeResult } from "../src/processor/processor.ts";
@@ -244,7 +244,7 @@ describe("closing months", () => {
            ('e2', 'org-old', 'db-1', 'micro', 'stopped', '2025-01-02T00:00:00Z'),
            ('e3', 'org-new', 'db-2', 'micro', 'running', '2025-02-01T00:00:00Z')`,
       );
-      expect(await migrateBilling(pool, SCHEMA)).toContain("0003_invoices.sql");
+      expect(await migrate(pool, SCHEMA, MIGRATIONS_DIR)).toContain("0003_invoices.sql");
       const { rows } = await pool.query("SELECT organization_id, to_char(next_period, 'YYYY-MM') AS p FROM invoice_schedule ORDER BY 1");
       expect(rows).toEqual([
         { organization_id: "org-new", p: "2025-02" },

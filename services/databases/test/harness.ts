@@ -1,4 +1,3 @@
-import { fileURLToPath } from "node:url";
 import { Code, ConnectError, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import {
   internalCredentialInterceptor,
@@ -20,9 +19,9 @@ import { expect } from "vitest";
 import type { ChangeFeed } from "../src/change-feed.ts";
 import { readConfig } from "../src/config.ts";
 import { createContext, type AppContext } from "../src/context.ts";
+import { MIGRATIONS_DIR } from "../src/db/schema.ts";
 import { routes } from "../src/routes.ts";
 
-export const MIGRATIONS_DIR = fileURLToPath(new URL("../src/db/migrations", import.meta.url));
 export const SECRET = "databases-test-secret";
 export const DOMAIN = "db.test";
 export const CA_PEM = "-----BEGIN CERTIFICATE-----\nMIIBtest\n-----END CERTIFICATE-----\n";

@@ -26,7 +26,10 @@ function assertIdentifier(name: string): void {
 /**
  * Applies the `NNNN_name.sql` files of `dir` in order, each in its own
  * transaction, recording them in `<schema>.schema_migrations`. An advisory lock
- * makes concurrent starts of several replicas safe.
+ * makes concurrent starts of several replicas safe. The one way every service
+ * migrates: its main calls `await migrate(ctx.pool, config.schema,
+ * MIGRATIONS_DIR)`, with `MIGRATIONS_DIR` from its `src/db/schema.ts`, before
+ * it serves; tests migrate their schema the same way. Answers the files applied.
  */
 export async function migrate(pool: pg.Pool, schema: string, dir: string): Promise<string[]> {
   assertIdentifier(schema);
@@ -64,7 +67,6 @@ export async function migrate(pool: pg.Pool, schema: string, dir: string): Promi
   return applied;
 }
 
-/** Runs `fn` in a transaction on one client; rolls back on any error. */
 /**
  * Runs `fn` with a client of the pool. A connection lost while checked out (a
  * killed backend, a network cut during a slow call made inside `fn`) emits
@@ -93,6 +95,7 @@ export async function withClient<T>(
   }
 }
 
+/** Runs `fn` in a transaction on one client; rolls back on any error. */
 export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   return await withClient(pool, async (client, discard) => {
     try {
