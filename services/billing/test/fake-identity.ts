@@ -30,7 +30,13 @@ export interface FakeIdentity {
 
 export async function startFakeIdentity(): Promise<FakeIdentity> {
   let server: RunningServer | undefined;
-  const fake: Omit<FakeIdentity, "client" | "close"> = { plans: new Map(), names: new Map(), unknown: new Set(), notices: [], failing: false };
+  const fake: Omit<FakeIdentity, "client" | "close"> = {
+    plans: new Map(),
+    names: new Map(),
+    unknown: new Set(),
+    notices: [],
+    failing: false,
+  };
   const fail = () => {
     if (fake.failing) throw new ConnectError("identity is having a bad day", Code.Internal);
   };
@@ -44,7 +50,11 @@ export async function startFakeIdentity(): Promise<FakeIdentity> {
           fail();
           if (fake.unknown.has(req.organizationId)) throw new ConnectError("organization not found", Code.NotFound);
           return create(GetOrganizationResponseSchema, {
-            organization: create(OrganizationSchema, { id: req.organizationId, name: fake.names.get(req.organizationId) ?? "Org", plan: fake.plans.get(req.organizationId) ?? "free" }),
+            organization: create(OrganizationSchema, {
+              id: req.organizationId,
+              name: fake.names.get(req.organizationId) ?? "Org",
+              plan: fake.plans.get(req.organizationId) ?? "free",
+            }),
           });
         },
         async notifyOrganization(req) {

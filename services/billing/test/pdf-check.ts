@@ -67,12 +67,20 @@ export async function checkPdf(bytes: Uint8Array): Promise<CheckedPdf> {
   let streams = 0;
   for (const stream of text.matchAll(/\/Length (\d+)\n(?:[^\n]*\n)*?>>\nstream\n/g)) {
     const start = stream.index + stream[0].length;
-    expect(text.startsWith("\nendstream\n", start + Number(stream[1])), `/Length ${stream[1]} is the byte count of the stream at ${start}`).toBe(true);
+    expect(
+      text.startsWith("\nendstream\n", start + Number(stream[1])),
+      `/Length ${stream[1]} is the byte count of the stream at ${start}`,
+    ).toBe(true);
     streams++;
   }
   expect(streams, "content and font streams").toBeGreaterThan(1);
 
-  const doc = await getDocument({ data: new Uint8Array(bytes), verbosity: VerbosityLevel.ERRORS, isEvalSupported: false, disableFontFace: true }).promise;
+  const doc = await getDocument({
+    data: new Uint8Array(bytes),
+    verbosity: VerbosityLevel.ERRORS,
+    isEvalSupported: false,
+    disableFontFace: true,
+  }).promise;
   try {
     const items: ShownText[] = [];
     for (let page = 1; page <= doc.numPages; page++) {

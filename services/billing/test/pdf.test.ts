@@ -79,7 +79,16 @@ describe("invoice PDF", () => {
   it.skipIf(!hasPdftotext())("reads back with poppler's pdftotext, without repairs", async () => {
     const { text, warnings } = extractText(await invoicePdf(paid));
     expect(warnings).toBe("");
-    for (const expected of ["dbaas", "inv-k3x9a0b1c2d3e4f5", "org-acme0000000001", "2025-02", "paid", "Compute, xlarge", "2572.0833", "USD 1234.56"]) {
+    for (const expected of [
+      "dbaas",
+      "inv-k3x9a0b1c2d3e4f5",
+      "org-acme0000000001",
+      "2025-02",
+      "paid",
+      "Compute, xlarge",
+      "2572.0833",
+      "USD 1234.56",
+    ]) {
       expect(text).toContain(expected);
     }
     // A line's columns stay on one line of text.
@@ -96,7 +105,10 @@ describe("invoice PDF", () => {
       ["Total", "USD 1234.56"],
     ]);
     const rightEdges = (strs: string[]) => strs.map((s) => items.find((i) => i.str === s)!.right);
-    for (const column of [["Quantity", "1.25", "2572.0833"], ["Amount (USD)", "0.03", "1234.53", "USD 1234.56"]]) {
+    for (const column of [
+      ["Quantity", "1.25", "2572.0833"],
+      ["Amount (USD)", "0.03", "1234.53", "USD 1234.56"],
+    ]) {
       const edges = rightEdges(column);
       for (const edge of edges) expect(edge, column.join(", ")).toBeCloseTo(edges[0]!, 0);
     }
@@ -127,11 +139,17 @@ describe("invoice PDF", () => {
   });
 
   it("flows a long invoice onto more pages, every line and a footer on each", async () => {
-    const lines = Array.from({ length: 80 }, (_, i) => ({ description: `Storage, volume ${i + 1}`, quantity: i + 1, unit: "GB-month", amountCents: 10 * (i + 1) }));
+    const lines = Array.from({ length: 80 }, (_, i) => ({
+      description: `Storage, volume ${i + 1}`,
+      quantity: i + 1,
+      unit: "GB-month",
+      amountCents: 10 * (i + 1),
+    }));
     const long: InvoiceRecord = { ...paid, lines, amountCents: lines.reduce((sum, l) => sum + l.amountCents, 0) };
     const { rows, pages, items } = await checkPdf(await invoicePdf(long));
     expect(pages).toBeGreaterThan(1);
-    for (const [i, line] of lines.entries()) expect(rows, line.description).toContainEqual([line.description, String(i + 1), "GB-month", (line.amountCents / 100).toFixed(2)]);
+    for (const [i, line] of lines.entries())
+      expect(rows, line.description).toContainEqual([line.description, String(i + 1), "GB-month", (line.amountCents / 100).toFixed(2)]);
     expect(rows.at(-2)).toEqual(["Total", "USD 324.00"]);
     const footers = items.filter((i) => i.str === "dbaas - invoice inv-k3x9a0b1c2d3e4f5 - amounts in USD");
     expect(footers.map((f) => f.page)).toEqual(Array.from({ length: pages }, (_, i) => i + 1));
@@ -147,8 +165,15 @@ describe("invoice PDF", () => {
 describe("PDF documents", () => {
   it("carry their title, creator and date in the document information", async () => {
     const { info } = await checkPdf(
-      await renderPdf({ title: "a (title) with \\ backslash – ünïcode", createdAt: new Date("2025-03-01T00:00:07Z") }, (doc) => doc.text("hello")),
+      await renderPdf({ title: "a (title) with \\ backslash – ünïcode", createdAt: new Date("2025-03-01T00:00:07Z") }, (doc) =>
+        doc.text("hello"),
+      ),
     );
-    expect(info).toMatchObject({ Title: "a (title) with \\ backslash – ünïcode", Creator: "dbaas", Producer: "dbaas", CreationDate: "D:20250301000007Z" });
+    expect(info).toMatchObject({
+      Title: "a (title) with \\ backslash – ünïcode",
+      Creator: "dbaas",
+      Producer: "dbaas",
+      CreationDate: "D:20250301000007Z",
+    });
   });
 });

@@ -92,7 +92,9 @@ describe("Stripe adapter", () => {
     });
     expect(await p.attachCard(customer, "tok_visa_used")).toEqual({ accepted: false, reason: "the token was already used" });
     // Any other card error code is a decline.
-    stripe.failNext(/\/attach$/, 402, { error: { type: "card_error", code: "insufficient_funds", message: "Your card has insufficient funds." } });
+    stripe.failNext(/\/attach$/, 402, {
+      error: { type: "card_error", code: "insufficient_funds", message: "Your card has insufficient funds." },
+    });
     expect(await p.attachCard(customer, "tok_visa_poor")).toEqual({ accepted: false, reason: "the card was declined" });
     // Request errors other than the token's are not the user's fault.
     stripe.failNext(/^\/v1\/payment_methods$/, 400, { error: { type: "invalid_request_error", code: "parameter_missing" } });
@@ -119,7 +121,10 @@ describe("Stripe adapter", () => {
 
     stripe.failNext(/^\/v1\/customers$/, 400, { error: { type: "invalid_request_error", code: "parameter_unknown" } });
     const refused = await processorError(processor().createCustomer("org-refused"));
-    expect(refused).toMatchObject({ retryable: false, message: "stripe POST /customers: HTTP 400 invalid_request_error (parameter_unknown)" });
+    expect(refused).toMatchObject({
+      retryable: false,
+      message: "stripe POST /customers: HTTP 400 invalid_request_error (parameter_unknown)",
+    });
 
     stripe.failNext(/^\/v1\/customers$/, 200, "<html>not json</html>");
     expect((await processorError(processor().createCustomer("org-html"))).retryable).toBe(false);
@@ -281,7 +286,9 @@ describe("Stripe adapter: charges", () => {
 
     const visa = await chargeable("tok_visa_charge3");
     const p = processor();
-    stripe.failNext(/^\/v1\/payment_intents$/, 402, { error: { type: "card_error", code: "expired_card", message: "Your card has expired." } });
+    stripe.failNext(/^\/v1\/payment_intents$/, 402, {
+      error: { type: "card_error", code: "expired_card", message: "Your card has expired." },
+    });
     expect(await p.charge({ ...visa, idempotencyKey: "k-expired" })).toEqual({ paid: false, reason: "the card has expired" });
     stripe.failNext(/^\/v1\/payment_intents$/, 402, { error: { type: "card_error", code: "authentication_required" } });
     expect(await p.charge({ ...visa, idempotencyKey: "k-auth" })).toEqual({ paid: false, reason: "the card was declined" });
@@ -368,7 +375,8 @@ describe("invoices charged through the Stripe adapter", () => {
     return { org, card };
   }
 
-  const intentsOf = (invoiceId: string) => [...stripe.paymentIntents.values()].filter((pi) => (pi.metadata as Record<string, string>).invoice_id === invoiceId);
+  const intentsOf = (invoiceId: string) =>
+    [...stripe.paymentIntents.values()].filter((pi) => (pi.metadata as Record<string, string>).invoice_id === invoiceId);
 
   it("pays an invoice with a PaymentIntent on the customer's default card", async () => {
     const { org, card } = await withMarchUsage("tok_visa_inv1");
@@ -381,7 +389,13 @@ describe("invoices charged through the Stripe adapter", () => {
       [card.id],
     );
     expect(intentsOf(invoice.id)).toEqual([
-      expect.objectContaining({ amount: 45, currency: "usd", status: "succeeded", customer: rows[0].customer_ref, payment_method: rows[0].processor_ref }),
+      expect.objectContaining({
+        amount: 45,
+        currency: "usd",
+        status: "succeeded",
+        customer: rows[0].customer_ref,
+        payment_method: rows[0].processor_ref,
+      }),
     ]);
   });
 
@@ -446,10 +460,9 @@ describe("AddPaymentMethod through the Stripe adapter", () => {
     expect([second.brand, second.last4, second.isDefault]).toEqual(["mastercard", "4444", false]);
     expect(customerCreations()).toBe(1);
 
-    const rows = await env.ctx.pool.query(
-      "SELECT processor, processor_ref FROM payment_methods WHERE organization_id = $1 ORDER BY seq",
-      [org],
-    );
+    const rows = await env.ctx.pool.query("SELECT processor, processor_ref FROM payment_methods WHERE organization_id = $1 ORDER BY seq", [
+      org,
+    ]);
     const attached = stripe.requests.filter((r) => r.path.endsWith("/attach"));
     expect(rows.rows).toEqual(attached.map((r) => ({ processor: "stripe", processor_ref: r.path.split("/")[3] })));
     const customer = await env.ctx.pool.query("SELECT processor, customer_ref FROM processor_customers WHERE organization_id = $1", [org]);

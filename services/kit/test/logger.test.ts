@@ -52,7 +52,10 @@ describe("LOG_LEVEL", () => {
   it("unset or unknown is info: a typo never hides errors", () => {
     for (const value of [undefined, "", "verbose", "toString", " WARN "]) {
       const expected = value === " WARN " ? ["warn", "error"] : ["info", "warn", "error"];
-      expect(linesUnder(value).map((l) => l.level), String(value)).toEqual(expected);
+      expect(
+        linesUnder(value).map((l) => l.level),
+        String(value),
+      ).toEqual(expected);
     }
     expect(logLevel({ LOG_LEVEL: "constructor" })).toBe("info");
   });
@@ -113,7 +116,15 @@ describe("log lines", () => {
     // An Error is its message: no stack, no cause chain.
     expect(error).toEqual({
       stream: "stderr",
-      line: expect.objectContaining({ level: "error", service: "svc", request_id: "req-1", step: 2, msg: "shutdown hook failed", error: "boom", cause: "bad" }),
+      line: expect.objectContaining({
+        level: "error",
+        service: "svc",
+        request_id: "req-1",
+        step: 2,
+        msg: "shutdown hook failed",
+        error: "boom",
+        cause: "bad",
+      }),
     });
   });
 

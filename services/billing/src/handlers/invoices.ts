@@ -60,7 +60,10 @@ async function organizationName(ctx: AppContext, organizationId: string): Promis
     return res.organization?.name || undefined;
   } catch (err) {
     if (ConnectError.from(err).code !== Code.NotFound) {
-      ctx.log.warn("could not ask identity for the organization's name; the invoice shows its id only", { organization_id: organizationId, error: err });
+      ctx.log.warn("could not ask identity for the organization's name; the invoice shows its id only", {
+        organization_id: organizationId,
+        error: err,
+      });
     }
     return undefined;
   }

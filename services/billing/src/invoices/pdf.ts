@@ -24,7 +24,12 @@ type Sides = [number, number, number, number];
 /** Cells without borders, as the facts at the top are laid out. */
 const PLAIN: PDFKit.Mixins.CellStyle = { border: false, padding: [2, 0] };
 // The lines' columns: description takes what the others leave; numbers right-aligned.
-const LINE_COLUMNS: PDFKit.Mixins.ColumnStyle[] = [{ width: "*" }, { width: 90, align: { x: "right" } }, { width: 60 }, { width: 110, align: { x: "right" } }];
+const LINE_COLUMNS: PDFKit.Mixins.ColumnStyle[] = [
+  { width: "*" },
+  { width: 90, align: { x: "right" } },
+  { width: 60 },
+  { width: 110, align: { x: "right" } },
+];
 // Border widths, top, right, bottom, left: a rule under the header and above the total.
 const RULE_BELOW: Sides = [0, 0, 0.5, 0];
 const RULE_ABOVE: Sides = [0.5, 0, 0, 0];
@@ -69,7 +74,12 @@ export function invoicePdf(invoice: InvoiceRecord, organizationName?: string): P
       font: { src: FONT.bold },
       border: RULE_BELOW,
     }));
-    const lines = invoice.lines.map((line) => [printable(line.description), formatQuantity(line.quantity), line.unit, formatCents(line.amountCents)]);
+    const lines = invoice.lines.map((line) => [
+      printable(line.description),
+      formatQuantity(line.quantity),
+      line.unit,
+      formatCents(line.amountCents),
+    ]);
     const total: PDFKit.Mixins.CellOptions[] = [
       { text: "", colSpan: 2, border: RULE_ABOVE },
       { text: "Total", border: RULE_ABOVE, font: { src: FONT.bold, size: 12 } },
@@ -89,7 +99,10 @@ export function invoicePdf(invoice: InvoiceRecord, organizationName?: string): P
       doc.switchToPage(i);
       const bottom = doc.page.margins.bottom;
       doc.page.margins.bottom = 0;
-      doc.font(FONT.regular).fontSize(8).text(footer, left, doc.page.height - 40, { lineBreak: false });
+      doc
+        .font(FONT.regular)
+        .fontSize(8)
+        .text(footer, left, doc.page.height - 40, { lineBreak: false });
       doc.page.margins.bottom = bottom;
     }
   });

@@ -1,12 +1,6 @@
 import { createHash } from "node:crypto";
 import Stripe from "stripe";
-import {
-  ProcessorError,
-  type AttachedCard,
-  type AttachResult,
-  type ChargeResult,
-  type PaymentProcessor,
-} from "./processor.ts";
+import { ProcessorError, type AttachedCard, type AttachResult, type ChargeResult, type PaymentProcessor } from "./processor.ts";
 
 export const STRIPE_API_BASE = "https://api.stripe.com/v1";
 
