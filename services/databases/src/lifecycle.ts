@@ -20,7 +20,7 @@ export interface Transition {
  * The transition table: DESIGN.md's "Allowed sources", plus docs/decisions.md's
  * additions (start, stop and restart also from failed, so a failed database can
  * be retried). Every handler that changes a database asks it; only an agent's
- * report (`onReport`) leaves the status `to` shows.
+ * report (`onReport`) moves a database on from a transitional status `to` shows.
  */
 export const TRANSITIONS = {
   // Nothing to start from: a create makes a new record.
