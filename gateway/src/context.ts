@@ -11,7 +11,8 @@ import {
   type IdempotencyStore,
 } from "./idempotency/store.ts";
 import { eitherMaintenance, noMaintenance, watchMaintenance, watchMaintenanceFile, type MaintenanceSwitch } from "./maintenance.ts";
-import { createAuthCache, startRevocationFeed, type AuthCache, type RevocationFeedOptions } from "./middleware/auth.ts";
+import { createAuthCache, type AuthCache } from "./auth/principal-cache.ts";
+import { startRevocationFeed, type RevocationFeedOptions } from "./auth/revocation-feed.ts";
 import { createLocalLimiter, type RateLimiter } from "./rate-limit/limiter.ts";
 import { createRedisLimiter } from "./rate-limit/redis-limiter.ts";
 import { connectRedis } from "./redis.ts";

@@ -1,4 +1,4 @@
-import { EMAIL_MAX_LENGTH, ID_MAX_LENGTH, NAME_PATTERN } from "@dbaas/kit";
+import { EMAIL_MAX_LENGTH, ID_MAX_LENGTH, NAME_PATTERN, PAGE, PER_PAGE, type Page } from "@dbaas/kit";
 import { Type, type Static, type TObject, type TProperties, type TSchema, type TString } from "@sinclair/typebox";
 
 /**
@@ -116,12 +116,9 @@ export const optional = Type.Optional;
 
 export type Infer<S extends TSchema> = Static<S>;
 
-export const PAGE = { minimum: 1, default: 1 } as const;
-export const PER_PAGE = { minimum: 1, maximum: 100, default: 20 } as const;
-
-/** The query parameters of every list. */
+/** The query parameters of every list, with the kit's paging rules (services/kit paging.ts), which the services apply too. */
 export const PAGINATION = {
-  page: Type.Optional(Type.Integer({ ...PAGE, maximum: 999_999_999, description: "Page number." })),
+  page: Type.Optional(Type.Integer({ ...PAGE, description: "Page number." })),
   per_page: Type.Optional(Type.Integer({ ...PER_PAGE, description: "Items per page." })),
 };
 
@@ -137,10 +134,7 @@ export const PAGINATION_QUERY = query(PAGINATION);
 
 export type QueryValues = Record<string, string | number | undefined>;
 
-export interface Page {
-  page: number;
-  perPage: number;
-}
+export type { Page };
 
 /** The page a validated query asks for (its bounds are in PAGINATION). */
 export function pagination(values: QueryValues): Page {

@@ -1,5 +1,15 @@
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
-import { Role, type Organization } from "@dbaas/proto/identity";
+import {
+  DATABASE_STATUS,
+  PLAN,
+  ROLE,
+  type DatabaseStatusName,
+  type PlanName,
+  type RoleName,
+  type Vocabulary,
+} from "@dbaas/kit";
+import type { DatabaseStatus } from "@dbaas/proto/databases";
+import type { Plan, Principal, Role } from "@dbaas/proto/identity";
 import { list, type Reply } from "../middleware/envelope.ts";
 import { pagination, type QueryValues } from "../schema.ts";
 
@@ -26,18 +36,53 @@ export function pageOf<T>(name: string, all: readonly T[], query: QueryValues, m
 /** Empty strings are proto3's "unset"; the public API says null. */
 export const orNull = (s: string): string | null => (s === "" ? null : s);
 
-const ROLE_NAMES: Record<Role, string> = {
-  [Role.UNSPECIFIED]: "unspecified",
-  [Role.OWNER]: "owner",
-  [Role.ADMIN]: "admin",
-  [Role.DEVELOPER]: "developer",
-  [Role.VIEWER]: "viewer",
-};
+/*
+ * The vocabularies that cross the wire as proto enums (role, plan, database
+ * status) become the public JSON's strings here and nowhere else, through the
+ * kit's one mapping (services/kit vocabulary.ts); the strings are the
+ * catalogue's, so the JSON is exactly what it was. A value the upstream sends
+ * that this build has no name for is the upstream's bug, a 500, never a string
+ * the OpenAPI document does not list.
+ */
+
+const nameOf = <E extends number, N extends string>(vocab: Vocabulary<E, N>, value: E, deprecatedName: string, what: string): N =>
+  present(vocab.read(value, deprecatedName), `a known ${what} (got ${value}, "${deprecatedName}")`);
 
 /** The public name of a role (spec 2.7). */
-export const roleName = (role: Role): string => ROLE_NAMES[role];
+export const roleName = (role: Role): RoleName => nameOf(ROLE, role, "", "role");
+
+/** The public name of an organization's or a principal's plan. */
+export const planName = (m: { planEnum: Plan; plan: string }): PlanName => nameOf(PLAN, m.planEnum, m.plan, "plan");
+
+/** The public name of a database's status. */
+export const databaseStatusName = (db: { statusEnum: DatabaseStatus; status: string }): DatabaseStatusName =>
+  nameOf(DATABASE_STATUS, db.statusEnum, db.status, "database status");
+
+/*
+ * The request fields of a name the request schema admitted: the enum, and the
+ * deprecated name beside it for a service that predates the enum (every
+ * writer sets both until the names are retired; readers take the enum).
+ */
+
+export const roleFields = (name: RoleName) => ({ roleEnum: ROLE.value(name)!, role: name });
+
+export const planFields = (name: PlanName) => ({ planEnum: PLAN.value(name)!, plan: name });
+
+export const databaseStatusFields = (name: DatabaseStatusName) => ({ statusEnum: DATABASE_STATUS.value(name)!, status: name });
+
+/**
+ * Who is asking, as identity judges every change made for an end user: the
+ * user, the credential's role (an API key's is its creator's when it was
+ * made) and the credential's effective permissions (a key restricted to
+ * `databases:read` must not mint a broader one or change the plan).
+ */
+export const actorOf = (principal: Principal) => ({
+  userId: principal.userId,
+  role: principal.role,
+  permissions: principal.permissions,
+});
 
 /** An organization as every route shows it. */
-export function organization(org: Organization) {
-  return { id: org.id, name: org.name, plan: org.plan, created_at: iso(org.createdAt) };
+export function organization(org: { id: string; name: string; planEnum: Plan; plan: string; createdAt?: Timestamp }) {
+  return { id: org.id, name: org.name, plan: planName(org), created_at: iso(org.createdAt) };
 }

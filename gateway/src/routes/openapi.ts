@@ -1,3 +1,4 @@
+import { PAGE, PER_PAGE } from "@dbaas/kit";
 import { PUBLIC_CODES, publicCodesOf } from "../errors.ts";
 import { IDEMPOTENCY_KEY_FORMAT } from "../idempotency/idempotency.ts";
 import { SANE_REQUEST_ID } from "../middleware/request-id.ts";
@@ -124,8 +125,8 @@ const SCHEMAS: Record<string, JsonSchema> = {
     type: "object",
     properties: {
       request_id: { type: "string" },
-      page: { type: "integer", minimum: 1 },
-      per_page: { type: "integer", minimum: 1, maximum: 100 },
+      page: { type: "integer", minimum: PAGE.minimum },
+      per_page: { type: "integer", minimum: PER_PAGE.minimum, maximum: PER_PAGE.maximum },
       total: { type: "integer", minimum: 0, description: "Items across all pages." },
       total_pages: { type: "integer", minimum: 0, description: "`ceil(total / per_page)`; 0 for an empty list." },
     },

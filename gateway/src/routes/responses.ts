@@ -1,4 +1,4 @@
-import { REGIONS, ROLES, SCOPES, SUPPORT_PLANS, TIERS } from "@dbaas/kit";
+import { ALERT_CHANNELS, DATABASE_STATUSES, PAYMENT_METHOD_TYPES, REGIONS, ROLES, SCOPES, SUPPORT_PLANS, TIERS } from "@dbaas/kit";
 
 /**
  * JSON Schemas (2020-12, as OpenAPI 3.1 uses) of what each route puts in
@@ -33,8 +33,6 @@ function object(description: string, properties: Record<string, JsonSchema>, opt
   };
 }
 
-/** DESIGN.md §2 "Databases": the statuses a database is reported in. */
-export const DATABASE_STATUSES = ["provisioning", "running", "starting", "stopping", "stopped", "restarting", "resizing", "failed"] as const;
 const INVOICE_STATUSES = ["open", "paid", "past_due"];
 // Every plan an organization can be on: `internal` is set by support only, for our own tooling.
 const PLANS = SUPPORT_PLANS;
@@ -163,7 +161,7 @@ const SCHEMAS = {
   }),
   PaymentMethod: object("A payment method: what the payment processor reports about the card it holds, never its number.", {
     id: id("pm-"),
-    type: oneOf(["card"]),
+    type: oneOf(PAYMENT_METHOD_TYPES),
     brand: str("Lowercase card brand as the processor names it (`visa`, `mastercard`, …)."),
     last4: { type: "string", pattern: "^[0-9]{4}$", description: "Last four digits of the card number." },
     exp_month: { type: "integer", minimum: 1, maximum: 12 },
@@ -197,7 +195,7 @@ const SCHEMAS = {
     id: id("alr-"),
     threshold: num("Month-to-date total, in `currency`, at which the alert fires."),
     currency: str("Three-letter currency code."),
-    channels: arrayOf(oneOf(["email"], "`email`: a mail to every member who may read billing.")),
+    channels: arrayOf(oneOf(ALERT_CHANNELS, "`email`: a mail to every member who may read billing.")),
     created_at: dateTime(),
   }),
   Organization: object("An organization.", {

@@ -5,7 +5,7 @@ import { createConformanceChecker } from "@dbaas/test/support/api";
 import { createApp } from "../../src/app.ts";
 import { readConfig } from "../../src/config.ts";
 import { createContext, type GatewayContext } from "../../src/context.ts";
-import type { RevocationFeedOptions } from "../../src/middleware/auth.ts";
+import type { RevocationFeedOptions } from "../../src/auth/revocation-feed.ts";
 import { openApiDocument } from "../../src/routes/openapi.ts";
 import { ROUTES } from "../../src/routes/table.ts";
 import { createGatewayServer } from "../../src/server.ts";

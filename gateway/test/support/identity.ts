@@ -2,7 +2,8 @@ import { createInternalClient, createLogger, migrate, startServer, type RunningS
 import { IdentityService, Role } from "@dbaas/proto/identity";
 import { createTestDatabase, type TestDatabase } from "@dbaas/test/support/pg";
 import { readConfig } from "../../../services/identity/src/config.ts";
-import { createContext, MIGRATIONS_DIR, type AppContext } from "../../../services/identity/src/context.ts";
+import { createContext, type AppContext } from "../../../services/identity/src/context.ts";
+import { MIGRATIONS_DIR } from "../../../services/identity/src/db/schema.ts";
 import type { MailSender, OutgoingMail } from "../../../services/identity/src/mail.ts";
 import { routes } from "../../../services/identity/src/routes.ts";
 import { SECRET, type Stubs } from "./stubs.ts";
@@ -39,7 +40,7 @@ export async function startRealIdentity(stubs: Pick<Stubs, "databasesUrl" | "bil
   const mails: OutgoingMail[] = [];
   const sender: MailSender = { send: async (mail) => void mails.push(mail), close() {} };
   const log = createLogger("identity-in-gateway-test");
-  const ctx = createContext(config, log, { mailSender: sender });
+  const ctx = createContext(config, { log, mailSender: sender });
   await migrate(ctx.pool, config.databaseSchema, MIGRATIONS_DIR);
   await ctx.revocations.start();
   ctx.mailRelay.start();

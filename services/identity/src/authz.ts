@@ -1,5 +1,5 @@
-import { GRANTABLE_ROLES, ROLES, SCOPES, type Scope } from "@dbaas/kit";
-import { Role } from "@dbaas/proto/identity";
+import { GRANTABLE_ROLES, ROLE, ROLES, SCOPES, type Scope } from "@dbaas/kit";
+import type { Role } from "@dbaas/proto/identity";
 
 /**
  * The one place that says what each role may do: the permission matrix of
@@ -43,22 +43,14 @@ export function canonicalScopes(scopes: readonly Scope[]): Scope[] {
   return SCOPES.filter((s) => scopes.includes(s));
 }
 
-const TO_PROTO: Record<RoleName, Role> = {
-  owner: Role.OWNER,
-  admin: Role.ADMIN,
-  developer: Role.DEVELOPER,
-  viewer: Role.VIEWER,
-};
-
+/** The proto role of a role name (the kit's one mapping, services/kit vocabulary.ts). */
 export function roleToProto(role: RoleName): Role {
-  return TO_PROTO[role];
+  return ROLE.value(role)!;
 }
 
-const FROM_PROTO = new Map<Role, RoleName>(Object.entries(TO_PROTO).map(([name, role]) => [role, name as RoleName]));
-
-/** The role name of a proto role; undefined for ROLE_UNSPECIFIED. */
+/** The role name of a proto role; undefined for ROLE_UNSPECIFIED and numbers this build does not know. */
 export function roleFromProto(role: Role): RoleName | undefined {
-  return FROM_PROTO.get(role);
+  return ROLE.name(role);
 }
 
 /** Roles a member can be given directly; the owner is made only by a transfer. */

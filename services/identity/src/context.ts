@@ -1,15 +1,12 @@
-import { fileURLToPath } from "node:url";
 import type { Client } from "@connectrpc/connect";
 import type pg from "pg";
-import { createInternalClient, createPool, systemClock, type Clock, type Logger } from "@dbaas/kit";
+import { createInternalClient, createLogger, createPool, systemClock, type Clock, type Logger } from "@dbaas/kit";
 import { BillingService } from "@dbaas/proto/billing";
 import { DatabasesService } from "@dbaas/proto/databases";
 import type { Config } from "./config.ts";
 import { createLogSender, createMailRelay, createSealer, createSmtpSender, type MailRelay, type MailSender, type Sealer } from "./mail.ts";
 import { createPasswordHasher, type PasswordHasher } from "./passwords.ts";
 import { createRevocationHub, type RevocationHub } from "./revocations.ts";
-
-export const MIGRATIONS_DIR = fileURLToPath(new URL("./db/migrations", import.meta.url));
 
 /** What identity needs of the databases service: whether an organization still has databases. */
 export type DatabasesClient = Pick<Client<typeof DatabasesService>, "listDatabases">;
@@ -20,6 +17,7 @@ export type BillingClient = Pick<Client<typeof BillingService>, "getStanding">;
 /** Everything handlers depend on, built once at start-up and passed down. */
 export interface AppContext {
   pool: pg.Pool;
+  /** What "now" is wherever time matters: token and invitation expiry, the login-failure window, mail retries. */
   clock: Clock;
   log: Logger;
   passwords: PasswordHasher;
@@ -35,15 +33,14 @@ export interface AppContext {
   billing: BillingClient | undefined;
 }
 
-export interface ContextOverrides {
-  pool?: pg.Pool;
-  clock?: Clock;
+/** What a test (or another entry) swaps: a clock it moves, a logger, mail kept in memory, fake peers. */
+export type ContextOverrides = Partial<Pick<AppContext, "pool" | "clock" | "log" | "databases" | "billing">> & {
   mailSender?: MailSender;
-  databases?: DatabasesClient;
-  billing?: BillingClient;
-}
+};
 
-export function createContext(config: Config, log: Logger, overrides: ContextOverrides = {}): AppContext {
+/** The context of `config`, as every service builds it: `createContext(config, overrides?)`. */
+export function createContext(config: Config, overrides: ContextOverrides = {}): AppContext {
+  const log = overrides.log ?? createLogger("identity");
   const pool = overrides.pool ?? createPool(config.databaseUrl, config.databaseSchema);
   const clock = overrides.clock ?? systemClock;
   const sealer = createSealer(config.internalSecret);

@@ -2,6 +2,8 @@ import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:cr
 import nodemailer from "nodemailer";
 import type pg from "pg";
 import { randomToken, withClient, type Clock, type Logger } from "@dbaas/kit";
+import { claimDueMail, deleteMailSentBefore, insertMail, markMailFailed, markMailSent } from "./db/mail-outbox.ts";
+import type { Queryable } from "./db/queryable.ts";
 
 /**
  * Outgoing mail through a transactional outbox: `enqueueMail` writes the mail
@@ -95,25 +97,15 @@ export function createSealer(secret: string): Sealer {
 }
 
 /** Queues `mail` in `db`'s transaction; it goes out only if that transaction commits. */
-export async function enqueueMail(
-  db: Pick<pg.PoolClient, "query">,
-  sealer: Sealer,
-  mail: Mail,
-  now: Date,
-  invitationId?: string,
-): Promise<void> {
-  await db.query(
-    `INSERT INTO mail_outbox (message_id, invitation_id, recipient, subject, sealed_body, created_at, next_attempt_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $6)`,
-    [
-      `${randomToken(24)}@dbaas`,
-      invitationId ?? null,
-      mail.to,
-      mail.subject,
-      sealer.seal(JSON.stringify({ text: mail.text, link: mail.link })),
-      now,
-    ],
-  );
+export async function enqueueMail(db: Queryable, sealer: Sealer, mail: Mail, now: Date, invitationId?: string): Promise<void> {
+  await insertMail(db, {
+    messageId: `${randomToken(24)}@dbaas`,
+    invitationId: invitationId ?? null,
+    recipient: mail.to,
+    subject: mail.subject,
+    sealedBody: sealer.seal(JSON.stringify({ text: mail.text, link: mail.link })),
+    now,
+  });
 }
 
 /** Delay before attempt n+1 after n failures: 1 s doubling, at most 5 minutes. */
@@ -131,15 +123,6 @@ export interface MailRelay {
   /** Something was queued: look now rather than at the next poll. */
   nudge(): void;
   close(): Promise<void>;
-}
-
-interface OutboxRow {
-  id: string;
-  message_id: string;
-  recipient: string;
-  subject: string;
-  sealed_body: Buffer;
-  attempts: number;
 }
 
 export interface MailRelayOptions {
@@ -165,13 +148,7 @@ export function createMailRelay(opts: MailRelayOptions): MailRelay {
   const sendOne = async (client: pg.PoolClient): Promise<"sent" | "failed" | "none"> => {
     await client.query("BEGIN");
     try {
-      const due = await client.query<OutboxRow>(
-        `SELECT id, message_id, recipient, subject, sealed_body, attempts FROM mail_outbox
-         WHERE sent_at IS NULL AND next_attempt_at <= $1
-         ORDER BY next_attempt_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`,
-        [clock.now()],
-      );
-      const row = due.rows[0];
+      const row = await claimDueMail(client, clock.now());
       if (!row) {
         await client.query("COMMIT");
         return "none";
@@ -180,21 +157,13 @@ export function createMailRelay(opts: MailRelayOptions): MailRelay {
       try {
         const body = JSON.parse(sealer.open(row.sealed_body)) as { text: string; link?: string };
         await sender.send({ messageId: row.message_id, to: row.recipient, subject: row.subject, ...body });
-        await client.query(
-          "UPDATE mail_outbox SET sent_at = $2, sealed_body = NULL, attempts = attempts + 1, last_error = NULL WHERE id = $1",
-          [row.id, clock.now()],
-        );
+        await markMailSent(client, row.id, clock.now());
         log.info("mail sent", { mail_id: row.id, to: row.recipient, attempts: row.attempts + 1 });
         outcome = "sent";
       } catch (err) {
         const failures = row.attempts + 1;
         const retryAt = new Date(clock.now().getTime() + retryDelayMs(failures));
-        await client.query("UPDATE mail_outbox SET attempts = $2, last_error = $3, next_attempt_at = $4 WHERE id = $1", [
-          row.id,
-          failures,
-          String((err as Error).message ?? err).slice(0, 1000),
-          retryAt,
-        ]);
+        await markMailFailed(client, row.id, { attempts: failures, error: String((err as Error).message ?? err).slice(0, 1000), retryAt });
         log.warn("mail not sent; will retry", { mail_id: row.id, attempts: failures, retry_at: retryAt, error: err });
         outcome = "failed";
       }
@@ -216,7 +185,7 @@ export function createMailRelay(opts: MailRelayOptions): MailRelay {
         if (outcome === "sent") sent++;
       }
       // Sent mails are kept a while (what went out, when, after how many attempts), not for ever.
-      await client.query("DELETE FROM mail_outbox WHERE sent_at < $1", [new Date(clock.now().getTime() - SENT_RETENTION_MS)]);
+      await deleteMailSentBefore(client, new Date(clock.now().getTime() - SENT_RETENTION_MS));
       return sent;
     });
 

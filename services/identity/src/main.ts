@@ -1,12 +1,13 @@
-import { createLogger, databaseHealth, databaseOutage, migrate, onShutdown, startServer, startTelemetry } from "@dbaas/kit";
+import { databaseHealth, databaseOutage, migrate, onShutdown, startServer, startTelemetry } from "@dbaas/kit";
 import { readConfig } from "./config.ts";
-import { createContext, MIGRATIONS_DIR } from "./context.ts";
+import { createContext } from "./context.ts";
+import { MIGRATIONS_DIR } from "./db/schema.ts";
 import { routes } from "./routes.ts";
 
 const stopTelemetry = await startTelemetry("identity");
 const config = readConfig();
-const log = createLogger("identity");
-const ctx = createContext(config, log);
+const ctx = createContext(config);
+const log = ctx.log;
 await migrate(ctx.pool, config.databaseSchema, MIGRATIONS_DIR);
 if (!config.databasesUrl) log.warn("DATABASES_URL is not set: organizations cannot be deleted");
 if (!config.billingUrl) log.warn("BILLING_URL is not set: organizations cannot move to a paid plan");

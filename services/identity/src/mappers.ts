@@ -1,48 +1,44 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { PLAN } from "@dbaas/kit";
 import {
   ApiKeySchema,
   InvitationSchema,
   MemberSchema,
   OrganizationSchema,
+  Plan,
   UserSchema,
   type ApiKey,
   type Invitation,
   type Member,
   type Organization,
 } from "@dbaas/proto/identity";
-import { roleToProto, type RoleName } from "./authz.ts";
+import { roleToProto } from "./authz.ts";
+import type { ApiKeyRow } from "./db/api-keys.ts";
+import type { InvitationRow } from "./db/invitations.ts";
+import type { MemberRow } from "./db/memberships.ts";
+import type { OrganizationRow } from "./db/organizations.ts";
 
-export interface OrganizationRow {
-  id: string;
-  name: string;
-  plan: string;
-  created_at: Date;
+/**
+ * Rows as the proto messages carry them. The vocabularies crossing the wire
+ * (plan, role) go through the kit's one mapping (services/kit vocabulary.ts);
+ * a plan is written both as the enum and, for callers that predate it, by name.
+ */
+
+/** The proto plan of a stored plan name. */
+export function planToProto(plan: string): Plan {
+  return PLAN.value(plan) ?? Plan.UNSPECIFIED;
 }
-
-export const ORGANIZATION_COLUMNS = "id, name, plan, created_at";
 
 export function organizationToProto(row: OrganizationRow): Organization {
   return create(OrganizationSchema, {
     id: row.id,
     name: row.name,
     plan: row.plan,
+    planEnum: planToProto(row.plan),
     createdAt: timestampFromDate(row.created_at),
   });
 }
-
-export interface ApiKeyRow {
-  id: string;
-  name: string;
-  scopes: string[];
-  prefix: string;
-  created_by: string;
-  role: RoleName;
-  created_at: Date;
-  expires_at: Date | null;
-}
-
-export const API_KEY_COLUMNS = "id, name, scopes, prefix, created_by, role, created_at, expires_at";
 
 export function apiKeyToProto(row: ApiKeyRow): ApiKey {
   return create(ApiKeySchema, {
@@ -57,18 +53,6 @@ export function apiKeyToProto(row: ApiKeyRow): ApiKey {
   });
 }
 
-export interface MemberRow {
-  id: string;
-  user_id: string;
-  email: string;
-  name: string;
-  role: RoleName;
-  created_at: Date;
-}
-
-/** Selects MemberRow columns from `memberships m JOIN users u`. */
-export const MEMBER_COLUMNS = "m.id, m.user_id, u.email, u.name, m.role, m.created_at";
-
 export function memberToProto(row: MemberRow): Member {
   return create(MemberSchema, {
     id: row.id,
@@ -77,18 +61,6 @@ export function memberToProto(row: MemberRow): Member {
     joinedAt: timestampFromDate(row.created_at),
   });
 }
-
-export interface InvitationRow {
-  id: string;
-  email: string;
-  role: RoleName;
-  status: string;
-  invited_by: string;
-  created_at: Date;
-  expires_at: Date;
-}
-
-export const INVITATION_COLUMNS = "id, email, role, status, invited_by, created_at, expires_at";
 
 /**
  * A pending invitation past its expiry is shown as expired; the row keeps

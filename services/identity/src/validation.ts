@@ -7,8 +7,9 @@ import {
   codePointLength,
   type Validator,
 } from "@dbaas/kit";
-import type { Actor } from "@dbaas/proto/identity";
-import { GRANTABLE_ROLES, roleFromProto, type RoleName } from "./authz.ts";
+import type { Actor, Plan, Role } from "@dbaas/proto/identity";
+import { PLAN, PLANS, ROLE, SUPPORT_PLANS, type PlanName, type Vocabulary } from "@dbaas/kit";
+import { GRANTABLE_ROLES, isScope, roleFromProto, type RoleName, type Scope } from "./authz.ts";
 
 // Pragmatic, not RFC 5322: one @, a dotted domain, no whitespace or control characters.
 const EMAIL = /^[^\s@\p{Cc}]+@[^\s@\p{Cc}.]+(\.[^\s@\p{Cc}.]+)+$/u;
@@ -73,18 +74,48 @@ export function checkRequired(v: Validator, field: string, value: string): void 
 export interface ActorInfo {
   userId: string;
   role: RoleName;
+  /** The calling credential's effective permissions; names identity does not know grant nothing. */
+  permissions: Scope[];
 }
 
-/** The calling user and their credential's role; a violation when the caller did not say. */
+/** The calling user, their credential's role and its permissions; a violation when the caller did not say who. */
 export function checkActor(v: Validator, actor: Actor | undefined): ActorInfo {
   const role = actor ? roleFromProto(actor.role) : undefined;
   if (!actor || actor.userId === "" || !role) v.add("actor", "user_id and role are required");
-  return { userId: actor?.userId ?? "", role: role ?? "viewer" };
+  return { userId: actor?.userId ?? "", role: role ?? "viewer", permissions: (actor?.permissions ?? []).filter(isScope) };
+}
+
+/**
+ * What a request names through an enum field and the deprecated string field
+ * it supersedes: the enum's name once the enum is set (a number this build
+ * does not know stays a name no list holds, so it is refused as any unknown
+ * name is), else the string as given.
+ */
+function named<E extends number>(vocab: Vocabulary<E, string>, value: E, deprecatedName: string): string {
+  if (value === 0) return deprecatedName;
+  return vocab.name(value) ?? String(value);
 }
 
 /** A role a member may be given directly: `owner` only ever comes from a transfer. */
-export function checkGrantableRole(v: Validator, field: string, role: string): RoleName {
+export function checkGrantableRole(v: Validator, field: string, roleEnum: Role, deprecatedName: string): RoleName {
+  const role = named(ROLE, roleEnum, deprecatedName);
   if (role === "owner") v.add(field, "owner is reached only by transferring ownership (POST /v1/organization/transfer)");
   else v.oneOf(field, role, GRANTABLE_ROLES);
   return role as RoleName;
+}
+
+/**
+ * The plan a request asks for, undefined when it asks for none: one a
+ * customer may choose, or for the support caller any plan, `internal` included.
+ */
+export function checkPlan(
+  v: Validator,
+  field: string,
+  request: { planEnum?: Plan; plan?: string },
+  support: boolean,
+): PlanName | undefined {
+  const plan = request.planEnum !== undefined ? (PLAN.name(request.planEnum) ?? String(request.planEnum)) : request.plan;
+  if (plan === undefined) return undefined;
+  v.oneOf(field, plan, support ? SUPPORT_PLANS : PLANS);
+  return plan as PlanName;
 }

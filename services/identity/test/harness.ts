@@ -7,7 +7,8 @@ import { expect } from "vitest";
 import { roleScopes, roleToProto, type RoleName } from "../src/authz.ts";
 import { readConfig } from "../src/config.ts";
 import type { Revocation } from "../src/revocations.ts";
-import { createContext, MIGRATIONS_DIR, type AppContext, type BillingClient, type DatabasesClient } from "../src/context.ts";
+import { createContext, type AppContext, type BillingClient, type DatabasesClient } from "../src/context.ts";
+import { MIGRATIONS_DIR } from "../src/db/schema.ts";
 import type { MailSender, OutgoingMail } from "../src/mail.ts";
 import { routes } from "../src/routes.ts";
 
@@ -88,7 +89,7 @@ export async function createHarness(env: Record<string, string> = {}): Promise<H
   const mail = new CapturingSender();
   const databases = new FakeDatabases();
   const billing = new FakeBilling();
-  const ctx = createContext(config, createLogger("identity-test"), { clock, mailSender: mail, databases, billing });
+  const ctx = createContext(config, { log: createLogger("identity-test"), clock, mailSender: mail, databases, billing });
   await migrate(ctx.pool, config.databaseSchema, MIGRATIONS_DIR);
   await ctx.revocations.start();
   const client = createClient(IdentityService, createRouterTransport(routes(ctx)));

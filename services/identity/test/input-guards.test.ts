@@ -62,7 +62,7 @@ describe("names", () => {
     expect(violations(signup).map((v) => v.field)).toEqual(["name", "organization_name"]);
     const owner = await signupUser(h);
     const org = owner.organization!.id;
-    const rename = await expectError(h.client.updateOrganization({ organizationId: org, name }), Code.InvalidArgument);
+    const rename = await expectError(h.client.updateOrganization({ organizationId: org, actor: actor(owner.user!.id, "owner"), name }), Code.InvalidArgument);
     expect(violations(rename)).toEqual([{ field: "name", message: "must not contain control characters" }]);
     const key = await expectError(
       h.client.createApiKey({ organizationId: org, actor: actor(owner.user!.id, "owner"), name }),
@@ -74,9 +74,9 @@ describe("names", () => {
   it("count characters, not UTF-16 units: 100 elephants are a name, 101 are not", async () => {
     const owner = await signupUser(h);
     const org = owner.organization!.id;
-    const ok = await h.client.updateOrganization({ organizationId: org, name: "\u{1F418}".repeat(100) });
+    const ok = await h.client.updateOrganization({ organizationId: org, actor: actor(owner.user!.id, "owner"), name: "\u{1F418}".repeat(100) });
     expect(ok.organization!.name).toBe("\u{1F418}".repeat(100));
-    const err = await expectError(h.client.updateOrganization({ organizationId: org, name: "\u{1F418}".repeat(101) }), Code.InvalidArgument);
+    const err = await expectError(h.client.updateOrganization({ organizationId: org, actor: actor(owner.user!.id, "owner"), name: "\u{1F418}".repeat(101) }), Code.InvalidArgument);
     expect(violations(err)).toEqual([{ field: "name", message: "must be at most 100 characters" }]);
   });
 });

@@ -15,11 +15,12 @@ describe("UpdateOrganization", () => {
   it("renames and changes the plan; the new plan shows on the next Authenticate", async () => {
     const owner = await signupUser(h);
     const org = owner.organization!.id;
-    const renamed = await h.client.updateOrganization({ organizationId: org, name: "  Renamed  " });
+    const as = actor(owner.user!.id, "owner");
+    const renamed = await h.client.updateOrganization({ organizationId: org, actor: as, name: "  Renamed  " });
     expect(renamed.organization).toMatchObject({ id: org, name: "Renamed", plan: "free" });
     const sub = watchFeed(h);
     try {
-      const upgraded = await h.client.updateOrganization({ organizationId: org, plan: "enterprise" });
+      const upgraded = await h.client.updateOrganization({ organizationId: org, actor: as, plan: "enterprise" });
       expect(upgraded.organization).toMatchObject({ name: "Renamed", plan: "enterprise" });
       expect(await sub.drain()).toEqual([{ organizationId: org, userId: "", credentialId: "" }]);
     } finally {
@@ -32,13 +33,14 @@ describe("UpdateOrganization", () => {
   it("refuses unknown plans and bad names, per field, changing nothing", async () => {
     const owner = await signupUser(h);
     const org = owner.organization!.id;
-    const err = await expectError(h.client.updateOrganization({ organizationId: org, name: "", plan: "platinum" }), Code.InvalidArgument);
+    const as = actor(owner.user!.id, "owner");
+    const err = await expectError(h.client.updateOrganization({ organizationId: org, actor: as, name: "", plan: "platinum" }), Code.InvalidArgument);
     expect(violations(err)).toEqual([
       { field: "name", message: "is required" },
       { field: "plan", message: "must be one of: free, pro, enterprise" },
     ]);
     expect((await h.client.getOrganization({ organizationId: org })).organization).toEqual(owner.organization);
-    await expectError(h.client.updateOrganization({ organizationId: "org-missing", name: "x" }), Code.NotFound);
+    await expectError(h.client.updateOrganization({ organizationId: "org-missing", actor: as, name: "x" }), Code.NotFound);
   });
 });
 
@@ -46,24 +48,26 @@ describe("UpdateOrganization to a paid plan", () => {
   it("needs a default payment method: without one it is payment_required and the plan stays", async () => {
     const owner = await signupUser(h);
     const org = owner.organization!.id;
+    const as = actor(owner.user!.id, "owner");
     h.billing.withoutPaymentMethod.add(org);
     for (const plan of ["pro", "enterprise"]) {
-      const err = await expectError(h.client.updateOrganization({ organizationId: org, plan }), Code.FailedPrecondition);
+      const err = await expectError(h.client.updateOrganization({ organizationId: org, actor: as, plan }), Code.FailedPrecondition);
       expect(err.findDetails(ErrorReasonSchema).map((r) => r.code)).toEqual(["payment_required"]);
     }
     // A rename in the same request is not applied either.
-    await expectError(h.client.updateOrganization({ organizationId: org, name: "Renamed", plan: "pro" }), Code.FailedPrecondition);
+    await expectError(h.client.updateOrganization({ organizationId: org, actor: as, name: "Renamed", plan: "pro" }), Code.FailedPrecondition);
     expect((await h.client.getOrganization({ organizationId: org })).organization).toMatchObject({ plan: "free", name: owner.organization!.name });
     h.billing.withoutPaymentMethod.delete(org);
-    expect((await h.client.updateOrganization({ organizationId: org, plan: "pro" })).organization!.plan).toBe("pro");
+    expect((await h.client.updateOrganization({ organizationId: org, actor: as, plan: "pro" })).organization!.plan).toBe("pro");
   });
 
   it("keeps an organization with a past-due invoice on its plan, saying why", async () => {
     const owner = await signupUser(h);
     const org = owner.organization!.id;
+    const as = actor(owner.user!.id, "owner");
     h.billing.withPastDueInvoice.add(org);
     try {
-      const err = await expectError(h.client.updateOrganization({ organizationId: org, plan: "pro" }), Code.FailedPrecondition);
+      const err = await expectError(h.client.updateOrganization({ organizationId: org, actor: as, plan: "pro" }), Code.FailedPrecondition);
       expect(err.findDetails(ErrorReasonSchema).map((r) => r.code)).toEqual(["payment_required"]);
       expect(err.rawMessage).toMatch(/invoice is past due/);
     } finally {
@@ -74,15 +78,16 @@ describe("UpdateOrganization to a paid plan", () => {
   it("asks billing only for a move to a paid plan: renames, the same plan and going back to free do not", async () => {
     const owner = await signupUser(h);
     const org = owner.organization!.id;
-    await h.client.updateOrganization({ organizationId: org, plan: "pro" });
+    const as = actor(owner.user!.id, "owner");
+    await h.client.updateOrganization({ organizationId: org, actor: as, plan: "pro" });
     h.billing.asked.length = 0;
     h.billing.failure = new ConnectError("billing is down", Code.Unavailable);
     try {
-      await h.client.updateOrganization({ organizationId: org, name: "Still Pro", plan: "pro" });
-      expect((await h.client.updateOrganization({ organizationId: org, plan: "free" })).organization!.plan).toBe("free");
+      await h.client.updateOrganization({ organizationId: org, actor: as, name: "Still Pro", plan: "pro" });
+      expect((await h.client.updateOrganization({ organizationId: org, actor: as, plan: "free" })).organization!.plan).toBe("free");
       expect(h.billing.asked).toEqual([]);
       // A failed dependency (the API's 503), never UNAVAILABLE, which the internal client would resend.
-      const err = await expectError(h.client.updateOrganization({ organizationId: org, plan: "enterprise" }), Code.Aborted);
+      const err = await expectError(h.client.updateOrganization({ organizationId: org, actor: as, plan: "enterprise" }), Code.Aborted);
       expect(err.rawMessage).not.toMatch(/billing is down/);
     } finally {
       h.billing.failure = undefined;
@@ -94,10 +99,11 @@ describe("revocations are acknowledged", () => {
   it("a revoking call answers only once the subscriber acknowledged the revocation", async () => {
     const owner = await signupUser(h);
     const org = owner.organization!.id;
+    const as = actor(owner.user!.id, "owner");
     const sub = h.ctx.revocations.subscribe()!;
     try {
       let answered = false;
-      const call = h.client.updateOrganization({ organizationId: org, plan: "pro" }).then(() => (answered = true));
+      const call = h.client.updateOrganization({ organizationId: org, actor: as, plan: "pro" }).then(() => (answered = true));
       const got = await sub.next(1000, new AbortController().signal);
       if (typeof got === "string") throw new Error(`expected a revocation, got ${got}`);
       expect(got.revocation).toEqual({ organizationId: org, userId: "", credentialId: "" });
@@ -115,10 +121,11 @@ describe("revocations are acknowledged", () => {
   it("cuts off a subscriber that does not acknowledge in time, and the call goes on", async () => {
     const owner = await signupUser(h);
     const org = owner.organization!.id;
+    const as = actor(owner.user!.id, "owner");
     const sub = h.ctx.revocations.subscribe()!;
     try {
       const started = Date.now();
-      await h.client.updateOrganization({ organizationId: org, plan: "pro" });
+      await h.client.updateOrganization({ organizationId: org, actor: as, plan: "pro" });
       expect(Date.now() - started).toBeGreaterThanOrEqual(900);
       expect(Date.now() - started).toBeLessThan(3_000);
       const signal = new AbortController().signal;

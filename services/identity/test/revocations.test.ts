@@ -6,7 +6,8 @@ import { createTestDatabase, type TestDatabase } from "@dbaas/test/support/pg";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readConfig } from "../src/config.ts";
-import { createContext, MIGRATIONS_DIR, type AppContext } from "../src/context.ts";
+import { createContext, type AppContext } from "../src/context.ts";
+import { MIGRATIONS_DIR } from "../src/db/schema.ts";
 import { routes } from "../src/routes.ts";
 import { actor, CapturingSender, FakeDatabases, PASSWORD } from "./harness.ts";
 import { captureLog } from "@dbaas/test/support/log";
@@ -22,7 +23,7 @@ const replicas: Array<{ ctx: AppContext; server: RunningServer }> = [];
 async function replica() {
   const config = readConfig({ DATABASE_URL: db.url, INTERNAL_AUTH_SECRET: SECRET, PORT: "0", PASSWORD_SCRYPT_N: String(2 ** 14) });
   const log = captureLog();
-  const ctx = createContext(config, log, { mailSender: new CapturingSender(), databases: new FakeDatabases() });
+  const ctx = createContext(config, { log, mailSender: new CapturingSender(), databases: new FakeDatabases() });
   await migrate(ctx.pool, config.databaseSchema, MIGRATIONS_DIR);
   await ctx.revocations.start();
   const server = await startServer({ port: 0, routes: routes(ctx, { heartbeatMs: 200 }), internalSecret: SECRET, log });

@@ -1,11 +1,12 @@
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { createInternalClient, createLogger, migrate, startServer, type RunningServer } from "@dbaas/kit";
+import { createInternalClient, createLogger, migrate, SCOPES, startServer, type RunningServer } from "@dbaas/kit";
 import { IdentityService, Role } from "@dbaas/proto/identity";
 import { createTestDatabase, type TestDatabase } from "@dbaas/test/support/pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readConfig } from "../src/config.ts";
-import { createContext, MIGRATIONS_DIR, type AppContext } from "../src/context.ts";
+import { createContext, type AppContext } from "../src/context.ts";
+import { MIGRATIONS_DIR } from "../src/db/schema.ts";
 import { routes } from "../src/routes.ts";
 
 const SECRET = "server-test-secret";
@@ -18,7 +19,7 @@ beforeAll(async () => {
   // No PASSWORD_SCRYPT_N: this file runs the real default cost end to end.
   const config = readConfig({ DATABASE_URL: db.url, INTERNAL_AUTH_SECRET: SECRET, PORT: "0" });
   const log = createLogger("identity-test");
-  ctx = createContext(config, log);
+  ctx = createContext(config, { log });
   await migrate(ctx.pool, config.databaseSchema, MIGRATIONS_DIR);
   server = await startServer({ port: config.port, routes: routes(ctx), internalSecret: SECRET, log });
 });
@@ -60,16 +61,18 @@ describe("identity over HTTP/2", () => {
   it("lets only support put an organization on the internal plan", async () => {
     const gateway = createInternalClient(IdentityService, server.url, { secret: SECRET, caller: "gateway" });
     const support = createInternalClient(IdentityService, server.url, { secret: SECRET, caller: "support" });
-    const { organization } = await gateway.signup({ email: "plan@example.com", password: "plan password", name: "P", organizationName: "Plan Org" });
-    const refused = await gateway.updateOrganization({ organizationId: organization!.id, plan: "internal" }).catch((e: unknown) => ConnectError.from(e));
+    const { organization, user } = await gateway.signup({ email: "plan@example.com", password: "plan password", name: "P", organizationName: "Plan Org" });
+    // The gateway passes who asks (the owner's login session); support acts on its own.
+    const owner = { userId: user!.id, role: Role.OWNER, permissions: [...SCOPES] };
+    const refused = await gateway.updateOrganization({ organizationId: organization!.id, actor: owner, plan: "internal" }).catch((e: unknown) => ConnectError.from(e));
     expect((refused as ConnectError).code).toBe(Code.InvalidArgument);
     const done = await support.updateOrganization({ organizationId: organization!.id, plan: "internal" });
     expect(done.organization!.plan).toBe("internal");
     // Support sets plans by contract, without asking billing (which this server has no address for)…
     expect((await support.updateOrganization({ organizationId: organization!.id, plan: "enterprise" })).organization!.plan).toBe("enterprise");
     // …a customer's move to a paid plan needs billing's answer: without BILLING_URL it cannot be made.
-    await gateway.updateOrganization({ organizationId: organization!.id, plan: "free" });
-    const unverifiable = await gateway.updateOrganization({ organizationId: organization!.id, plan: "pro" }).catch((e: unknown) => ConnectError.from(e));
+    await gateway.updateOrganization({ organizationId: organization!.id, actor: owner, plan: "free" });
+    const unverifiable = await gateway.updateOrganization({ organizationId: organization!.id, actor: owner, plan: "pro" }).catch((e: unknown) => ConnectError.from(e));
     // Not enabled here (UNIMPLEMENTED with reason service_unavailable: the API's 503), never UNAVAILABLE.
     expect((unverifiable as ConnectError).code).toBe(Code.Unimplemented);
   });

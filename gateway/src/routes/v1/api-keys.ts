@@ -4,7 +4,7 @@ import type { ApiKey } from "@dbaas/proto/identity";
 import { created, noContent, type Reply } from "../../middleware/envelope.ts";
 import { Type } from "@sinclair/typebox";
 import { body, oneOf, optional, PAGINATION_QUERY, timestamp, type Infer } from "../../schema.ts";
-import { iso, pageOf, present, roleName } from "../mappers.ts";
+import { actorOf, iso, pageOf, present, roleName } from "../mappers.ts";
 import type { AuthedCall } from "../route.ts";
 import { displayName } from "./auth.ts";
 
@@ -41,11 +41,7 @@ function apiKey(key: ApiKey) {
  * to `databases:read` must not mint itself a broader one; `settings:write`
  * sees and revokes everyone's keys, anyone else only their own).
  */
-const actor = ({ principal }: AuthedCall<unknown>) => ({
-  userId: principal.userId,
-  role: principal.role,
-  permissions: principal.permissions,
-});
+const actor = ({ principal }: AuthedCall<unknown>) => actorOf(principal);
 
 /** Any member; no scopes means every permission of the calling credential that the creator's role allows. */
 export async function createApiKey(call: AuthedCall<Infer<typeof createBody>>): Promise<Reply> {

@@ -1,6 +1,7 @@
 import {
   DATABASE_NAME_MAX_LENGTH,
   DATABASE_NAME_MIN_LENGTH,
+  DATABASE_STATUSES,
   DEFAULT_POSTGRES_VERSION,
   POSTGRES_VERSIONS,
   REGIONS,
@@ -9,8 +10,7 @@ import {
 import type { Database, Operation } from "@dbaas/proto/databases";
 import { created, file, list, noContent, ok, type Reply } from "../../middleware/envelope.ts";
 import { body, displayText, oneOf, optional, pagination, PAGINATION, PAGINATION_QUERY, query, type Infer } from "../../schema.ts";
-import { iso, orNull, present } from "../mappers.ts";
-import { DATABASE_STATUSES } from "../responses.ts";
+import { databaseStatusFields, databaseStatusName, iso, orNull, present } from "../mappers.ts";
 import type { AuthedCall } from "../route.ts";
 
 const REGION_CODES = REGIONS.map((r) => r.code);
@@ -62,7 +62,7 @@ function record(db: Database) {
     region: db.region,
     tier: db.tier,
     version: db.version,
-    status: db.status,
+    status: databaseStatusName(db),
     ...(db.statusReason !== "" && { status_reason: db.statusReason }),
     host: db.host,
     port: db.port,
@@ -81,7 +81,7 @@ function listItem(db: Database) {
     region: db.region,
     tier: db.tier,
     version: db.version,
-    status: db.status,
+    status: databaseStatusName(db),
     created_at: iso(db.createdAt),
   };
 }
@@ -117,7 +117,7 @@ export async function createDatabase(call: AuthedCall<Infer<typeof createBody>>)
     region: db.region,
     tier: db.tier,
     version: db.version,
-    status: db.status,
+    status: databaseStatusName(db),
     host: db.host,
     port: db.port,
     database: db.database,
@@ -135,11 +135,12 @@ export async function getDatabase(call: AuthedCall<unknown>): Promise<Reply> {
 
 export async function listDatabases(call: AuthedCall<unknown>): Promise<Reply> {
   const { page, perPage } = pagination(call.query);
+  const status = call.query.status as (typeof DATABASE_STATUSES)[number] | undefined;
   const res = await call.ctx.databases.listDatabases({
     organizationId: call.principal.organizationId,
     page,
     perPage,
-    status: (call.query.status as string | undefined) ?? "",
+    ...(status !== undefined && databaseStatusFields(status)),
     region: (call.query.region as string | undefined) ?? "",
   });
   return list("databases", res.databases.map(listItem), { page, perPage, total: res.total });
@@ -157,23 +158,23 @@ export async function deleteDatabase(call: AuthedCall<unknown>): Promise<Reply> 
 
 export async function startDatabase(call: AuthedCall<unknown>): Promise<Reply> {
   const db = present((await call.ctx.databases.startDatabase(target(call))).database, "database");
-  return ok({ id: db.id, status: db.status });
+  return ok({ id: db.id, status: databaseStatusName(db) });
 }
 
 export async function stopDatabase(call: AuthedCall<unknown>): Promise<Reply> {
   const db = present((await call.ctx.databases.stopDatabase(target(call))).database, "database");
-  return ok({ id: db.id, status: db.status });
+  return ok({ id: db.id, status: databaseStatusName(db) });
 }
 
 export async function restartDatabase(call: AuthedCall<unknown>): Promise<Reply> {
   const db = present((await call.ctx.databases.restartDatabase(target(call))).database, "database");
-  return ok({ id: db.id, status: db.status });
+  return ok({ id: db.id, status: databaseStatusName(db) });
 }
 
 export async function resizeDatabase(call: AuthedCall<Infer<typeof resizeBody>>): Promise<Reply> {
   const res = await call.ctx.databases.resizeDatabase({ ...target(call), tier: call.body.tier });
   const db = present(res.database, "database");
-  return ok({ id: db.id, tier: db.tier, status: db.status });
+  return ok({ id: db.id, tier: db.tier, status: databaseStatusName(db) });
 }
 
 export async function resetPassword(call: AuthedCall<unknown>): Promise<Reply> {

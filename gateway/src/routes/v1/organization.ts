@@ -1,10 +1,9 @@
 import { GRANTABLE_ROLES, PLANS, TOKEN_MAX_LENGTH } from "@dbaas/kit";
 import type { Invitation, Member } from "@dbaas/proto/identity";
-import { insufficientPermissions } from "../../errors.ts";
 import { created, noContent, ok, type Reply } from "../../middleware/envelope.ts";
 import { body, describe, emailAddress, oneOf, optional, PAGINATION_QUERY, text, type Infer } from "../../schema.ts";
 import { ID } from "../ids.ts";
-import { iso, organization, pageOf, present, roleName } from "../mappers.ts";
+import { actorOf, iso, organization, pageOf, planFields, present, roleFields, roleName } from "../mappers.ts";
 import type { AuthedCall, Call } from "../route.ts";
 import { displayName, password } from "./auth.ts";
 
@@ -14,7 +13,7 @@ const role = (description: string) => oneOf(GRANTABLE_ROLES, description, OWNER_
 
 export const updateOrganizationBody = body({
   name: optional(displayName("New name of the organization.")),
-  plan: optional(oneOf(PLANS, "The plan; changing it needs billing:write (the owner).")),
+  plan: optional(oneOf(PLANS, "The plan; changing it needs billing:write (the owner), which identity checks.")),
 });
 
 export const inviteBody = body({
@@ -62,8 +61,8 @@ function invitation(i: Invitation) {
   };
 }
 
-/** Who is asking, as identity judges what they may grant: the credential's role, not just the user's. */
-const actor = ({ principal }: AuthedCall<unknown>) => ({ userId: principal.userId, role: principal.role });
+/** Who is asking, as identity judges every change: the credential's role and permissions, not just the user's. */
+const actor = ({ principal }: AuthedCall<unknown>) => actorOf(principal);
 
 export async function getOrganization(call: AuthedCall<unknown>): Promise<Reply> {
   const res = await call.ctx.identity.getOrganization({ organizationId: call.principal.organizationId });
@@ -72,17 +71,16 @@ export async function getOrganization(call: AuthedCall<unknown>): Promise<Reply>
 
 /**
  * The route needs settings:write (spec 2.7: change settings); the plan is
- * billing, which only billing:write (the owner) may change.
+ * billing, which only billing:write (the owner) may change: identity decides
+ * that from the actor's permissions (403 insufficient_permissions).
  */
 export async function updateOrganization(call: AuthedCall<Infer<typeof updateOrganizationBody>>): Promise<Reply> {
   const { body, principal } = call;
-  if (body.plan !== undefined && !principal.permissions.includes("billing:write")) {
-    throw insufficientPermissions("billing:write");
-  }
   const res = await call.ctx.identity.updateOrganization({
     organizationId: principal.organizationId,
+    actor: actor(call),
     name: body.name,
-    plan: body.plan,
+    ...(body.plan !== undefined && planFields(body.plan)),
   });
   return ok(organization(present(res.organization, "organization")));
 }
@@ -102,7 +100,7 @@ export async function inviteMember(call: AuthedCall<Infer<typeof inviteBody>>): 
     organizationId: call.principal.organizationId,
     actor: actor(call),
     email: call.body.email,
-    role: call.body.role,
+    ...roleFields(call.body.role),
   });
   return created(invitation(present(res.invitation, "invitation")));
 }
@@ -112,7 +110,7 @@ export async function updateMember(call: AuthedCall<Infer<typeof updateMemberBod
     organizationId: call.principal.organizationId,
     actor: actor(call),
     memberId: call.params.id,
-    role: call.body.role,
+    ...roleFields(call.body.role),
   });
   return ok(member(present(res.member, "member")));
 }

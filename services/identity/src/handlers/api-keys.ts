@@ -16,7 +16,9 @@ import {
 import { canonicalScopes, isScope, roleScopes, SCOPES, type RoleName, type Scope } from "../authz.ts";
 import type { AppContext } from "../context.ts";
 import { API_KEY_DISPLAY_PREFIX_LENGTH, hashSecret, newApiKeySecret } from "../credentials.ts";
-import { API_KEY_COLUMNS, apiKeyToProto, type ApiKeyRow } from "../mappers.ts";
+import { insertApiKey, listApiKeys as listApiKeyRows, lockApiKeyCreator, revokeApiKey as revokeApiKeyRow } from "../db/api-keys.ts";
+import { roleIn } from "../db/memberships.ts";
+import { apiKeyToProto } from "../mappers.ts";
 import { checkActor, checkName, checkRequired, type ActorInfo } from "../validation.ts";
 
 /**
@@ -25,23 +27,18 @@ import { checkActor, checkName, checkRequired, type ActorInfo } from "../validat
  */
 const MANAGES_EVERY_KEY: Scope = "settings:write";
 
-interface KeyActor extends ActorInfo {
-  /** The calling credential's effective permissions, as the gateway's principal has them. */
-  permissions: Scope[];
-}
-
 /**
  * The calling user and credential. The permissions are required: they are what
  * keeps a narrowly scoped key from minting a broader one, and what decides
  * whether the caller sees everyone's keys. Unknown names grant nothing.
  */
-function checkKeyActor(v: Validator, actor: Actor | undefined): KeyActor {
+function checkKeyActor(v: Validator, actor: Actor | undefined): ActorInfo {
   const info = checkActor(v, actor);
   if (actor && actor.permissions.length === 0) v.add("actor", "permissions are required (the calling credential's effective permissions)");
-  return { ...info, permissions: (actor?.permissions ?? []).filter(isScope) };
+  return info;
 }
 
-const managesEveryKey = (actor: KeyActor) => actor.permissions.includes(MANAGES_EVERY_KEY);
+const managesEveryKey = (actor: ActorInfo) => actor.permissions.includes(MANAGES_EVERY_KEY);
 
 /**
  * The scopes the new key gets, in canonical order. A key may have only what
@@ -80,11 +77,7 @@ export function createApiKey(ctx: AppContext) {
     if (req.userId !== "" && req.actor && req.userId !== req.actor.userId) ids.add("user_id", "must equal actor.user_id when set");
     ids.throwIfAny();
 
-    const member = await ctx.pool.query<{ role: RoleName }>(
-      "SELECT role FROM memberships WHERE organization_id = $1 AND user_id = $2",
-      [req.organizationId, actor.userId],
-    );
-    const role = member.rows[0]?.role;
+    const role = await roleIn(ctx.pool, req.organizationId, actor.userId);
     // A key's authority derives from a current member; a key cannot mint further keys once its creator has left.
     if (!role) throw permissionDenied("only members of the organization can create API keys");
 
@@ -97,24 +90,18 @@ export function createApiKey(ctx: AppContext) {
     v.throwIfAny();
 
     const secret = newApiKeySecret();
-    const inserted = await ctx.pool.query<ApiKeyRow>(
-      `INSERT INTO api_keys (id, organization_id, created_by, role, name, scopes, prefix, secret_hash, created_at, expires_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-       RETURNING ${API_KEY_COLUMNS}`,
-      [
-        newId("key"),
-        req.organizationId,
-        actor.userId,
-        role,
-        name,
-        scopes,
-        secret.slice(0, API_KEY_DISPLAY_PREFIX_LENGTH),
-        hashSecret(secret),
-        now,
-        expiresAt,
-      ],
-    );
-    const key = inserted.rows[0]!;
+    const key = await insertApiKey(ctx.pool, {
+      id: newId("key"),
+      organizationId: req.organizationId,
+      createdBy: actor.userId,
+      role,
+      name,
+      scopes,
+      prefix: secret.slice(0, API_KEY_DISPLAY_PREFIX_LENGTH),
+      secretHash: hashSecret(secret),
+      now,
+      expiresAt,
+    });
     ctx.log.info("api key created", { organization_id: req.organizationId, key_id: key.id, user_id: actor.userId });
     return create(CreateApiKeyResponseSchema, { apiKey: apiKeyToProto(key), secret });
   };
@@ -127,13 +114,8 @@ export function listApiKeys(ctx: AppContext) {
     checkRequired(v, "organization_id", req.organizationId);
     const actor = checkKeyActor(v, req.actor);
     v.throwIfAny();
-    const result = await ctx.pool.query<ApiKeyRow>(
-      `SELECT ${API_KEY_COLUMNS} FROM api_keys
-       WHERE organization_id = $1 AND revoked_at IS NULL AND ($2 OR created_by = $3)
-       ORDER BY created_at, id`,
-      [req.organizationId, managesEveryKey(actor), actor.userId],
-    );
-    return create(ListApiKeysResponseSchema, { apiKeys: result.rows.map(apiKeyToProto) });
+    const rows = await listApiKeyRows(ctx.pool, req.organizationId, managesEveryKey(actor), actor.userId);
+    return create(ListApiKeysResponseSchema, { apiKeys: rows.map(apiKeyToProto) });
   };
 }
 
@@ -150,16 +132,12 @@ export function revokeApiKey(ctx: AppContext) {
     const actor = checkKeyActor(v, req.actor);
     v.throwIfAny();
     const published = await withTransaction(ctx.pool, async (db) => {
-      const found = await db.query<{ created_by: string }>(
-        "SELECT created_by FROM api_keys WHERE id = $1 AND organization_id = $2 AND revoked_at IS NULL FOR UPDATE",
-        [req.id, req.organizationId],
-      );
-      const key = found.rows[0];
-      if (!key) throw notFound("API key");
-      if (key.created_by !== actor.userId && !managesEveryKey(actor)) {
+      const createdBy = await lockApiKeyCreator(db, req.organizationId, req.id);
+      if (createdBy === undefined) throw notFound("API key");
+      if (createdBy !== actor.userId && !managesEveryKey(actor)) {
         throw permissionDenied(`only its creator, an owner or an admin (${MANAGES_EVERY_KEY}) can revoke another member's API key`);
       }
-      await db.query("UPDATE api_keys SET revoked_at = $2 WHERE id = $1", [req.id, ctx.clock.now()]);
+      await revokeApiKeyRow(db, req.id, ctx.clock.now());
       return await ctx.revocations.publish(db, { credentialId: req.id });
     });
     await ctx.revocations.delivered([published]);

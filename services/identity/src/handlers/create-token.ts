@@ -3,6 +3,8 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { notFound, permissionDenied, Validator } from "@dbaas/kit";
 import { CreateTokenResponseSchema, type CreateTokenRequest, type CreateTokenResponse } from "@dbaas/proto/identity";
 import type { AppContext } from "../context.ts";
+import { findMembershipId } from "../db/memberships.ts";
+import { findAccount, setPasswordHash } from "../db/users.ts";
 import { limitedPasswordCheck } from "../login-attempts.ts";
 import { issueSession } from "../sessions.ts";
 import { checkGivenPassword, checkLoginEmail } from "../validation.ts";
@@ -15,11 +17,7 @@ export function createToken(ctx: AppContext) {
     v.throwIfAny();
 
     const now = ctx.clock.now();
-    const found = await ctx.pool.query<{ id: string; password_hash: string }>(
-      "SELECT id, password_hash FROM users WHERE lower(email) = $1",
-      [email],
-    );
-    const user = found.rows[0];
+    const user = await findAccount(ctx.pool, email);
     let needsRehash = false;
     const ok = await limitedPasswordCheck(ctx, email, async () => {
       const verdict = user
@@ -29,23 +27,10 @@ export function createToken(ctx: AppContext) {
       return verdict.ok;
     });
     if (!user || !ok) throw new ConnectError("invalid e-mail or password", Code.Unauthenticated);
-
-    if (needsRehash) {
-      const fresh = await ctx.passwords.hash(req.password);
-      await ctx.pool.query("UPDATE users SET password_hash = $2, updated_at = $3 WHERE id = $1", [user.id, fresh, now]);
-    }
+    if (needsRehash) await setPasswordHash(ctx.pool, user.id, await ctx.passwords.hash(req.password), now);
 
     // Checked only after the password, so membership of an organization is not revealed to strangers.
-    const membership = req.organizationId
-      ? await ctx.pool.query<{ id: string }>(
-          "SELECT id FROM memberships WHERE user_id = $1 AND organization_id = $2",
-          [user.id, req.organizationId],
-        )
-      : await ctx.pool.query<{ id: string }>(
-          "SELECT id FROM memberships WHERE user_id = $1 ORDER BY created_at, id LIMIT 1",
-          [user.id],
-        );
-    const membershipId = membership.rows[0]?.id;
+    const membershipId = await findMembershipId(ctx.pool, user.id, req.organizationId);
     if (!membershipId) {
       if (req.organizationId) throw notFound("organization");
       throw permissionDenied("this account is not a member of any organization");

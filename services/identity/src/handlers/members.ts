@@ -15,20 +15,25 @@ import {
   type UpdateMemberRequest,
   type UpdateMemberResponse,
 } from "@dbaas/proto/identity";
-import type pg from "pg";
-import { roleWithin, type RoleName } from "../authz.ts";
+import { roleWithin } from "../authz.ts";
 import type { AppContext } from "../context.ts";
+import type { Queryable } from "../db/queryable.ts";
+import {
+  deleteMembership,
+  findMemberLogin,
+  isMember,
+  listMembers as listMemberRows,
+  lockMember,
+  lockMembersByUser,
+  setRole,
+  type MemberRow,
+} from "../db/memberships.ts";
 import { limitedPasswordCheck } from "../login-attempts.ts";
-import { MEMBER_COLUMNS, memberToProto, type MemberRow } from "../mappers.ts";
+import { memberToProto } from "../mappers.ts";
 import { checkActor, checkGivenPassword, checkGrantableRole, checkRequired } from "../validation.ts";
 
-async function lockMember(db: pg.PoolClient, organizationId: string, memberId: string): Promise<MemberRow> {
-  const found = await db.query<MemberRow>(
-    `SELECT ${MEMBER_COLUMNS} FROM memberships m JOIN users u ON u.id = m.user_id
-     WHERE m.id = $1 AND m.organization_id = $2 FOR UPDATE OF m`,
-    [memberId, organizationId],
-  );
-  const row = found.rows[0];
+async function lockExistingMember(db: Queryable, organizationId: string, memberId: string): Promise<MemberRow> {
+  const row = await lockMember(db, organizationId, memberId);
   if (!row) throw notFound("member");
   return row;
 }
@@ -38,12 +43,8 @@ export function listMembers(ctx: AppContext) {
     const v = new Validator();
     checkRequired(v, "organization_id", req.organizationId);
     v.throwIfAny();
-    const result = await ctx.pool.query<MemberRow>(
-      `SELECT ${MEMBER_COLUMNS} FROM memberships m JOIN users u ON u.id = m.user_id
-       WHERE m.organization_id = $1 ORDER BY m.created_at, m.id`,
-      [req.organizationId],
-    );
-    return create(ListMembersResponseSchema, { members: result.rows.map(memberToProto) });
+    const rows = await listMemberRows(ctx.pool, req.organizationId);
+    return create(ListMembersResponseSchema, { members: rows.map(memberToProto) });
   };
 }
 
@@ -53,17 +54,17 @@ export function updateMember(ctx: AppContext) {
     checkRequired(v, "organization_id", req.organizationId);
     const actor = checkActor(v, req.actor);
     checkRequired(v, "member_id", req.memberId);
-    const role = checkGrantableRole(v, "role", req.role);
+    const role = checkGrantableRole(v, "role", req.roleEnum, req.role);
     v.throwIfAny();
     if (!roleWithin(role, actor.role)) throw permissionDenied(`the ${actor.role} role cannot grant the ${role} role`);
 
     const published: string[] = [];
     const member = await withTransaction(ctx.pool, async (db) => {
-      const row = await lockMember(db, req.organizationId, req.memberId);
+      const row = await lockExistingMember(db, req.organizationId, req.memberId);
       if (row.role === "owner") throw conflict("the owner's role cannot be changed; transfer ownership instead");
       if (!roleWithin(row.role, actor.role)) throw permissionDenied(`cannot change the role of a member above your own role`);
       if (row.role === role) return row;
-      await db.query("UPDATE memberships SET role = $2 WHERE id = $1", [row.id, role]);
+      await setRole(db, row.id, role);
       // Cached principals of this member carry the old role.
       published.push(await ctx.revocations.publish(db, { organizationId: req.organizationId, userId: row.user_id }));
       return { ...row, role };
@@ -85,11 +86,11 @@ export function removeMember(ctx: AppContext) {
     v.throwIfAny();
 
     const published = await withTransaction(ctx.pool, async (db) => {
-      const row = await lockMember(db, req.organizationId, req.memberId);
+      const row = await lockExistingMember(db, req.organizationId, req.memberId);
       if (row.role === "owner") throw conflict("the owner cannot be removed; transfer ownership first");
       if (!roleWithin(row.role, actor.role)) throw permissionDenied("cannot remove a member above your own role");
-      // Sessions go with the membership (ON DELETE CASCADE); API keys belong to the organization and stay.
-      await db.query("DELETE FROM memberships WHERE id = $1", [row.id]);
+      // Sessions go with the membership; API keys belong to the organization and stay.
+      await deleteMembership(db, row.id);
       return await ctx.revocations.publish(db, { organizationId: req.organizationId, userId: row.user_id });
     });
     await ctx.revocations.delivered([published]);
@@ -97,6 +98,8 @@ export function removeMember(ctx: AppContext) {
     return create(RemoveMemberResponseSchema, {});
   };
 }
+
+const notAMember = () => invalidArgument([{ field: "new_owner_id", message: "must be the user id of a member of this organization" }]);
 
 export function transferOwnership(ctx: AppContext) {
   return async (req: TransferOwnershipRequest): Promise<TransferOwnershipResponse> => {
@@ -109,21 +112,10 @@ export function transferOwnership(ctx: AppContext) {
 
     // Both the credential and the membership must be the owner's: a key made while its
     // creator was an admin stays an admin's key after they become owner.
-    const caller = await ctx.pool.query<{ role: RoleName; email: string; password_hash: string }>(
-      `SELECT m.role, u.email, u.password_hash FROM memberships m JOIN users u ON u.id = m.user_id
-       WHERE m.organization_id = $1 AND m.user_id = $2`,
-      [req.organizationId, actor.userId],
-    );
-    const owner = caller.rows[0];
+    const owner = await findMemberLogin(ctx.pool, req.organizationId, actor.userId);
     if (actor.role !== "owner" || owner?.role !== "owner") throw permissionDenied("only the owner can transfer ownership");
     if (req.newOwnerId === actor.userId) throw invalidArgument([{ field: "new_owner_id", message: "is already the owner" }]);
-    const target = await ctx.pool.query("SELECT 1 FROM memberships WHERE organization_id = $1 AND user_id = $2", [
-      req.organizationId,
-      req.newOwnerId,
-    ]);
-    if (!target.rowCount) {
-      throw invalidArgument([{ field: "new_owner_id", message: "must be the user id of a member of this organization" }]);
-    }
+    if (!(await isMember(ctx.pool, req.organizationId, req.newOwnerId))) throw notAMember();
     const passwordOk = await limitedPasswordCheck(ctx, owner.email, async () => {
       return (await ctx.passwords.verify(req.password, owner.password_hash)).ok;
     });
@@ -131,18 +123,14 @@ export function transferOwnership(ctx: AppContext) {
 
     const published: string[] = [];
     const result = await withTransaction(ctx.pool, async (db) => {
-      const rows = await db.query<MemberRow>(
-        `SELECT ${MEMBER_COLUMNS} FROM memberships m JOIN users u ON u.id = m.user_id
-         WHERE m.organization_id = $1 AND m.user_id = ANY($2) ORDER BY m.id FOR UPDATE OF m`,
-        [req.organizationId, [actor.userId, req.newOwnerId]],
-      );
-      const previous = rows.rows.find((r) => r.user_id === actor.userId);
-      const next = rows.rows.find((r) => r.user_id === req.newOwnerId);
+      const rows = await lockMembersByUser(db, req.organizationId, [actor.userId, req.newOwnerId]);
+      const previous = rows.find((r) => r.user_id === actor.userId);
+      const next = rows.find((r) => r.user_id === req.newOwnerId);
       if (previous?.role !== "owner") throw new ConnectError("ownership changed meanwhile", Code.Aborted);
-      if (!next) throw invalidArgument([{ field: "new_owner_id", message: "must be the user id of a member of this organization" }]);
+      if (!next) throw notAMember();
       // In this order: at most one owner at any moment (memberships_one_owner).
-      await db.query("UPDATE memberships SET role = 'admin' WHERE id = $1", [previous.id]);
-      await db.query("UPDATE memberships SET role = 'owner' WHERE id = $1", [next.id]);
+      await setRole(db, previous.id, "admin");
+      await setRole(db, next.id, "owner");
       for (const userId of [previous.user_id, next.user_id]) {
         published.push(await ctx.revocations.publish(db, { organizationId: req.organizationId, userId }));
       }

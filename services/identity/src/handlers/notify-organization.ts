@@ -4,6 +4,9 @@ import { notFound, Validator, withTransaction } from "@dbaas/kit";
 import { NotifyOrganizationResponseSchema, type NotifyOrganizationRequest, type NotifyOrganizationResponse } from "@dbaas/proto/identity";
 import { ROLE_NAMES, roleScopes, SCOPES, type Scope } from "../authz.ts";
 import type { AppContext } from "../context.ts";
+import { memberEmails } from "../db/memberships.ts";
+import { findNotification, recordNotification } from "../db/notifications.ts";
+import { organizationExists } from "../db/organizations.ts";
 import { enqueueMail } from "../mail.ts";
 import { checkRequired } from "../validation.ts";
 
@@ -52,26 +55,13 @@ export function notifyOrganization(ctx: AppContext) {
 
     const now = ctx.clock.now();
     const outcome = await withTransaction(ctx.pool, async (db) => {
-      const org = await db.query("SELECT 1 FROM organizations WHERE id = $1", [req.organizationId]);
-      if (!org.rowCount) throw notFound("organization");
-      const members = await db.query<{ email: string }>(
-        `SELECT u.email FROM memberships m JOIN users u ON u.id = m.user_id
-         WHERE m.organization_id = $1 AND m.role = ANY($2) ORDER BY m.created_at, m.id`,
-        [req.organizationId, rolesWith(req.permission as Scope)],
-      );
+      if (!(await organizationExists(db, req.organizationId))) throw notFound("organization");
+      const recipients = await memberEmails(db, req.organizationId, rolesWith(req.permission as Scope));
       // A concurrent call with the same id waits here until the first commits
       // (then finds its row) or rolls back (then takes its place).
-      const recorded = await db.query(
-        `INSERT INTO notifications (id, organization_id, recipients, created_at) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (id) DO NOTHING`,
-        [req.notificationId, req.organizationId, members.rows.length, now],
-      );
-      if (!recorded.rowCount) {
-        const first = await db.query<{ organization_id: string; recipients: number }>(
-          "SELECT organization_id, recipients FROM notifications WHERE id = $1",
-          [req.notificationId],
-        );
-        const row = first.rows[0];
+      const recorded = await recordNotification(db, { id: req.notificationId, organizationId: req.organizationId, recipients: recipients.length, now });
+      if (!recorded) {
+        const row = await findNotification(db, req.notificationId);
         // Gone again only if its organization was deleted meanwhile.
         if (!row) throw notFound("organization");
         if (row.organization_id !== req.organizationId) {
@@ -79,10 +69,10 @@ export function notifyOrganization(ctx: AppContext) {
         }
         return { recipients: row.recipients, queued: false };
       }
-      for (const { email } of members.rows) {
+      for (const email of recipients) {
         await enqueueMail(db, ctx.sealer, { to: email, subject: req.subject, text: req.text }, now);
       }
-      return { recipients: members.rows.length, queued: true };
+      return { recipients: recipients.length, queued: true };
     });
     if (outcome.queued) {
       if (outcome.recipients > 0) ctx.mailRelay.nudge();

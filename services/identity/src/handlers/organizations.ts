@@ -4,14 +4,14 @@ import {
   callerKey,
   conflict,
   dependencyUnavailable,
+  isPaidPlan,
   notEnabled,
   notFound,
   permissionDenied,
-  PLANS,
   requireGoodStanding,
-  SUPPORT_PLANS,
   Validator,
   withTransaction,
+  type Scope,
 } from "@dbaas/kit";
 import {
   DeleteOrganizationResponseSchema,
@@ -25,51 +25,58 @@ import {
   type UpdateOrganizationResponse,
 } from "@dbaas/proto/identity";
 import type { AppContext } from "../context.ts";
-import { organizationToProto, ORGANIZATION_COLUMNS, type OrganizationRow } from "../mappers.ts";
-import { checkActor, checkName, checkRequired } from "../validation.ts";
+import {
+  deleteOrganization as deleteOrganizationRow,
+  findOrganization,
+  lockOrganization,
+  organizationExists,
+  updateOrganization as updateOrganizationRow,
+} from "../db/organizations.ts";
+import { organizationToProto } from "../mappers.ts";
+import { checkActor, checkName, checkPlan, checkRequired } from "../validation.ts";
+
+/** Who may change the plan (spec 2.7: billing is the owner's). */
+const CHANGES_PLAN: Scope = "billing:write";
 
 export function getOrganization(ctx: AppContext) {
   return async (req: GetOrganizationRequest): Promise<GetOrganizationResponse> => {
     const v = new Validator();
     checkRequired(v, "organization_id", req.organizationId);
     v.throwIfAny();
-    const result = await ctx.pool.query<OrganizationRow>(
-      `SELECT ${ORGANIZATION_COLUMNS} FROM organizations WHERE id = $1`,
-      [req.organizationId],
-    );
-    const org = result.rows[0];
+    const org = await findOrganization(ctx.pool, req.organizationId);
     if (!org) throw notFound("organization");
     return create(GetOrganizationResponseSchema, { organization: organizationToProto(org) });
   };
 }
 
+/**
+ * Renames and/or changes the plan. Made for an end user (the gateway) it
+ * carries the actor, whose credential must hold billing:write to touch the
+ * plan; the support caller (the set-plan tool) sets any plan by contract,
+ * `internal` included, with no actor and without asking billing.
+ */
 export function updateOrganization(ctx: AppContext) {
   return async (req: UpdateOrganizationRequest, handlerCtx: HandlerContext): Promise<UpdateOrganizationResponse> => {
+    const support = handlerCtx.values.get(callerKey) === "support";
     const v = new Validator();
     checkRequired(v, "organization_id", req.organizationId);
+    const actor = support ? undefined : checkActor(v, req.actor);
     const name = req.name === undefined ? undefined : checkName(v, "name", req.name);
-    const support = handlerCtx.values.get(callerKey) === "support";
-    if (req.plan !== undefined) v.oneOf("plan", req.plan, support ? SUPPORT_PLANS : PLANS);
+    const plan = checkPlan(v, "plan", req, support);
     v.throwIfAny();
+    if (plan !== undefined && actor && !actor.permissions.includes(CHANGES_PLAN)) {
+      throw permissionDenied(`this action requires the ${CHANGES_PLAN} permission`);
+    }
 
     const published: string[] = [];
     const org = await withTransaction(ctx.pool, async (db) => {
-      const current = await db.query<OrganizationRow>(
-        `SELECT ${ORGANIZATION_COLUMNS} FROM organizations WHERE id = $1 FOR UPDATE`,
-        [req.organizationId],
-      );
-      const before = current.rows[0];
+      const before = await lockOrganization(db, req.organizationId);
       if (!before) throw notFound("organization");
       // Support sets plans by contract (and the internal plan); customers need a payment method for a paid one.
-      if (req.plan !== undefined && req.plan !== before.plan && req.plan !== "free" && !support) {
+      if (plan !== undefined && plan !== before.plan && isPaidPlan(plan) && !support) {
         await requirePaymentMethod(ctx, req.organizationId);
       }
-      const updated = await db.query<OrganizationRow>(
-        `UPDATE organizations SET name = COALESCE($2, name), plan = COALESCE($3, plan), updated_at = $4
-         WHERE id = $1 RETURNING ${ORGANIZATION_COLUMNS}`,
-        [req.organizationId, name ?? null, req.plan ?? null, ctx.clock.now()],
-      );
-      const after = updated.rows[0]!;
+      const after = await updateOrganizationRow(db, req.organizationId, { name, plan }, ctx.clock.now());
       // Principals carry the plan (it sets the rate limits): cached ones must be refreshed.
       if (after.plan !== before.plan) {
         published.push(await ctx.revocations.publish(db, { organizationId: req.organizationId }));
@@ -115,16 +122,13 @@ export function deleteOrganization(ctx: AppContext) {
     v.throwIfAny();
     if (actor.role !== "owner") throw permissionDenied("only the owner can delete the organization");
 
-    const exists = await ctx.pool.query("SELECT 1 FROM organizations WHERE id = $1", [req.organizationId]);
-    if (!exists.rowCount) throw notFound("organization");
+    if (!(await organizationExists(ctx.pool, req.organizationId))) throw notFound("organization");
     const databases = await liveDatabases(ctx, req.organizationId);
     if (databases > 0) {
       throw conflict(`the organization still has ${databases} database${databases === 1 ? "" : "s"}; delete them first`);
     }
     const published = await withTransaction(ctx.pool, async (db) => {
-      // Memberships, sessions, API keys, invitations and their unsent mails go with it (ON DELETE CASCADE).
-      const deleted = await db.query("DELETE FROM organizations WHERE id = $1", [req.organizationId]);
-      if (!deleted.rowCount) throw notFound("organization");
+      if (!(await deleteOrganizationRow(db, req.organizationId))) throw notFound("organization");
       return await ctx.revocations.publish(db, { organizationId: req.organizationId });
     });
     await ctx.revocations.delivered([published]);

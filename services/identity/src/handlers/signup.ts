@@ -4,7 +4,10 @@ import { newId, Validator, withTransaction } from "@dbaas/kit";
 import { SignupResponseSchema, UserSchema, type SignupRequest, type SignupResponse } from "@dbaas/proto/identity";
 import type { AppContext } from "../context.ts";
 import { isUniqueViolation } from "../db/errors.ts";
-import { organizationToProto, ORGANIZATION_COLUMNS, type OrganizationRow } from "../mappers.ts";
+import { insertMembership } from "../db/memberships.ts";
+import { insertOrganization } from "../db/organizations.ts";
+import { emailRegistered, insertUser } from "../db/users.ts";
+import { organizationToProto } from "../mappers.ts";
 import { issueSession } from "../sessions.ts";
 import { checkEmail, checkName, checkPassword } from "../validation.ts";
 
@@ -20,33 +23,22 @@ export function signup(ctx: AppContext) {
     v.throwIfAny();
 
     // Checked before hashing so a duplicate costs no scrypt; the unique index still decides races.
-    const existing = await ctx.pool.query("SELECT 1 FROM users WHERE lower(email) = lower($1)", [email]);
-    if (existing.rowCount) throw emailTaken();
+    if (await emailRegistered(ctx.pool, email)) throw emailTaken();
     const passwordHash = await ctx.passwords.hash(req.password);
     const now = ctx.clock.now();
 
     try {
       return await withTransaction(ctx.pool, async (db) => {
         const userId = newId("user");
-        await db.query(
-          "INSERT INTO users (id, email, name, password_hash, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)",
-          [userId, email, name, passwordHash, now],
-        );
-        const org = await db.query<OrganizationRow>(
-          `INSERT INTO organizations (id, name, plan, created_at, updated_at) VALUES ($1, $2, 'free', $3, $3)
-           RETURNING ${ORGANIZATION_COLUMNS}`,
-          [newId("org"), organizationName, now],
-        );
+        await insertUser(db, { id: userId, email, name, passwordHash, now });
+        const org = await insertOrganization(db, { id: newId("org"), name: organizationName, now });
         const membershipId = newId("member");
-        await db.query(
-          "INSERT INTO memberships (id, organization_id, user_id, role, created_at) VALUES ($1, $2, $3, 'owner', $4)",
-          [membershipId, org.rows[0]!.id, userId, now],
-        );
+        await insertMembership(db, { id: membershipId, organizationId: org.id, userId, role: "owner", now });
         const token = await issueSession(db, membershipId, now, ctx.tokenTtlSeconds);
-        ctx.log.info("signed up", { user_id: userId, organization_id: org.rows[0]!.id });
+        ctx.log.info("signed up", { user_id: userId, organization_id: org.id });
         return create(SignupResponseSchema, {
           user: create(UserSchema, { id: userId, email, name }),
-          organization: organizationToProto(org.rows[0]!),
+          organization: organizationToProto(org),
           token,
         });
       });

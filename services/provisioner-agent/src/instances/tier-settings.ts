@@ -1,21 +1,18 @@
 import os from "node:os";
+import { isTierName, TIER_NAMES, tierSpec, type TierName } from "@dbaas/kit";
 
-/** Sellable instance sizes, smallest first. */
-export const TIER_NAMES = ["micro", "small", "medium", "large", "xlarge"] as const;
-export type TierName = (typeof TIER_NAMES)[number];
+/** The tiers are the catalogue's (services/kit catalogue.ts): their names, vCPUs and memory are read from there. */
+export { TIER_NAMES, type TierName };
 
 const GiB = 1024 ** 3;
 const MiB = 1024 ** 2;
 const KiB = 1024;
 
-/** What each tier promises the customer, before density scaling. */
-export const TIERS: Readonly<Record<TierName, { vcpus: number; memoryBytes: number }>> = {
-  micro: { vcpus: 1, memoryBytes: 1 * GiB },
-  small: { vcpus: 2, memoryBytes: 4 * GiB },
-  medium: { vcpus: 4, memoryBytes: 8 * GiB },
-  large: { vcpus: 8, memoryBytes: 16 * GiB },
-  xlarge: { vcpus: 16, memoryBytes: 32 * GiB },
-};
+/** What a tier promises the customer, before density scaling: the catalogue's vCPUs and memory. */
+function promised(tier: TierName): { vcpus: number; memoryBytes: number } {
+  const spec = tierSpec(tier);
+  return { vcpus: spec.vcpu, memoryBytes: spec.memoryGb * GiB };
+}
 
 /** Connection limits are not scaled: they are part of what a tier promises and cost little shared memory. */
 const MAX_CONNECTIONS: Readonly<Record<TierName, number>> = { micro: 50, small: 100, medium: 200, large: 400, xlarge: 800 };
@@ -27,10 +24,6 @@ const MIN_WAL_MB: Readonly<Record<TierName, number>> = { micro: 32, small: 64, m
 export const TARGET_MICRO_DENSITY = 200;
 const MIN_SCALE = 1 / 16;
 
-export function isTierName(tier: string): tier is TierName {
-  return (TIER_NAMES as readonly string[]).includes(tier);
-}
-
 /**
  * Factor applied to every memory figure. Real clouds give a micro instance a
  * dedicated 1 GB; a shared host cannot, so memory is scaled to make
@@ -40,7 +33,7 @@ export function isTierName(tier: string): tier is TierName {
  * becomes unusable.
  */
 export function defaultMemoryScale(hostMemoryBytes: number = os.totalmem()): number {
-  const s = hostMemoryBytes / (TARGET_MICRO_DENSITY * TIERS.micro.memoryBytes);
+  const s = hostMemoryBytes / (TARGET_MICRO_DENSITY * promised("micro").memoryBytes);
   return Math.min(1, Math.max(MIN_SCALE, s));
 }
 
@@ -66,7 +59,7 @@ export function tierSettings(tier: string, hostMemoryBytes: number = os.totalmem
   if (!isTierName(tier)) throw new Error(`unknown tier ${JSON.stringify(tier)}; expected one of ${TIER_NAMES.join(", ")}`);
   const scale = opts.scale ?? defaultMemoryScale(hostMemoryBytes);
   if (!(scale > 0)) throw new Error(`tierSettings: scale must be positive, got ${scale}`);
-  const { vcpus, memoryBytes } = TIERS[tier];
+  const { vcpus, memoryBytes } = promised(tier);
   const m = memoryBytes * scale;
   const halfCpus = Math.floor(vcpus / 2);
   return {
