@@ -9,7 +9,7 @@
  * $DBAAS_DATA_DIR/internal-auth-secret). Calls UpdateOrganization as caller "support".
  */
 import { ConnectError } from "@connectrpc/connect";
-import { createInternalClient, localStackLayout, localUrl, operatorSecret } from "@dbaas/kit";
+import { createInternalClient, localStackLayout, localUrl, operatorSecret, PLAN } from "@dbaas/kit";
 import { IdentityService } from "@dbaas/proto/identity";
 
 const [organizationId, plan] = process.argv.slice(2);
@@ -29,8 +29,9 @@ const client = createInternalClient(IdentityService, process.env.IDENTITY_URL ??
   caller: "support",
 });
 try {
-  const { organization } = await client.updateOrganization({ organizationId, plan }, { timeoutMs: 10_000 });
-  process.stdout.write(`${organization!.id} (${organization!.name}) is on plan ${organization!.plan}\n`);
+  // The enum and, for an identity that predates it, the name; a name the kit does not know goes as given, for identity to refuse.
+  const { organization } = await client.updateOrganization({ organizationId, planEnum: PLAN.value(plan), plan }, { timeoutMs: 10_000 });
+  process.stdout.write(`${organization!.id} (${organization!.name}) is on plan ${PLAN.read(organization!.planEnum, organization!.plan)}\n`);
   process.exit(0);
 } catch (err) {
   process.stderr.write(`set-plan failed: ${ConnectError.from(err).rawMessage}\n`);
