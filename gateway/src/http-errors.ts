@@ -63,8 +63,10 @@ function envelope(err: ApiError, fixed: string[], requestId: string, rateLimit: 
   return { headers, body };
 }
 
-/** The response of the request Node was reading when the error came, if Express already took it on. */
-function inFlight(socket: Socket): (ServerResponse & { locals?: Partial<Express.Locals>; req?: IncomingMessage }) | undefined {
+type InFlight = ServerResponse & { locals?: Partial<Express.Locals>; req?: IncomingMessage };
+
+/** The response the socket is busy with when the error comes (the app took its request on), if any. */
+function inFlight(socket: Socket): InFlight | undefined {
   return (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage ?? undefined;
 }
 
@@ -140,15 +142,26 @@ export function createMalformedAnswers(ctx: GatewayContext): MalformedAnswers {
     });
   };
 
+  /** Writes the answer to `err` on a socket Node gave up on, as the answer to `res`'s request when there is one. */
+  const reply = (socket: Socket, err: ApiError, res: InFlight | undefined) => {
+    void decide(socket, err, res?.locals?.rateLimit).then(({ error, rateLimit }) => {
+      // The client may have gone meanwhile, or that request's handler answered after all.
+      if (!socket.writable || res?.headersSent) {
+        socket.destroy();
+        return;
+      }
+      const { headers, body } = envelope(error, fixed, res?.locals?.requestId ?? newId(), rateLimit);
+      endAndLinger(socket, rawResponse(error.status, headers, res?.req?.method === "HEAD" ? undefined : body));
+    });
+  };
+
   return {
     clientError(raw, socket) {
       // A socket whose parser failed reports the same error again for every further chunk it receives.
       if (answered.has(socket)) return;
       answered.add(socket);
       const err = clientErrorOf(raw);
-      // The request being read when it failed (a bad chunk in its body), if Express already took it on.
-      const res = inFlight(socket);
-      if (err === undefined || !socket.writable || res?.headersSent) {
+      if (err === undefined || !socket.writable) {
         socket.destroy();
         return;
       }
@@ -156,26 +169,24 @@ export function createMalformedAnswers(ctx: GatewayContext): MalformedAnswers {
       // wants no answer) would otherwise have Node's HTTP end-of-input handler end the socket before the
       // answer is decided. Server sockets allow half-open, so net's own 'end' listener does nothing.
       socket.removeAllListeners("end");
-      void decide(socket, err, res?.locals?.rateLimit).then(({ error, rateLimit }) => {
-        // The client may have gone meanwhile, or that request's handler answered after all.
-        if (!socket.writable || res?.headersSent) {
-          socket.destroy();
-          return;
-        }
-        const { headers, body } = envelope(error, fixed, res?.locals?.requestId ?? newId(), rateLimit);
-        endAndLinger(socket, rawResponse(error.status, headers, res?.req?.method === "HEAD" ? undefined : body));
-      });
+      const res = inFlight(socket);
+      if (res?.req?.complete) {
+        // The error is in a request pipelined behind one the app is still answering: that answer goes first.
+        res.once("close", () => (socket.writable ? reply(socket, err, undefined) : socket.destroy()));
+        return;
+      }
+      // Else the error is in the body of the request being read (a bad chunk), if any: answered as that one.
+      if (res?.headersSent) {
+        socket.destroy();
+        return;
+      }
+      reply(socket, err, res);
     },
     checkExpectation(req, res) {
       answer(req, res, new ApiError(417, "validation_error", "unsupported Expect header: only 100-continue is"));
     },
     connect(_req, socket) {
-      const err = badRequest("CONNECT is not supported: this is an API, not a proxy");
-      void decide(socket, err).then(({ error, rateLimit }) => {
-        if (!socket.writable) return void socket.destroy();
-        const { headers, body } = envelope(error, fixed, newId(), rateLimit);
-        endAndLinger(socket, rawResponse(error.status, headers, body));
-      });
+      reply(socket, badRequest("CONNECT is not supported: this is an API, not a proxy"), undefined);
     },
     hostMissing(req, res) {
       if (req.httpVersionMajor !== 1 || req.httpVersionMinor !== 1 || req.headers.host !== undefined) return false;

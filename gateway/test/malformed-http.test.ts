@@ -257,6 +257,15 @@ describe("a client that half-closes right after its request still gets the answe
     expectEnvelope(await sendAndEnd(slow.port, "GET /v1/regions HTTP/1.1\r\n\r\n"), 400, "validation_error");
   });
 
+  it("a malformed request pipelined behind one the app is still answering: that answer first, then the envelope", async () => {
+    const good = `GET /v1/regions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`;
+    const res = await sendAndEnd(slow.port, `${good}GET /v1/regions HTTP/9.9\r\nHost: gw\r\n\r\n`);
+    const statuses = [...res.raw.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+    expect(statuses).toEqual([200, 400]);
+    const second = res.raw.slice(res.raw.lastIndexOf("HTTP/1.1 "));
+    expect(JSON.parse(second.slice(second.indexOf("\r\n\r\n") + 4)).error.code).toBe("validation_error");
+  });
+
   it("a well-formed request the app answers", async () => {
     const res = await sendAndEnd(slow.port, `GET /v1/regions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`);
     expect(res.status, res.raw).toBe(200);
