@@ -1,6 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { DatabaseSchema, OperationSchema, type Database, type Operation } from "@dbaas/proto/databases";
+import { DATABASE_STATUS } from "@dbaas/kit";
+import { DatabaseSchema, DatabaseStatus, OperationSchema, type Database, type Operation } from "@dbaas/proto/databases";
 import type { DatabaseRow } from "./db/databases.ts";
 import type { OperationRow } from "./db/operations.ts";
 
@@ -18,6 +19,28 @@ export function connectionString(row: Pick<DatabaseRow, "id" | "port">, domain: 
   return `postgresql://${USERNAME}:${password}@${hostOf(row.id, domain)}:${row.port}/${DATABASE_NAME}?sslmode=require`;
 }
 
+/*
+ * The status at the proto boundary, the one place it is converted: stored as
+ * its name (statuses.ts), on the wire as DatabaseStatus through the kit's one
+ * mapping (services/kit vocabulary.ts), with the deprecated name beside it for
+ * callers that predate the enum.
+ */
+
+/** The proto status of a recorded status name. */
+export function statusToProto(status: string): DatabaseStatus {
+  return DATABASE_STATUS.value(status) ?? DatabaseStatus.UNSPECIFIED;
+}
+
+/**
+ * The status a request names: its status_enum once set (a number this build
+ * does not know stays a name no list holds, refused as any unknown name is),
+ * else the deprecated name as given; "" when neither is set.
+ */
+export function requestedStatus(req: { statusEnum: DatabaseStatus; status: string }): string {
+  if (req.statusEnum === DatabaseStatus.UNSPECIFIED) return req.status;
+  return DATABASE_STATUS.name(req.statusEnum) ?? String(req.statusEnum);
+}
+
 export function toDatabase(row: DatabaseRow, domain: string): Database {
   return create(DatabaseSchema, {
     id: row.id,
@@ -27,6 +50,7 @@ export function toDatabase(row: DatabaseRow, domain: string): Database {
     tier: row.tier,
     version: row.version,
     status: row.status,
+    statusEnum: statusToProto(row.status),
     host: hostOf(row.id, domain),
     port: row.port,
     database: DATABASE_NAME,

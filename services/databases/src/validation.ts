@@ -20,11 +20,3 @@ export function validateName(v: Validator, raw: string): string {
   } else if (FORBIDDEN_NAME_CHARACTERS.test(name)) v.add("name", "must not contain control characters");
   return name;
 }
-
-export function validatePaging(v: Validator, page: number, perPage: number): { page: number; perPage: number } {
-  const p = page === 0 ? 1 : page;
-  const pp = perPage === 0 ? 20 : perPage;
-  if (p < 1) v.add("page", "must be at least 1");
-  if (pp < 1 || pp > 100) v.add("per_page", "must be between 1 and 100");
-  return { page: p, perPage: pp };
-}

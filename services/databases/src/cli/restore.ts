@@ -9,7 +9,7 @@
  * "support"; the public gateway has no such route.
  */
 import { ConnectError } from "@connectrpc/connect";
-import { createInternalClient, localStackLayout, localUrl, operatorSecret } from "@dbaas/kit";
+import { createInternalClient, DATABASE_STATUS, localStackLayout, localUrl, operatorSecret } from "@dbaas/kit";
 import { DatabasesService } from "@dbaas/proto/databases";
 
 const id = process.argv[2];
@@ -30,7 +30,7 @@ const client = createInternalClient(DatabasesService, process.env.DATABASES_URL 
 });
 try {
   const { database } = await client.restoreDatabase({ id }, { timeoutMs: 10_000 });
-  process.stdout.write(`restored ${database!.id} (${database!.name}) in organization ${database!.organizationId}: status ${database!.status}\n`);
+  process.stdout.write(`restored ${database!.id} (${database!.name}) in organization ${database!.organizationId}: status ${DATABASE_STATUS.read(database!.statusEnum, database!.status)}\n`);
   process.exit(0);
 } catch (err) {
   process.stderr.write(`restore failed: ${ConnectError.from(err).rawMessage}\n`);
