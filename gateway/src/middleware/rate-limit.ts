@@ -3,6 +3,7 @@ import type { Principal } from "@dbaas/proto/identity";
 import type { GatewayContext } from "../context.ts";
 import { insufficientPermissions, rateLimited, type ApiError } from "../errors.ts";
 import { ipWindows, planWindows, type Decision } from "../rate-limit/limiter.ts";
+import { principalPlan } from "../routes/mappers.ts";
 import type { Permission } from "../routes/route.ts";
 import { hasPermission } from "./auth.ts";
 import { sendReply, type Reply } from "./envelope.ts";
@@ -88,7 +89,7 @@ export function createHeadroom(): Headroom {
 }
 
 async function countOrganization(ctx: GatewayContext, headroom: Headroom, principal: Principal): Promise<Decision> {
-  const decision = await ctx.limiter.consume(`org:${principal.organizationId}`, planWindows(principal.plan));
+  const decision = await ctx.limiter.consume(`org:${principal.organizationId}`, planWindows(principalPlan(principal) ?? "free"));
   headroom.record(principal.organizationId, decision);
   return decision;
 }

@@ -54,6 +54,9 @@ export const roleName = (role: Role): RoleName => nameOf(ROLE, role, "", "role")
 /** The public name of an organization's or a principal's plan. */
 export const planName = (m: { planEnum: Plan; plan: string }): PlanName => nameOf(PLAN, m.planEnum, m.plan, "plan");
 
+/** A principal's plan, which sets its rate limits; undefined when it names none this build knows. */
+export const principalPlan = (principal: Principal): PlanName | undefined => PLAN.read(principal.planEnum, principal.plan);
+
 /** The public name of a database's status. */
 export const databaseStatusName = (db: { statusEnum: DatabaseStatus; status: string }): DatabaseStatusName =>
   nameOf(DATABASE_STATUS, db.statusEnum, db.status, "database status");
