@@ -1,13 +1,5 @@
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
-import {
-  DATABASE_STATUS,
-  PLAN,
-  ROLE,
-  type DatabaseStatusName,
-  type PlanName,
-  type RoleName,
-  type Vocabulary,
-} from "@dbaas/kit";
+import { DATABASE_STATUS, PLAN, ROLE, type DatabaseStatusName, type PlanName, type RoleName, type Vocabulary } from "@dbaas/kit";
 import type { DatabaseStatus } from "@dbaas/proto/databases";
 import type { Plan, Principal, Role } from "@dbaas/proto/identity";
 import { list, type Reply } from "../middleware/envelope.ts";

@@ -38,8 +38,14 @@ const INVOICE_STATUSES = ["open", "paid", "past_due"];
 const PLANS = SUPPORT_PLANS;
 
 const id = (prefix: string) => ({ type: "string", pattern: `^${prefix}`, description: `Identifier, prefix \`${prefix}\`.` });
-const region = oneOf(REGIONS.map((r) => r.code), "Region code.");
-const tier = oneOf(TIERS.map((t) => t.name), "Instance tier.");
+const region = oneOf(
+  REGIONS.map((r) => r.code),
+  "Region code.",
+);
+const tier = oneOf(
+  TIERS.map((t) => t.name),
+  "Instance tier.",
+);
 const version = { type: "string", pattern: "^[0-9]+$", description: "PostgreSQL major version." };
 const databaseStatus = oneOf(DATABASE_STATUSES, "Lifecycle status.");
 const role = oneOf(ROLES);
@@ -169,28 +175,31 @@ const SCHEMAS = {
     default: { type: "boolean", description: "Whether invoices are charged to it; an organization has at most one default." },
     created_at: dateTime(),
   }),
-  Invoice: object("The bill of one calendar month (UTC), issued after the month ended and charged to the default payment method (spec 2.5).", {
-    id: id("inv-"),
-    period: { type: "string", pattern: "^[0-9]{4}-(0[1-9]|1[0-2])$", description: "The month billed, `YYYY-MM`." },
-    amount: num("Sum of the lines' amounts."),
-    currency: str("Three-letter currency code."),
-    status: oneOf(
-      INVOICE_STATUSES,
-      "`open`: issued, the charge not made yet or being retried; `paid`; `past_due`: the charge was declined or there was no payment method.",
-    ),
-    issued_at: dateTime(),
-    due_at: dateTime("The charge is attempted when the invoice is issued: the same instant."),
-    paid_at: nullableDateTime("Null until paid."),
-    pdf_url: { type: "string", format: "uri", description: "The invoice as a PDF (GET with the same credential)." },
-    lines: arrayOf(
-      object("One priced line.", {
-        description: str("What was used, e.g. `Compute, small`."),
-        quantity: num(),
-        unit: oneOf(["hour", "GB-month", "GB"]),
-        amount: num("Rounded to cents."),
-      }),
-    ),
-  }),
+  Invoice: object(
+    "The bill of one calendar month (UTC), issued after the month ended and charged to the default payment method (spec 2.5).",
+    {
+      id: id("inv-"),
+      period: { type: "string", pattern: "^[0-9]{4}-(0[1-9]|1[0-2])$", description: "The month billed, `YYYY-MM`." },
+      amount: num("Sum of the lines' amounts."),
+      currency: str("Three-letter currency code."),
+      status: oneOf(
+        INVOICE_STATUSES,
+        "`open`: issued, the charge not made yet or being retried; `paid`; `past_due`: the charge was declined or there was no payment method.",
+      ),
+      issued_at: dateTime(),
+      due_at: dateTime("The charge is attempted when the invoice is issued: the same instant."),
+      paid_at: nullableDateTime("Null until paid."),
+      pdf_url: { type: "string", format: "uri", description: "The invoice as a PDF (GET with the same credential)." },
+      lines: arrayOf(
+        object("One priced line.", {
+          description: str("What was used, e.g. `Compute, small`."),
+          quantity: num(),
+          unit: oneOf(["hour", "GB-month", "GB"]),
+          amount: num("Rounded to cents."),
+        }),
+      ),
+    },
+  ),
   Alert: object("A spending alert (spec 4.2): fires at most once per calendar month (UTC).", {
     id: id("alr-"),
     threshold: num("Month-to-date total, in `currency`, at which the alert fires."),

@@ -44,8 +44,7 @@ export function createContext(config: Config, overrides: ContextOverrides = {}):
   const pool = overrides.pool ?? createPool(config.databaseUrl, config.databaseSchema);
   const clock = overrides.clock ?? systemClock;
   const sealer = createSealer(config.internalSecret);
-  const sender =
-    overrides.mailSender ?? (config.smtpUrl ? createSmtpSender(config.smtpUrl, config.mailFrom) : createLogSender(log));
+  const sender = overrides.mailSender ?? (config.smtpUrl ? createSmtpSender(config.smtpUrl, config.mailFrom) : createLogSender(log));
   const databases =
     overrides.databases ??
     (config.databasesUrl

@@ -12,26 +12,28 @@ import { deleteOrganization, getOrganization, updateOrganization } from "./handl
 import { ackRevocation, watchRevocations } from "./handlers/revocations.ts";
 import { signup } from "./handlers/signup.ts";
 
-export const routes = (ctx: AppContext, opts: { heartbeatMs?: number } = {}) => (router: ConnectRouter) =>
-  router.service(IdentityService, {
-    signup: signup(ctx),
-    createToken: createToken(ctx),
-    authenticate: authenticate(ctx),
-    createApiKey: createApiKey(ctx),
-    listApiKeys: listApiKeys(ctx),
-    revokeApiKey: revokeApiKey(ctx),
-    getOrganization: getOrganization(ctx),
-    updateOrganization: updateOrganization(ctx),
-    deleteOrganization: deleteOrganization(ctx),
-    listMembers: listMembers(ctx),
-    updateMember: updateMember(ctx),
-    removeMember: removeMember(ctx),
-    transferOwnership: transferOwnership(ctx),
-    createInvitation: createInvitation(ctx),
-    listInvitations: listInvitations(ctx),
-    cancelInvitation: cancelInvitation(ctx),
-    acceptInvitation: acceptInvitation(ctx),
-    watchRevocations: watchRevocations(ctx, opts.heartbeatMs),
-    ackRevocation: ackRevocation(ctx),
-    notifyOrganization: notifyOrganization(ctx),
-  });
+export const routes =
+  (ctx: AppContext, opts: { heartbeatMs?: number } = {}) =>
+  (router: ConnectRouter) =>
+    router.service(IdentityService, {
+      signup: signup(ctx),
+      createToken: createToken(ctx),
+      authenticate: authenticate(ctx),
+      createApiKey: createApiKey(ctx),
+      listApiKeys: listApiKeys(ctx),
+      revokeApiKey: revokeApiKey(ctx),
+      getOrganization: getOrganization(ctx),
+      updateOrganization: updateOrganization(ctx),
+      deleteOrganization: deleteOrganization(ctx),
+      listMembers: listMembers(ctx),
+      updateMember: updateMember(ctx),
+      removeMember: removeMember(ctx),
+      transferOwnership: transferOwnership(ctx),
+      createInvitation: createInvitation(ctx),
+      listInvitations: listInvitations(ctx),
+      cancelInvitation: cancelInvitation(ctx),
+      acceptInvitation: acceptInvitation(ctx),
+      watchRevocations: watchRevocations(ctx, opts.heartbeatMs),
+      ackRevocation: ackRevocation(ctx),
+      notifyOrganization: notifyOrganization(ctx),
+    });

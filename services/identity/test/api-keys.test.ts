@@ -59,7 +59,11 @@ describe("CreateApiKey / Authenticate / RevokeApiKey", () => {
   it("refuses to revoke or list another organization's key", async () => {
     const a = await signupUser(h);
     const b = await signupUser(h);
-    const { apiKey, secret } = await h.client.createApiKey({ organizationId: a.organization!.id, actor: actor(a.user!.id, "owner"), name: "k" });
+    const { apiKey, secret } = await h.client.createApiKey({
+      organizationId: a.organization!.id,
+      actor: actor(a.user!.id, "owner"),
+      name: "k",
+    });
     const asB = actor(b.user!.id, "owner");
     const err = await expectError(h.client.revokeApiKey({ organizationId: b.organization!.id, id: apiKey!.id, actor: asB }), Code.NotFound);
     expect(err.rawMessage).toBe("API key not found");
@@ -86,7 +90,11 @@ describe("CreateApiKey / Authenticate / RevokeApiKey", () => {
   it("defaults a key's scopes to what the creator's role allows", async () => {
     const owner = await signupUser(h);
     const viewer = await addMember(h, owner.organization!.id, "viewer");
-    const { apiKey, secret } = await h.client.createApiKey({ organizationId: owner.organization!.id, actor: actor(viewer.user.id, "viewer"), name: "v" });
+    const { apiKey, secret } = await h.client.createApiKey({
+      organizationId: owner.organization!.id,
+      actor: actor(viewer.user.id, "viewer"),
+      name: "v",
+    });
     expect(apiKey!.scopes).toEqual(["databases:read", "metrics:read", "members:read"]);
     expect((await h.client.authenticate({ bearer: secret })).principal!.permissions).toEqual(apiKey!.scopes);
   });
@@ -118,7 +126,7 @@ describe("CreateApiKey / Authenticate / RevokeApiKey", () => {
       Code.InvalidArgument,
     );
     expect(violations(several).map((v) => v.field)).toEqual(["name", "scopes", "expires_at"]);
-    expect(violations(several)[1]!.message).toContain('unknown scope(s) root');
+    expect(violations(several)[1]!.message).toContain("unknown scope(s) root");
 
     const ids = await expectError(h.client.createApiKey({ name: "k" }), Code.InvalidArgument);
     expect(violations(ids).map((v) => v.field)).toEqual(["organization_id", "actor"]);
@@ -164,7 +172,11 @@ describe("CreateApiKey / Authenticate / RevokeApiKey", () => {
 
   it("rejects a key with a bad checksum without touching the database", async () => {
     const owner = await signupUser(h);
-    const { secret } = await h.client.createApiKey({ organizationId: owner.organization!.id, actor: actor(owner.user!.id, "owner"), name: "k" });
+    const { secret } = await h.client.createApiKey({
+      organizationId: owner.organization!.id,
+      actor: actor(owner.user!.id, "owner"),
+      name: "k",
+    });
     const last = secret.at(-1) === "0" ? "1" : "0";
     const tampered = secret.slice(0, -1) + last;
     const query = vi.spyOn(h.ctx.pool, "query");
@@ -234,7 +246,10 @@ describe("keys for every member (DESIGN.md, Identity)", () => {
     await h.client.revokeApiKey({ organizationId: t.org, id: await key("viewer"), actor: t.as.viewer });
 
     const viewers = await key("viewer");
-    const denied = await expectError(h.client.revokeApiKey({ organizationId: t.org, id: viewers, actor: t.as.developer }), Code.PermissionDenied);
+    const denied = await expectError(
+      h.client.revokeApiKey({ organizationId: t.org, id: viewers, actor: t.as.developer }),
+      Code.PermissionDenied,
+    );
     expect(denied.rawMessage).toBe("only its creator, an owner or an admin (settings:write) can revoke another member's API key");
     await expectError(h.client.revokeApiKey({ organizationId: t.org, id: await key("owner"), actor: t.as.viewer }), Code.PermissionDenied);
     // Still there: the refusal revoked nothing.
@@ -252,18 +267,28 @@ describe("keys for every member (DESIGN.md, Identity)", () => {
     const t = await team();
     const narrow = actor(t.as.owner.userId, "owner", ["databases:read", "members:read"]);
     const err = await expectError(
-      h.client.createApiKey({ organizationId: t.org, actor: narrow, name: "wider", scopes: ["databases:read", "databases:write", "billing:write"] }),
+      h.client.createApiKey({
+        organizationId: t.org,
+        actor: narrow,
+        name: "wider",
+        scopes: ["databases:read", "databases:write", "billing:write"],
+      }),
       Code.PermissionDenied,
     );
     expect(err.rawMessage).toBe("a key cannot have scopes its creator's credential lacks: databases:write, billing:write");
     // A viewer's session asking for what its role lacks is refused the same way.
-    await expectError(h.client.createApiKey({ organizationId: t.org, actor: t.as.viewer, name: "w", scopes: ["databases:write"] }), Code.PermissionDenied);
+    await expectError(
+      h.client.createApiKey({ organizationId: t.org, actor: t.as.viewer, name: "w", scopes: ["databases:write"] }),
+      Code.PermissionDenied,
+    );
 
     // No scopes: what the credential holds, not everything the owner's role allows.
     const { apiKey, secret } = await h.client.createApiKey({ organizationId: t.org, actor: narrow, name: "same" });
     expect(apiKey!.scopes).toEqual(["databases:read", "members:read"]);
     expect((await h.client.authenticate({ bearer: secret })).principal!.permissions).toEqual(["databases:read", "members:read"]);
-    expect(await h.ctx.pool.query("SELECT count(*)::int AS n FROM api_keys WHERE organization_id = $1", [t.org])).toMatchObject({ rows: [{ n: 1 }] });
+    expect(await h.ctx.pool.query("SELECT count(*)::int AS n FROM api_keys WHERE organization_id = $1", [t.org])).toMatchObject({
+      rows: [{ n: 1 }],
+    });
   });
 
   it("requires the actor with its permissions on every key call, and a legacy user_id to name the same user", async () => {

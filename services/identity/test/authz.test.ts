@@ -22,13 +22,7 @@ describe("role matrix (spec 2.7)", () => {
   });
 
   it("lets the developer manage databases and backups but not members, settings or billing", () => {
-    expect(roleScopes("developer")).toEqual([
-      "databases:read",
-      "databases:write",
-      "backups:write",
-      "metrics:read",
-      "members:read",
-    ]);
+    expect(roleScopes("developer")).toEqual(["databases:read", "databases:write", "backups:write", "metrics:read", "members:read"]);
   });
 
   it("keeps the viewer read-only", () => {

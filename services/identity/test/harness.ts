@@ -136,10 +136,13 @@ export async function signupUser(h: Harness): Promise<SignupResponse> {
 export async function addMember(h: Harness, organizationId: string, role: RoleName) {
   const own = await signupUser(h);
   const memberId = newId("member");
-  await h.ctx.pool.query(
-    "INSERT INTO memberships (id, organization_id, user_id, role, created_at) VALUES ($1, $2, $3, $4, $5)",
-    [memberId, organizationId, own.user!.id, role, h.clock.now()],
-  );
+  await h.ctx.pool.query("INSERT INTO memberships (id, organization_id, user_id, role, created_at) VALUES ($1, $2, $3, $4, $5)", [
+    memberId,
+    organizationId,
+    own.user!.id,
+    role,
+    h.clock.now(),
+  ]);
   const { token } = await h.client.createToken({ email: own.user!.email, password: PASSWORD, organizationId });
   return { user: own.user!, memberId, accessToken: token!.accessToken };
 }
@@ -154,10 +157,10 @@ export function actor(userId: string, role: RoleName, permissions: readonly stri
 
 /** The membership id of `userId` in `organizationId`. */
 export async function memberIdOf(h: Harness, organizationId: string, userId: string): Promise<string> {
-  const found = await h.ctx.pool.query<{ id: string }>(
-    "SELECT id FROM memberships WHERE organization_id = $1 AND user_id = $2",
-    [organizationId, userId],
-  );
+  const found = await h.ctx.pool.query<{ id: string }>("SELECT id FROM memberships WHERE organization_id = $1 AND user_id = $2", [
+    organizationId,
+    userId,
+  ]);
   return found.rows[0]!.id;
 }
 

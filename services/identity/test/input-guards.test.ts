@@ -33,13 +33,19 @@ async function loginFailureRows(): Promise<number> {
 describe("logging in", () => {
   it("refuses a 250 KB e-mail as invalid, before any lookup or login-failure row", async () => {
     const before = await loginFailureRows();
-    const err = await expectError(h.client.createToken({ email: `${"a".repeat(250_000)}@example.com`, password: "whatever it is" }), Code.InvalidArgument);
+    const err = await expectError(
+      h.client.createToken({ email: `${"a".repeat(250_000)}@example.com`, password: "whatever it is" }),
+      Code.InvalidArgument,
+    );
     expect(violations(err)).toEqual([{ field: "email", message: "must be at most 254 characters" }]);
     expect(await loginFailureRows()).toBe(before);
   });
 
   it("refuses a password longer than any account's without hashing it", async () => {
-    const err = await expectError(h.client.createToken({ email: "someone@example.com", password: "p".repeat(100_000) }), Code.InvalidArgument);
+    const err = await expectError(
+      h.client.createToken({ email: "someone@example.com", password: "p".repeat(100_000) }),
+      Code.InvalidArgument,
+    );
     expect(violations(err)).toEqual([{ field: "password", message: "must be at most 256 characters" }]);
   });
 
@@ -62,7 +68,10 @@ describe("names", () => {
     expect(violations(signup).map((v) => v.field)).toEqual(["name", "organization_name"]);
     const owner = await signupUser(h);
     const org = owner.organization!.id;
-    const rename = await expectError(h.client.updateOrganization({ organizationId: org, actor: actor(owner.user!.id, "owner"), name }), Code.InvalidArgument);
+    const rename = await expectError(
+      h.client.updateOrganization({ organizationId: org, actor: actor(owner.user!.id, "owner"), name }),
+      Code.InvalidArgument,
+    );
     expect(violations(rename)).toEqual([{ field: "name", message: "must not contain control characters" }]);
     const key = await expectError(
       h.client.createApiKey({ organizationId: org, actor: actor(owner.user!.id, "owner"), name }),
@@ -74,9 +83,16 @@ describe("names", () => {
   it("count characters, not UTF-16 units: 100 elephants are a name, 101 are not", async () => {
     const owner = await signupUser(h);
     const org = owner.organization!.id;
-    const ok = await h.client.updateOrganization({ organizationId: org, actor: actor(owner.user!.id, "owner"), name: "\u{1F418}".repeat(100) });
+    const ok = await h.client.updateOrganization({
+      organizationId: org,
+      actor: actor(owner.user!.id, "owner"),
+      name: "\u{1F418}".repeat(100),
+    });
     expect(ok.organization!.name).toBe("\u{1F418}".repeat(100));
-    const err = await expectError(h.client.updateOrganization({ organizationId: org, actor: actor(owner.user!.id, "owner"), name: "\u{1F418}".repeat(101) }), Code.InvalidArgument);
+    const err = await expectError(
+      h.client.updateOrganization({ organizationId: org, actor: actor(owner.user!.id, "owner"), name: "\u{1F418}".repeat(101) }),
+      Code.InvalidArgument,
+    );
     expect(violations(err)).toEqual([{ field: "name", message: "must be at most 100 characters" }]);
   });
 });
@@ -86,7 +102,12 @@ describe("ids holding NUL, over the wire", () => {
     const owner = await signupUser(h);
     const org = owner.organization!.id;
     const err = await expectError(
-      wire.transferOwnership({ organizationId: org, actor: actor(owner.user!.id, "owner"), newOwnerId: "\u0000", password: "whatever it is" }),
+      wire.transferOwnership({
+        organizationId: org,
+        actor: actor(owner.user!.id, "owner"),
+        newOwnerId: "\u0000",
+        password: "whatever it is",
+      }),
       Code.InvalidArgument,
     );
     expect(violations(err).map((v) => v.field)).toEqual(["new_owner_id"]);

@@ -69,14 +69,20 @@ describe("CreateInvitation", () => {
     const { org, as } = await ownerOrg();
     const before = await h.ctx.pool.query("SELECT count(*)::int AS n FROM mail_outbox");
     await expectError(h.client.createInvitation({ organizationId: org, actor: as, email: "bad", role: "admin" }), Code.InvalidArgument);
-    await expectError(h.client.createInvitation({ organizationId: "org-gone", actor: as, email: freshEmail(), role: "admin" }), Code.NotFound);
+    await expectError(
+      h.client.createInvitation({ organizationId: "org-gone", actor: as, email: freshEmail(), role: "admin" }),
+      Code.NotFound,
+    );
     const after = await h.ctx.pool.query("SELECT count(*)::int AS n FROM mail_outbox");
     expect(after.rows[0].n).toBe(before.rows[0].n);
   });
 
   it("refuses owner, unknown roles and bad addresses, one violation per field", async () => {
     const { org, as } = await ownerOrg();
-    const err = await expectError(h.client.createInvitation({ organizationId: org, actor: as, email: "nope", role: "owner" }), Code.InvalidArgument);
+    const err = await expectError(
+      h.client.createInvitation({ organizationId: org, actor: as, email: "nope", role: "owner" }),
+      Code.InvalidArgument,
+    );
     expect(violations(err)).toEqual([
       { field: "email", message: "must be a valid e-mail address" },
       { field: "role", message: "owner is reached only by transferring ownership (POST /v1/organization/transfer)" },
@@ -217,7 +223,10 @@ describe("AcceptInvitation", () => {
     await h.client.createInvitation({ organizationId: org, actor: as, email: email.toUpperCase(), role: "admin" });
     const token = await tokenMailedTo(email.toUpperCase());
 
-    const wrong = await expectError(h.client.acceptInvitation({ token, name: "Ignored", password: "not the password" }), Code.Unauthenticated);
+    const wrong = await expectError(
+      h.client.acceptInvitation({ token, name: "Ignored", password: "not the password" }),
+      Code.Unauthenticated,
+    );
     expect(wrong.rawMessage).toBe(`${email.toUpperCase()} already has an account: password must be that account's password`);
 
     const res = await h.client.acceptInvitation({ token, name: "Ignored", password: PASSWORD });

@@ -88,10 +88,7 @@ describe("Signup", () => {
   it("refuses an e-mail already registered, whatever its case, and writes nothing", async () => {
     const first = await signupUser(h);
     const before = await h.ctx.pool.query("SELECT count(*)::int AS n FROM organizations");
-    const err = await expectError(
-      h.client.signup(signupInput({ email: `  ${first.user!.email.toUpperCase()} ` })),
-      Code.AlreadyExists,
-    );
+    const err = await expectError(h.client.signup(signupInput({ email: `  ${first.user!.email.toUpperCase()} ` })), Code.AlreadyExists);
     expect(err.rawMessage).toBe("an account with this e-mail already exists");
     const after = await h.ctx.pool.query("SELECT count(*)::int AS n FROM organizations");
     expect(after.rows[0].n).toBe(before.rows[0].n);
@@ -120,10 +117,7 @@ describe("CreateToken", () => {
   it("refuses a wrong password and an unknown e-mail with the same message", async () => {
     const s = await signupUser(h);
     const wrong = await expectError(h.client.createToken({ email: s.user!.email, password: "wrong password" }), Code.Unauthenticated);
-    const unknown = await expectError(
-      h.client.createToken({ email: "nobody@example.com", password: PASSWORD }),
-      Code.Unauthenticated,
-    );
+    const unknown = await expectError(h.client.createToken({ email: "nobody@example.com", password: PASSWORD }), Code.Unauthenticated);
     expect(wrong.rawMessage).toBe("invalid e-mail or password");
     expect(unknown.rawMessage).toBe(wrong.rawMessage);
   });
@@ -212,10 +206,7 @@ describe("Authenticate", () => {
     const owner = await signupUser(h);
     const admin = await addMember(h, owner.organization!.id, "admin");
     await h.client.authenticate({ bearer: admin.accessToken });
-    await h.ctx.pool.query("DELETE FROM memberships WHERE organization_id = $1 AND user_id = $2", [
-      owner.organization!.id,
-      admin.user.id,
-    ]);
+    await h.ctx.pool.query("DELETE FROM memberships WHERE organization_id = $1 AND user_id = $2", [owner.organization!.id, admin.user.id]);
     const err = await expectError(h.client.authenticate({ bearer: admin.accessToken }), Code.Unauthenticated);
     expect(err.rawMessage).toBe("invalid token");
   });

@@ -74,9 +74,10 @@ describe("mail relay over SMTP", () => {
     const { email, invitation } = await invite();
 
     expect(await r.runOnce()).toBe(0);
-    const failed = await h.ctx.pool.query("SELECT attempts, last_error, next_attempt_at, sent_at FROM mail_outbox WHERE invitation_id = $1", [
-      invitation.id,
-    ]);
+    const failed = await h.ctx.pool.query(
+      "SELECT attempts, last_error, next_attempt_at, sent_at FROM mail_outbox WHERE invitation_id = $1",
+      [invitation.id],
+    );
     expect(failed.rows[0]).toMatchObject({ attempts: 1, sent_at: null });
     expect(failed.rows[0].last_error).toMatch(/ECONNREFUSED/);
     expect(failed.rows[0].next_attempt_at.getTime()).toBe(h.clock.now().getTime() + 1000);
@@ -130,7 +131,14 @@ describe("outbox retention", () => {
     await r.runOnce();
     const unsent = await invite();
     h.clock.advance(30 * 24 * 3600 + 1);
-    await createMailRelay({ pool: h.ctx.pool, clock: h.clock, log: captureLog(), sender: { send: () => Promise.reject(new Error("down")), close() {} }, sealer: h.ctx.sealer, pollMs: 60_000 }).runOnce();
+    await createMailRelay({
+      pool: h.ctx.pool,
+      clock: h.clock,
+      log: captureLog(),
+      sender: { send: () => Promise.reject(new Error("down")), close() {} },
+      sealer: h.ctx.sealer,
+      pollMs: 60_000,
+    }).runOnce();
     const rows = await h.ctx.pool.query("SELECT invitation_id FROM mail_outbox WHERE invitation_id = ANY($1)", [
       [sent.invitation.id, unsent.invitation.id],
     ]);

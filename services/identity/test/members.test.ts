@@ -2,7 +2,18 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import { Role } from "@dbaas/proto/identity";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { actor, addMember, createHarness, expectError, memberIdOf, PASSWORD, signupUser, violations, watchFeed, type Harness } from "./harness.ts";
+import {
+  actor,
+  addMember,
+  createHarness,
+  expectError,
+  memberIdOf,
+  PASSWORD,
+  signupUser,
+  violations,
+  watchFeed,
+  type Harness,
+} from "./harness.ts";
 
 let h: Harness;
 beforeAll(async () => {
@@ -96,12 +107,22 @@ describe("UpdateMember", () => {
   it("lets nobody grant a role above their own credential's role", async () => {
     const t = await team();
     const err = await expectError(
-      h.client.updateMember({ organizationId: t.org, actor: actor(t.dev.user.id, "developer"), memberId: t.viewer.memberId, role: "admin" }),
+      h.client.updateMember({
+        organizationId: t.org,
+        actor: actor(t.dev.user.id, "developer"),
+        memberId: t.viewer.memberId,
+        role: "admin",
+      }),
       Code.PermissionDenied,
     );
     expect(err.rawMessage).toBe("the developer role cannot grant the admin role");
     await expectError(
-      h.client.updateMember({ organizationId: t.org, actor: actor(t.dev.user.id, "developer"), memberId: t.admin.memberId, role: "viewer" }),
+      h.client.updateMember({
+        organizationId: t.org,
+        actor: actor(t.dev.user.id, "developer"),
+        memberId: t.admin.memberId,
+        role: "viewer",
+      }),
       Code.PermissionDenied,
     );
   });
@@ -110,7 +131,12 @@ describe("UpdateMember", () => {
     const t = await team();
     const other = await team();
     await expectError(
-      h.client.updateMember({ organizationId: t.org, actor: actor(t.owner.user!.id, "owner"), memberId: other.admin.memberId, role: "viewer" }),
+      h.client.updateMember({
+        organizationId: t.org,
+        actor: actor(t.owner.user!.id, "owner"),
+        memberId: other.admin.memberId,
+        role: "viewer",
+      }),
       Code.NotFound,
     );
     const { principal } = await h.client.authenticate({ bearer: other.admin.accessToken });
@@ -135,10 +161,7 @@ describe("RemoveMember", () => {
     const { members } = await h.client.listMembers({ organizationId: t.org });
     expect(members.map((m) => m.id)).not.toContain(t.admin.memberId);
     // Logging in again does not bring the membership back.
-    await expectError(
-      h.client.createToken({ email: t.admin.user.email, password: PASSWORD, organizationId: t.org }),
-      Code.NotFound,
-    );
+    await expectError(h.client.createToken({ email: t.admin.user.email, password: PASSWORD, organizationId: t.org }), Code.NotFound);
   });
 
   it("never removes the owner, and answers NOT_FOUND for a stranger's member id", async () => {
@@ -186,7 +209,12 @@ describe("TransferOwnership", () => {
 
     // Irreversible for the former owner: an admin cannot take it back, nor be made owner by role change.
     await expectError(
-      h.client.transferOwnership({ organizationId: t.org, actor: actor(t.owner.user!.id, "admin"), newOwnerId: t.owner.user!.id, password: PASSWORD }),
+      h.client.transferOwnership({
+        organizationId: t.org,
+        actor: actor(t.owner.user!.id, "admin"),
+        newOwnerId: t.owner.user!.id,
+        password: PASSWORD,
+      }),
       Code.PermissionDenied,
     );
     await expectError(
@@ -200,7 +228,12 @@ describe("TransferOwnership", () => {
   it("refuses a wrong password, and writes nothing", async () => {
     const t = await team();
     const err = await expectError(
-      h.client.transferOwnership({ organizationId: t.org, actor: actor(t.owner.user!.id, "owner"), newOwnerId: t.admin.user.id, password: "not it at all" }),
+      h.client.transferOwnership({
+        organizationId: t.org,
+        actor: actor(t.owner.user!.id, "owner"),
+        newOwnerId: t.admin.user.id,
+        password: "not it at all",
+      }),
       Code.InvalidArgument,
     );
     expect(violations(err)).toEqual([{ field: "password", message: "is not your current password" }]);
@@ -212,12 +245,22 @@ describe("TransferOwnership", () => {
     const t = await team();
     for (let i = 0; i < 10; i++) {
       await expectError(
-        h.client.transferOwnership({ organizationId: t.org, actor: actor(t.owner.user!.id, "owner"), newOwnerId: t.admin.user.id, password: `guess ${i}` }),
+        h.client.transferOwnership({
+          organizationId: t.org,
+          actor: actor(t.owner.user!.id, "owner"),
+          newOwnerId: t.admin.user.id,
+          password: `guess ${i}`,
+        }),
         Code.InvalidArgument,
       );
     }
     await expectError(
-      h.client.transferOwnership({ organizationId: t.org, actor: actor(t.owner.user!.id, "owner"), newOwnerId: t.admin.user.id, password: PASSWORD }),
+      h.client.transferOwnership({
+        organizationId: t.org,
+        actor: actor(t.owner.user!.id, "owner"),
+        newOwnerId: t.admin.user.id,
+        password: PASSWORD,
+      }),
       Code.ResourceExhausted,
     );
     await expectError(h.client.createToken({ email: t.owner.user!.email, password: PASSWORD }), Code.ResourceExhausted);
@@ -226,27 +269,50 @@ describe("TransferOwnership", () => {
   it("is for the owner only, to a member only", async () => {
     const t = await team();
     const admin = await expectError(
-      h.client.transferOwnership({ organizationId: t.org, actor: actor(t.admin.user.id, "admin"), newOwnerId: t.admin.user.id, password: PASSWORD }),
+      h.client.transferOwnership({
+        organizationId: t.org,
+        actor: actor(t.admin.user.id, "admin"),
+        newOwnerId: t.admin.user.id,
+        password: PASSWORD,
+      }),
       Code.PermissionDenied,
     );
     expect(admin.rawMessage).toBe("only the owner can transfer ownership");
     // An admin credential of the owner (a key made before they owned the organization) is not enough either.
     await expectError(
-      h.client.transferOwnership({ organizationId: t.org, actor: actor(t.owner.user!.id, "admin"), newOwnerId: t.admin.user.id, password: PASSWORD }),
+      h.client.transferOwnership({
+        organizationId: t.org,
+        actor: actor(t.owner.user!.id, "admin"),
+        newOwnerId: t.admin.user.id,
+        password: PASSWORD,
+      }),
       Code.PermissionDenied,
     );
     const stranger = await signupUser(h);
     const notMember = await expectError(
-      h.client.transferOwnership({ organizationId: t.org, actor: actor(t.owner.user!.id, "owner"), newOwnerId: stranger.user!.id, password: PASSWORD }),
+      h.client.transferOwnership({
+        organizationId: t.org,
+        actor: actor(t.owner.user!.id, "owner"),
+        newOwnerId: stranger.user!.id,
+        password: PASSWORD,
+      }),
       Code.InvalidArgument,
     );
     expect(violations(notMember)).toEqual([{ field: "new_owner_id", message: "must be the user id of a member of this organization" }]);
     const self = await expectError(
-      h.client.transferOwnership({ organizationId: t.org, actor: actor(t.owner.user!.id, "owner"), newOwnerId: t.owner.user!.id, password: PASSWORD }),
+      h.client.transferOwnership({
+        organizationId: t.org,
+        actor: actor(t.owner.user!.id, "owner"),
+        newOwnerId: t.owner.user!.id,
+        password: PASSWORD,
+      }),
       Code.InvalidArgument,
     );
     expect(violations(self)).toEqual([{ field: "new_owner_id", message: "is already the owner" }]);
-    const missing = await expectError(h.client.transferOwnership({ organizationId: t.org, actor: actor(t.owner.user!.id, "owner") }), Code.InvalidArgument);
+    const missing = await expectError(
+      h.client.transferOwnership({ organizationId: t.org, actor: actor(t.owner.user!.id, "owner") }),
+      Code.InvalidArgument,
+    );
     expect(violations(missing).map((v) => v.field)).toEqual(["new_owner_id", "password"]);
   });
 });

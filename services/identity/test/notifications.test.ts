@@ -113,7 +113,10 @@ describe("NotifyOrganization", () => {
     const [a, b] = await Promise.all([team(), team()]);
     const req = notice(a.org);
     await h.client.notifyOrganization(req);
-    const err = await expectError(h.client.notifyOrganization({ ...req, organizationId: b.org, subject: `${req.subject} b` }), Code.AlreadyExists);
+    const err = await expectError(
+      h.client.notifyOrganization({ ...req, organizationId: b.org, subject: `${req.subject} b` }),
+      Code.AlreadyExists,
+    );
     expect(err.rawMessage).toBe("notification_id was already used for another organization");
     expect(await queuedTo(`${req.subject} b`)).toEqual([]);
   });
@@ -148,8 +151,16 @@ describe("NotifyOrganization", () => {
       { overrides: { notificationId: "x".repeat(201) }, field: "notification_id", message: "must be at most 200 characters" },
       { overrides: { notificationId: "alert-1\n" }, field: "notification_id", message: "must consist of printable characters" },
       { overrides: { notificationId: "alert\u200b-1" }, field: "notification_id", message: "must consist of printable characters" },
-      { overrides: { permission: "billing:admin" }, field: "permission", message: expect.stringMatching(/^must be one of: databases:read, /) },
-      { overrides: { subject: "Spending alert\r\nBcc: everyone@example.com" }, field: "subject", message: "must be one line without control characters" },
+      {
+        overrides: { permission: "billing:admin" },
+        field: "permission",
+        message: expect.stringMatching(/^must be one of: databases:read, /),
+      },
+      {
+        overrides: { subject: "Spending alert\r\nBcc: everyone@example.com" },
+        field: "subject",
+        message: "must be one line without control characters",
+      },
       { overrides: { subject: "Spending alert\u2028again" }, field: "subject", message: "must be one line without control characters" },
       { overrides: { subject: "é".repeat(201) }, field: "subject", message: "must be at most 200 characters" },
       { overrides: { text: "x".repeat(10_001) }, field: "text", message: "must be at most 10000 characters" },

@@ -27,14 +27,21 @@ describe("UpdateOrganization", () => {
       sub.close();
     }
     expect((await h.client.authenticate({ bearer: owner.token!.accessToken })).principal!.plan).toBe("enterprise");
-    expect((await h.client.getOrganization({ organizationId: org })).organization).toMatchObject({ id: org, name: "Renamed", plan: "enterprise" });
+    expect((await h.client.getOrganization({ organizationId: org })).organization).toMatchObject({
+      id: org,
+      name: "Renamed",
+      plan: "enterprise",
+    });
   });
 
   it("refuses unknown plans and bad names, per field, changing nothing", async () => {
     const owner = await signupUser(h);
     const org = owner.organization!.id;
     const as = actor(owner.user!.id, "owner");
-    const err = await expectError(h.client.updateOrganization({ organizationId: org, actor: as, name: "", plan: "platinum" }), Code.InvalidArgument);
+    const err = await expectError(
+      h.client.updateOrganization({ organizationId: org, actor: as, name: "", plan: "platinum" }),
+      Code.InvalidArgument,
+    );
     expect(violations(err)).toEqual([
       { field: "name", message: "is required" },
       { field: "plan", message: "must be one of: free, pro, enterprise" },
@@ -55,8 +62,14 @@ describe("UpdateOrganization to a paid plan", () => {
       expect(err.findDetails(ErrorReasonSchema).map((r) => r.code)).toEqual(["payment_required"]);
     }
     // A rename in the same request is not applied either.
-    await expectError(h.client.updateOrganization({ organizationId: org, actor: as, name: "Renamed", plan: "pro" }), Code.FailedPrecondition);
-    expect((await h.client.getOrganization({ organizationId: org })).organization).toMatchObject({ plan: "free", name: owner.organization!.name });
+    await expectError(
+      h.client.updateOrganization({ organizationId: org, actor: as, name: "Renamed", plan: "pro" }),
+      Code.FailedPrecondition,
+    );
+    expect((await h.client.getOrganization({ organizationId: org })).organization).toMatchObject({
+      plan: "free",
+      name: owner.organization!.name,
+    });
     h.billing.withoutPaymentMethod.delete(org);
     expect((await h.client.updateOrganization({ organizationId: org, actor: as, plan: "pro" })).organization!.plan).toBe("pro");
   });
@@ -173,7 +186,10 @@ describe("DeleteOrganization", () => {
     const owner = await signupUser(h);
     const org = owner.organization!.id;
     h.databases.totals.set(org, 2);
-    const err = await expectError(h.client.deleteOrganization({ organizationId: org, actor: actor(owner.user!.id, "owner") }), Code.FailedPrecondition);
+    const err = await expectError(
+      h.client.deleteOrganization({ organizationId: org, actor: actor(owner.user!.id, "owner") }),
+      Code.FailedPrecondition,
+    );
     expect(err.rawMessage).toBe("the organization still has 2 databases; delete them first");
     await h.client.authenticate({ bearer: owner.token!.accessToken });
     h.databases.totals.set(org, 0);

@@ -24,13 +24,19 @@ describe("UpdateOrganization decides who may change the plan", () => {
     const as = actor(admin.user.id, "admin");
     expect(as.permissions).not.toContain("billing:write");
     for (const plan of [Plan.FREE, Plan.PRO]) {
-      const err = await expectError(h.client.updateOrganization({ organizationId: org, actor: as, name: "Taken Over", planEnum: plan }), Code.PermissionDenied);
+      const err = await expectError(
+        h.client.updateOrganization({ organizationId: org, actor: as, name: "Taken Over", planEnum: plan }),
+        Code.PermissionDenied,
+      );
       expect(err.rawMessage).toBe("this action requires the billing:write permission");
     }
     // An owner's key scoped away from billing:write is refused too: permissions, not the role, decide.
     const narrow = actor(owner.user!.id, "owner", ["members:read", "settings:write"]);
     await expectError(h.client.updateOrganization({ organizationId: org, actor: narrow, plan: "pro" }), Code.PermissionDenied);
-    expect((await h.client.getOrganization({ organizationId: org })).organization).toMatchObject({ name: owner.organization!.name, planEnum: Plan.FREE });
+    expect((await h.client.getOrganization({ organizationId: org })).organization).toMatchObject({
+      name: owner.organization!.name,
+      planEnum: Plan.FREE,
+    });
     // The rename alone is the admin's to make (settings:write is the gateway route's guard).
     const renamed = await h.client.updateOrganization({ organizationId: org, actor: as, name: "Renamed By Admin" });
     expect(renamed.organization).toMatchObject({ name: "Renamed By Admin", plan: "free", planEnum: Plan.FREE });
@@ -64,13 +70,32 @@ describe("roles by enum", () => {
     const org = owner.organization!.id;
     const as = actor(owner.user!.id, "owner");
     const dev = await addMember(h, org, "developer");
-    const { member } = await h.client.updateMember({ organizationId: org, actor: as, memberId: dev.memberId, roleEnum: Role.VIEWER, role: "admin" });
+    const { member } = await h.client.updateMember({
+      organizationId: org,
+      actor: as,
+      memberId: dev.memberId,
+      roleEnum: Role.VIEWER,
+      role: "admin",
+    });
     expect(member!.role).toBe(Role.VIEWER);
-    const { invitation } = await h.client.createInvitation({ organizationId: org, actor: as, email: `enum-${Date.now()}@example.com`, roleEnum: Role.ADMIN });
+    const { invitation } = await h.client.createInvitation({
+      organizationId: org,
+      actor: as,
+      email: `enum-${Date.now()}@example.com`,
+      roleEnum: Role.ADMIN,
+    });
     expect(invitation!.role).toBe(Role.ADMIN);
-    const owned = await expectError(h.client.updateMember({ organizationId: org, actor: as, memberId: dev.memberId, roleEnum: Role.OWNER }), Code.InvalidArgument);
-    expect(violations(owned)).toEqual([{ field: "role", message: "owner is reached only by transferring ownership (POST /v1/organization/transfer)" }]);
-    const unknown = await expectError(h.client.updateMember({ organizationId: org, actor: as, memberId: dev.memberId, roleEnum: 9 as Role }), Code.InvalidArgument);
+    const owned = await expectError(
+      h.client.updateMember({ organizationId: org, actor: as, memberId: dev.memberId, roleEnum: Role.OWNER }),
+      Code.InvalidArgument,
+    );
+    expect(violations(owned)).toEqual([
+      { field: "role", message: "owner is reached only by transferring ownership (POST /v1/organization/transfer)" },
+    ]);
+    const unknown = await expectError(
+      h.client.updateMember({ organizationId: org, actor: as, memberId: dev.memberId, roleEnum: 9 as Role }),
+      Code.InvalidArgument,
+    );
     expect(violations(unknown)).toEqual([{ field: "role", message: "must be one of: admin, developer, viewer" }]);
   });
 });

@@ -45,10 +45,7 @@ describe("identity over HTTP/2", () => {
   });
 
   it("refuses a call without the internal credential", async () => {
-    const bare = createClient(
-      IdentityService,
-      createConnectTransport({ baseUrl: server.url, httpVersion: "2" }),
-    );
+    const bare = createClient(IdentityService, createConnectTransport({ baseUrl: server.url, httpVersion: "2" }));
     const err = await bare.getOrganization({ organizationId: "org-x" }).catch((e: unknown) => ConnectError.from(e));
     expect(err).toBeInstanceOf(ConnectError);
     expect((err as ConnectError).code).toBe(Code.Unauthenticated);
@@ -61,18 +58,29 @@ describe("identity over HTTP/2", () => {
   it("lets only support put an organization on the internal plan", async () => {
     const gateway = createInternalClient(IdentityService, server.url, { secret: SECRET, caller: "gateway" });
     const support = createInternalClient(IdentityService, server.url, { secret: SECRET, caller: "support" });
-    const { organization, user } = await gateway.signup({ email: "plan@example.com", password: "plan password", name: "P", organizationName: "Plan Org" });
+    const { organization, user } = await gateway.signup({
+      email: "plan@example.com",
+      password: "plan password",
+      name: "P",
+      organizationName: "Plan Org",
+    });
     // The gateway passes who asks (the owner's login session); support acts on its own.
     const owner = { userId: user!.id, role: Role.OWNER, permissions: [...SCOPES] };
-    const refused = await gateway.updateOrganization({ organizationId: organization!.id, actor: owner, plan: "internal" }).catch((e: unknown) => ConnectError.from(e));
+    const refused = await gateway
+      .updateOrganization({ organizationId: organization!.id, actor: owner, plan: "internal" })
+      .catch((e: unknown) => ConnectError.from(e));
     expect((refused as ConnectError).code).toBe(Code.InvalidArgument);
     const done = await support.updateOrganization({ organizationId: organization!.id, plan: "internal" });
     expect(done.organization!.plan).toBe("internal");
     // Support sets plans by contract, without asking billing (which this server has no address for)…
-    expect((await support.updateOrganization({ organizationId: organization!.id, plan: "enterprise" })).organization!.plan).toBe("enterprise");
+    expect((await support.updateOrganization({ organizationId: organization!.id, plan: "enterprise" })).organization!.plan).toBe(
+      "enterprise",
+    );
     // …a customer's move to a paid plan needs billing's answer: without BILLING_URL it cannot be made.
     await gateway.updateOrganization({ organizationId: organization!.id, actor: owner, plan: "free" });
-    const unverifiable = await gateway.updateOrganization({ organizationId: organization!.id, actor: owner, plan: "pro" }).catch((e: unknown) => ConnectError.from(e));
+    const unverifiable = await gateway
+      .updateOrganization({ organizationId: organization!.id, actor: owner, plan: "pro" })
+      .catch((e: unknown) => ConnectError.from(e));
     // Not enabled here (UNIMPLEMENTED with reason service_unavailable: the API's 503), never UNAVAILABLE.
     expect((unverifiable as ConnectError).code).toBe(Code.Unimplemented);
   });

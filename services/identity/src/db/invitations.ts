@@ -27,7 +27,16 @@ export async function expirePending(db: Queryable, organizationId: string, email
 /** A pending invitation; only the token's hash is kept. One pending per address (invitations_one_pending). */
 export async function insertInvitation(
   db: Queryable,
-  inv: { id: string; organizationId: string; email: string; role: RoleName; tokenHash: Buffer; invitedBy: string; now: Date; expiresAt: Date },
+  inv: {
+    id: string;
+    organizationId: string;
+    email: string;
+    role: RoleName;
+    tokenHash: Buffer;
+    invitedBy: string;
+    now: Date;
+    expiresAt: Date;
+  },
 ): Promise<InvitationRow> {
   const { rows } = await db.query<InvitationRow>(
     `INSERT INTO invitations (id, organization_id, email, role, status, token_hash, invited_by, created_at, expires_at)

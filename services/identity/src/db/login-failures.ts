@@ -14,7 +14,13 @@ export async function recordFailure(db: Queryable, email: string, now: Date, win
  * When the `n`-th most recent failure for `email` since `windowStart` happened
  * (counting from 1, not counting `except`); undefined when there are fewer.
  */
-export async function nthRecentFailure(db: Queryable, email: string, windowStart: Date, except: string, n: number): Promise<Date | undefined> {
+export async function nthRecentFailure(
+  db: Queryable,
+  email: string,
+  windowStart: Date,
+  except: string,
+  n: number,
+): Promise<Date | undefined> {
   const { rows } = await db.query<{ failed_at: Date }>(
     `SELECT failed_at FROM login_failures WHERE email = $1 AND failed_at > $2 AND id <> $3
      ORDER BY failed_at DESC OFFSET $4 LIMIT 1`,

@@ -49,7 +49,11 @@ export async function markMailSent(db: Queryable, id: string, now: Date): Promis
   ]);
 }
 
-export async function markMailFailed(db: Queryable, id: string, failure: { attempts: number; error: string; retryAt: Date }): Promise<void> {
+export async function markMailFailed(
+  db: Queryable,
+  id: string,
+  failure: { attempts: number; error: string; retryAt: Date },
+): Promise<void> {
   await db.query("UPDATE mail_outbox SET attempts = $2, last_error = $3, next_attempt_at = $4 WHERE id = $1", [
     id,
     failure.attempts,

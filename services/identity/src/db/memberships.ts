@@ -68,10 +68,10 @@ export async function lockMember(db: Queryable, organizationId: string, memberId
 
 /** The members among `userIds`, their memberships locked (in id order, so two transfers never deadlock). */
 export async function lockMembersByUser(db: Queryable, organizationId: string, userIds: string[]): Promise<MemberRow[]> {
-  const { rows } = await db.query<MemberRow>(`${MEMBER} WHERE m.organization_id = $1 AND m.user_id = ANY($2) ORDER BY m.id FOR UPDATE OF m`, [
-    organizationId,
-    userIds,
-  ]);
+  const { rows } = await db.query<MemberRow>(
+    `${MEMBER} WHERE m.organization_id = $1 AND m.user_id = ANY($2) ORDER BY m.id FOR UPDATE OF m`,
+    [organizationId, userIds],
+  );
   return rows;
 }
 

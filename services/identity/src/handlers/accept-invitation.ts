@@ -41,7 +41,10 @@ export function acceptInvitation(ctx: AppContext) {
         return (await ctx.passwords.verify(req.password, account.password_hash)).ok;
       });
       if (!ok) {
-        throw new ConnectError(`${invitation.email} already has an account: password must be that account's password`, Code.Unauthenticated);
+        throw new ConnectError(
+          `${invitation.email} already has an account: password must be that account's password`,
+          Code.Unauthenticated,
+        );
       }
     } else {
       const nv = new Validator();

@@ -20,9 +20,7 @@ export function createToken(ctx: AppContext) {
     const user = await findAccount(ctx.pool, email);
     let needsRehash = false;
     const ok = await limitedPasswordCheck(ctx, email, async () => {
-      const verdict = user
-        ? await ctx.passwords.verify(req.password, user.password_hash)
-        : await ctx.passwords.verifyNobody(req.password);
+      const verdict = user ? await ctx.passwords.verify(req.password, user.password_hash) : await ctx.passwords.verifyNobody(req.password);
       needsRehash = verdict.needsRehash;
       return verdict.ok;
     });

@@ -58,7 +58,13 @@ export function createInvitation(ctx: AppContext) {
           now,
           expiresAt,
         });
-        await enqueueMail(db, ctx.sealer, invitationMail({ to: email, inviter, organization: org.name, role, link, expiresAt }), now, invitation.id);
+        await enqueueMail(
+          db,
+          ctx.sealer,
+          invitationMail({ to: email, inviter, organization: org.name, role, link, expiresAt }),
+          now,
+          invitation.id,
+        );
         return invitation;
       });
       ctx.mailRelay.nudge();

@@ -59,7 +59,12 @@ export function notifyOrganization(ctx: AppContext) {
       const recipients = await memberEmails(db, req.organizationId, rolesWith(req.permission as Scope));
       // A concurrent call with the same id waits here until the first commits
       // (then finds its row) or rolls back (then takes its place).
-      const recorded = await recordNotification(db, { id: req.notificationId, organizationId: req.organizationId, recipients: recipients.length, now });
+      const recorded = await recordNotification(db, {
+        id: req.notificationId,
+        organizationId: req.organizationId,
+        recipients: recipients.length,
+        now,
+      });
       if (!recorded) {
         const row = await findNotification(db, req.notificationId);
         // Gone again only if its organization was deleted meanwhile.
