@@ -21,8 +21,7 @@ export const MAX_HEADER_BYTES = 16 * 1024;
 
 /** What the client hears about a parse error, by llhttp's (or Node's) error code; the rest is "malformed". */
 const PARSE_ERRORS: Record<string, () => ApiError> = {
-  HPE_HEADER_OVERFLOW: () =>
-    new ApiError(431, "request_header_too_large", `request headers exceed ${MAX_HEADER_BYTES / 1024} KB`),
+  HPE_HEADER_OVERFLOW: () => new ApiError(431, "request_header_too_large", `request headers exceed ${MAX_HEADER_BYTES / 1024} KB`),
   HPE_CHUNK_EXTENSIONS_OVERFLOW: () => new ApiError(413, "payload_too_large", "chunk extensions too large"),
   ERR_HTTP_REQUEST_TIMEOUT: () => new ApiError(408, "request_timeout", "the request was not received in time"),
   HPE_INVALID_VERSION: () => badRequest("malformed request line or unsupported HTTP version; use HTTP/1.1"),
@@ -30,8 +29,7 @@ const PARSE_ERRORS: Record<string, () => ApiError> = {
   HPE_INVALID_URL: () => badRequest("malformed request: invalid character in the path (percent-encode it)"),
   HPE_INVALID_CONSTANT: () => badRequest("malformed request line"),
   HPE_INVALID_HEADER_TOKEN: () => badRequest("malformed request: invalid character in a header"),
-  HPE_INVALID_TRANSFER_ENCODING: () =>
-    badRequest("malformed request: invalid Transfer-Encoding, or Transfer-Encoding with Content-Length"),
+  HPE_INVALID_TRANSFER_ENCODING: () => badRequest("malformed request: invalid Transfer-Encoding, or Transfer-Encoding with Content-Length"),
   HPE_INVALID_CONTENT_LENGTH: () => badRequest("malformed request: invalid Content-Length"),
   HPE_UNEXPECTED_CONTENT_LENGTH: () => badRequest("malformed request: duplicate or unexpected Content-Length"),
   HPE_INVALID_CHUNK_SIZE: () => badRequest("malformed request body: invalid chunk size"),

@@ -72,7 +72,10 @@ function expectEnvelope(res: RawResponse, status: number, code: string) {
   expect(res.status, res.raw).toBe(status);
   expect(res.headers["content-type"]).toBe("application/json; charset=utf-8");
   const body = JSON.parse(res.body);
-  expect(body).toEqual({ error: { code, message: expect.any(String), details: [] }, meta: { request_id: expect.stringMatching(/^req_[a-z0-9]{24}$/) } });
+  expect(body).toEqual({
+    error: { code, message: expect.any(String), details: [] },
+    meta: { request_id: expect.stringMatching(/^req_[a-z0-9]{24}$/) },
+  });
   expect(res.headers["x-request-id"]).toBe(body.meta.request_id);
   expect(res.headers["x-content-type-options"]).toBe("nosniff");
   expect(res.headers["cache-control"]).toBe("no-store");
@@ -86,7 +89,10 @@ let server: Server;
 let port: number;
 const TOKEN = "tok-malformed";
 
-async function startServer(env: Record<string, string>, limiterDelayMs = 0): Promise<{ ctx: GatewayContext; server: Server; port: number }> {
+async function startServer(
+  env: Record<string, string>,
+  limiterDelayMs = 0,
+): Promise<{ ctx: GatewayContext; server: Server; port: number }> {
   const config = readConfig({
     IDENTITY_URL: stubs.identityUrl,
     DATABASES_URL: stubs.databasesUrl,
@@ -99,7 +105,12 @@ async function startServer(env: Record<string, string>, limiterDelayMs = 0): Pro
   if (limiterDelayMs > 0) {
     // A limiter that takes its time (Redis far away, a loaded event loop): answers are decided late.
     const { limiter } = ctx;
-    ctx.limiter = { consume: async (subject, windows) => (await new Promise((r) => setTimeout(r, limiterDelayMs)), limiter.consume(subject, windows)) };
+    ctx.limiter = {
+      consume: async (subject, windows) => {
+        await new Promise((r) => setTimeout(r, limiterDelayMs));
+        return await limiter.consume(subject, windows);
+      },
+    };
   }
   const server = createGatewayServer(ctx, createApp(ctx));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -132,17 +143,34 @@ describe("malformed HTTP gets the envelope", () => {
     ["HTTP/9.9", () => ["GET /v1/regions HTTP/9.9\r\nHost: gw\r\n\r\n"], 400, "validation_error"],
     [
       "Content-Length with Transfer-Encoding",
-      () => ["POST /v1/auth/token HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"],
+      () => [
+        "POST /v1/auth/token HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+      ],
       400,
       "validation_error",
     ],
-    ["two Content-Lengths", () => ["POST /v1/auth/token HTTP/1.1\r\nHost: gw\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n{}"], 400, "validation_error"],
-    ["a raw non-ASCII path", () => [Buffer.concat([Buffer.from("GET /v1/databases/caf"), Buffer.from("é"), Buffer.from(" HTTP/1.1\r\nHost: gw\r\n\r\n")])], 400, "validation_error"],
+    [
+      "two Content-Lengths",
+      () => ["POST /v1/auth/token HTTP/1.1\r\nHost: gw\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n{}"],
+      400,
+      "validation_error",
+    ],
+    [
+      "a raw non-ASCII path",
+      () => [Buffer.concat([Buffer.from("GET /v1/databases/caf"), Buffer.from("é"), Buffer.from(" HTTP/1.1\r\nHost: gw\r\n\r\n")])],
+      400,
+      "validation_error",
+    ],
     ["headers over 16 KB", () => [GET(`X-Big: ${"a".repeat(17 * 1024)}\r\n`)], 431, "request_header_too_large"],
     ["no request line at all", () => ["\x00\x01\x02\r\n\r\n"], 400, "validation_error"],
     ["HTTP/2 without TLS", () => ["PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"], 400, "validation_error"],
     ["HTTP/1.1 without Host", () => ["GET /v1/regions HTTP/1.1\r\n\r\n"], 400, "validation_error"],
-    ["an Expect other than 100-continue", () => ["POST /v1/auth/token HTTP/1.1\r\nHost: gw\r\nExpect: teapot\r\nContent-Length: 0\r\n\r\n"], 417, "validation_error"],
+    [
+      "an Expect other than 100-continue",
+      () => ["POST /v1/auth/token HTTP/1.1\r\nHost: gw\r\nExpect: teapot\r\nContent-Length: 0\r\n\r\n"],
+      417,
+      "validation_error",
+    ],
     ["CONNECT", () => ["CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"], 400, "validation_error"],
   ];
 

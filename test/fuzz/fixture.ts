@@ -54,7 +54,10 @@ const PASSWORD = "fuzz correct horse battery staple";
 async function call(baseUrl: string, method: string, path: string, body?: unknown, token?: string): Promise<any> {
   const res = await fetch(baseUrl + path, {
     method,
-    headers: { ...(body !== undefined ? { "content-type": "application/json" } : {}), ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    headers: {
+      ...(body !== undefined ? { "content-type": "application/json" } : {}),
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+    },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.text();
@@ -103,7 +106,12 @@ async function populate(stack: Stack, smtp: SmtpServer, close: () => Promise<voi
   const base = stack.baseUrl;
   const tag = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
   const signup = (
-    await call(base, "POST", "/v1/auth/signup", { email: `fuzz-owner-${tag}@example.com`, password: PASSWORD, name: "Fuzz Owner", organization_name: "Fuzz Org" })
+    await call(base, "POST", "/v1/auth/signup", {
+      email: `fuzz-owner-${tag}@example.com`,
+      password: PASSWORD,
+      name: "Fuzz Owner",
+      organization_name: "Fuzz Org",
+    })
   ).data;
   const owner: string = signup.access_token;
   const organizationId: string = signup.organization.id;
@@ -121,7 +129,9 @@ async function populate(stack: Stack, smtp: SmtpServer, close: () => Promise<voi
     const email = `fuzz-${label}-${tag}@example.com`;
     await call(base, "POST", "/v1/organization/members", { email, role }, owner);
     const mail = await smtp.waitForMail((m) => m.to.includes(email), 30_000);
-    const accepted = (await call(base, "POST", "/v1/invitations/accept", { token: invitationToken(mail), name: `Fuzz ${label}`, password: PASSWORD })).data;
+    const accepted = (
+      await call(base, "POST", "/v1/invitations/accept", { token: invitationToken(mail), name: `Fuzz ${label}`, password: PASSWORD })
+    ).data;
     return { token: accepted.access_token as string, memberId: accepted.member.id as string };
   };
   const admin = await join("admin", "admin");
@@ -141,21 +151,36 @@ async function populate(stack: Stack, smtp: SmtpServer, close: () => Promise<voi
       return undefined;
     }
   };
-  const newKey = (name: string) => optional(`API key "${name}"`, async () => (await call(base, "POST", "/v1/organization/api-keys", { name }, owner)).data);
+  const newKey = (name: string) =>
+    optional(`API key "${name}"`, async () => (await call(base, "POST", "/v1/organization/api-keys", { name }, owner)).data);
   const key = await newKey("fuzz key");
   const spare = await newKey("fuzz spare key");
   const revoked = await newKey("fuzz revoked key");
   if (revoked) await call(base, "DELETE", `/v1/organization/api-keys/${revoked.id}`, undefined, owner);
   // Login tokens live an hour; a key can be made to expire in seconds: an expired credential.
   const expiresAt = Date.now() + 2_000;
-  const expiring = await optional("expiring API key", async () =>
-    (await call(base, "POST", "/v1/organization/api-keys", { name: "fuzz expiring key", expires_at: new Date(expiresAt).toISOString() }, owner)).data,
+  const expiring = await optional(
+    "expiring API key",
+    async () =>
+      (
+        await call(
+          base,
+          "POST",
+          "/v1/organization/api-keys",
+          { name: "fuzz expiring key", expires_at: new Date(expiresAt).toISOString() },
+          owner,
+        )
+      ).data,
   );
 
-  const invitation = (await call(base, "POST", "/v1/organization/members", { email: `fuzz-pending-${tag}@example.com`, role: "viewer" }, owner)).data;
+  const invitation = (
+    await call(base, "POST", "/v1/organization/members", { email: `fuzz-pending-${tag}@example.com`, role: "viewer" }, owner)
+  ).data;
   const databaseName = `fuzz-fixture-${tag}`;
   const database = (await call(base, "POST", "/v1/databases", { name: databaseName, region: "fsn1", tier: "micro" }, owner)).data;
-  const alert = await optional("alert", () => call(base, "POST", "/v1/billing/alerts", { threshold: 100, currency: "USD", channels: ["email"] }, owner));
+  const alert = await optional("alert", () =>
+    call(base, "POST", "/v1/billing/alerts", { threshold: 100, currency: "USD", channels: ["email"] }, owner),
+  );
   const members = (await call(base, "GET", "/v1/organization/members?per_page=100", undefined, owner)).data.members as Json[];
   const ownerMember = members.find((m) => m.role === "owner");
 

@@ -15,19 +15,35 @@ const REQUESTS = Number(process.env.FUZZ_REQUESTS || 1_500);
 
 describe("the oracle", () => {
   const ok = { "x-request-id": "req_1", "content-type": "application/json; charset=utf-8" };
-  const envelope = (code: string) => Buffer.from(JSON.stringify({ error: { code, message: "m", details: [] }, meta: { request_id: "req_1" } }));
+  const envelope = (code: string) =>
+    Buffer.from(JSON.stringify({ error: { code, message: "m", details: [] }, meta: { request_id: "req_1" } }));
   const codes = new Set(["validation_error", "internal_error"]);
 
   it("fails a 500, even in the envelope", () => {
-    expect(judge("GET", "/v1/x", { status: 500, headers: ok, body: envelope("internal_error") }, codes).map((p) => p.kind)).toEqual(["5xx"]);
+    expect(judge("GET", "/v1/x", { status: 500, headers: ok, body: envelope("internal_error") }, codes).map((p) => p.kind)).toEqual([
+      "5xx",
+    ]);
   });
   it("fails a 4xx without the envelope or without X-Request-Id", () => {
-    expect(judge("GET", "/v1/x", { status: 400, headers: {}, body: Buffer.alloc(0) }, codes).map((p) => p.kind)).toEqual(["no X-Request-Id", "4xx without envelope"]);
+    expect(judge("GET", "/v1/x", { status: 400, headers: {}, body: Buffer.alloc(0) }, codes).map((p) => p.kind)).toEqual([
+      "no X-Request-Id",
+      "4xx without envelope",
+    ]);
   });
   it("fails a stack trace or a SQL error in a body", () => {
-    const trace = Buffer.from(JSON.stringify({ error: { code: "validation_error", message: "Error: x\n    at f (/srv/app/src/a.ts:1:2)", details: [] }, meta: { request_id: "req_1" } }));
+    const trace = Buffer.from(
+      JSON.stringify({
+        error: { code: "validation_error", message: "Error: x\n    at f (/srv/app/src/a.ts:1:2)", details: [] },
+        meta: { request_id: "req_1" },
+      }),
+    );
     expect(judge("POST", "/v1/x", { status: 422, headers: ok, body: trace }, codes)[0]?.kind).toMatch(/^leak: /);
-    const sql = Buffer.from(JSON.stringify({ error: { code: "validation_error", message: 'new row violates check constraint "x"', details: [] }, meta: { request_id: "req_1" } }));
+    const sql = Buffer.from(
+      JSON.stringify({
+        error: { code: "validation_error", message: 'new row violates check constraint "x"', details: [] },
+        meta: { request_id: "req_1" },
+      }),
+    );
     expect(judge("POST", "/v1/x", { status: 422, headers: ok, body: sql }, codes)[0]?.kind).toBe("leak: SQL error");
   });
   it("passes a documented 4xx in the envelope", () => {

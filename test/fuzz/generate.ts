@@ -40,7 +40,36 @@ export function encodeSegment(s: string): string {
 }
 
 /** Path segments sent as they are: encodings a client could produce, malformed ones included. */
-const RAW_IDS = ["%00", "db-abc%00", "%FF", "%C0%AE", "%ED%A0%80", "%", "%2", "%2F", "%2e%2e", "..", ".", "%20", "+", "~", "%E2%80%AE", "%EF%BB%BF", "null", "undefined", "0", "-1", "1e9", "__proto__", "constructor", "prototype", "%5B%5D", "a;b", "a,b", "*"];
+const RAW_IDS = [
+  "%00",
+  "db-abc%00",
+  "%FF",
+  "%C0%AE",
+  "%ED%A0%80",
+  "%",
+  "%2",
+  "%2F",
+  "%2e%2e",
+  "..",
+  ".",
+  "%20",
+  "+",
+  "~",
+  "%E2%80%AE",
+  "%EF%BB%BF",
+  "null",
+  "undefined",
+  "0",
+  "-1",
+  "1e9",
+  "__proto__",
+  "constructor",
+  "prototype",
+  "%5B%5D",
+  "a;b",
+  "a,b",
+  "*",
+];
 
 /** Where each path's `{id}` may name a real resource without destroying the fixture. */
 function realIds(op: Operation, fixture: Fixture): string[] {
@@ -99,7 +128,19 @@ function queryString(op: Operation, rng: Rng, what: string[]): string {
   }
   let qs = pairs.map(([k, v]) => `${encodeSegment(k)}=${encodeSegment(v)}`).join("&");
   if (rng.chance(0.1)) {
-    const extra = rng.pick(["page[]=1", "page[a]=1", "per_page[$gt]=1", "__proto__[x]=1", "constructor[prototype][x]=1", "%=1", "a=%ZZ", "&&&", "=", "unknown=1", `long=${"a".repeat(5000)}`]);
+    const extra = rng.pick([
+      "page[]=1",
+      "page[a]=1",
+      "per_page[$gt]=1",
+      "__proto__[x]=1",
+      "constructor[prototype][x]=1",
+      "%=1",
+      "a=%ZZ",
+      "&&&",
+      "=",
+      "unknown=1",
+      `long=${"a".repeat(5000)}`,
+    ]);
     what.push(`query extra ${extra.slice(0, 40)}`);
     qs = qs ? `${qs}&${extra}` : extra;
   }
@@ -112,10 +153,27 @@ function splice(obj: Record<string, unknown>, inserted: string): string {
   return rest === "{}" ? `{${inserted}}` : `{${inserted},${rest.slice(1)}`;
 }
 
-const EXTRA_KEYS = ['"__proto__":{"admin":true,"role":"owner"}', '"constructor":{"prototype":{"admin":true}}', '"prototype":{}', '"size":"big"', '"":""', '"Name":"x"', '"name ":"x"', '"toString":"x"', '"hasOwnProperty":1', '"__defineGetter__":1'];
+const EXTRA_KEYS = [
+  '"__proto__":{"admin":true,"role":"owner"}',
+  '"constructor":{"prototype":{"admin":true}}',
+  '"prototype":{}',
+  '"size":"big"',
+  '"":""',
+  '"Name":"x"',
+  '"name ":"x"',
+  '"toString":"x"',
+  '"hasOwnProperty":1',
+  '"__defineGetter__":1',
+];
 
 /** A body for `schema`: mostly one mutation of a plausible object, sometimes not an object or not JSON at all. */
-function body(op: Operation, schema: Json, rng: Rng, fixture: Fixture, what: string[]): { text: string | Buffer; contentType?: string; unknownField?: boolean } {
+function body(
+  op: Operation,
+  schema: Json,
+  rng: Rng,
+  fixture: Fixture,
+  what: string[],
+): { text: string | Buffer; contentType?: string; unknownField?: boolean } {
   const obj = plausibleObject(schema, rng);
   const props = Object.keys(schema.properties ?? {});
   const strategy = rng.weighted<string>([
@@ -162,7 +220,24 @@ function body(op: Operation, schema: Json, rng: Rng, fixture: Fixture, what: str
       what.push(`body text ${JSON.stringify(text.slice(0, 30))}${text.length > 30 ? `… (${text.length} chars)` : ""}`);
       break;
     case "content-type":
-      contentType = rng.pick([undefined, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/xml", "application/json; charset=utf-16", "application/json; charset=latin1", "application/json; charset=nope", "application/jsonx", "application/vnd.api+json", "application/merge-patch+json", "APPLICATION/JSON", "application/json;;;", "*/*", "application/json, text/plain", ""]);
+      contentType = rng.pick([
+        undefined,
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/xml",
+        "application/json; charset=utf-16",
+        "application/json; charset=latin1",
+        "application/json; charset=nope",
+        "application/jsonx",
+        "application/vnd.api+json",
+        "application/merge-patch+json",
+        "APPLICATION/JSON",
+        "application/json;;;",
+        "*/*",
+        "application/json, text/plain",
+        "",
+      ]);
       text = rng.chance(0.7) ? JSON.stringify(makeHarmless(op, obj, fixture)) : "a=1&b=2";
       what.push(`content-type ${JSON.stringify(contentType ?? "(none)")}`);
       break;
@@ -187,7 +262,10 @@ function body(op: Operation, schema: Json, rng: Rng, fixture: Fixture, what: str
     case "duplicate-key": {
       const key = props.length > 0 ? rng.pick(props) : "a";
       what.push(`body ${key} twice`);
-      text = splice(makeHarmless(op, obj, fixture), `${JSON.stringify(key)}:${JSON.stringify(oddValue(schema.properties?.[key] ?? {}, rng, "x"))}`);
+      text = splice(
+        makeHarmless(op, obj, fixture),
+        `${JSON.stringify(key)}:${JSON.stringify(oddValue(schema.properties?.[key] ?? {}, rng, "x"))}`,
+      );
       break;
     }
     default:
@@ -212,7 +290,30 @@ function credential(op: Operation | undefined, rng: Rng, fixture: Fixture): Cred
   return rng.pick(fixture.invalid);
 }
 
-const OFF_DOCUMENT_PATHS = ["/", "/v1", "/v1/", "/v2/databases", "/v1/databases/", "/V1/DATABASES", "/v1//databases", "/v1/databases/x/y/z", "/v1/nonexistent", "/healthz", "/docs", "/.env", "/v1/openapi.json/..", "/%2e%2e/etc/passwd", "/v1/databases?%", "/v1/databases#frag", "/v1/%00", "/v1/organization/members/", "/v1/billing", "/v1/./databases", "/v1/databases/%2F..%2F..", `/v1/${"a".repeat(8000)}`];
+const OFF_DOCUMENT_PATHS = [
+  "/",
+  "/v1",
+  "/v1/",
+  "/v2/databases",
+  "/v1/databases/",
+  "/V1/DATABASES",
+  "/v1//databases",
+  "/v1/databases/x/y/z",
+  "/v1/nonexistent",
+  "/healthz",
+  "/docs",
+  "/.env",
+  "/v1/openapi.json/..",
+  "/%2e%2e/etc/passwd",
+  "/v1/databases?%",
+  "/v1/databases#frag",
+  "/v1/%00",
+  "/v1/organization/members/",
+  "/v1/billing",
+  "/v1/./databases",
+  "/v1/databases/%2F..%2F..",
+  `/v1/${"a".repeat(8000)}`,
+];
 const ODD_METHODS = ["PUT", "OPTIONS", "HEAD", "PROPFIND", "FOO", "TRACE", "PATCH", "DELETE", "POST", "GET", "MKCOL", "SEARCH"];
 
 export interface Generator {
@@ -239,11 +340,13 @@ export function createGenerator(ops: Operation[], fixture: Fixture, rng: Rng): G
       }
       const op = ops[index % ops.length]!;
       let path = op.path;
-      for (const param of op.pathParams) path = path.replace(`{${param.name}}`, pathParam(op, param.name, param.schema, rng, fixture, what));
+      for (const param of op.pathParams)
+        path = path.replace(`{${param.name}}`, pathParam(op, param.name, param.schema, rng, fixture, what));
       path += queryString(op, rng, what);
       let cred = credential(op, rng, fixture);
       // Deleting the organization with the owner's powers would end the run: those requests go as the viewer.
-      if (op.method === "DELETE" && op.path === "/v1/organization" && OWNER_POWERS.has(cred.name)) cred = fixture.valid.find((c) => c.name === "viewer")!;
+      if (op.method === "DELETE" && op.path === "/v1/organization" && OWNER_POWERS.has(cred.name))
+        cred = fixture.valid.find((c) => c.name === "viewer")!;
       if (cred.authorization !== undefined) headers.authorization = cred.authorization;
       let payload: Buffer | undefined;
       if (op.body || ((op.method === "POST" || op.method === "PATCH") && rng.chance(0.5))) {
@@ -258,11 +361,21 @@ export function createGenerator(ops: Operation[], fixture: Fixture, rng: Rng): G
         what.push("body on a method without one");
       }
       if (op.method === "POST" && rng.chance(0.1)) {
-        headers["idempotency-key"] = rng.pick(["", " ", "k", "a".repeat(300), "a".repeat(5000), "ключ".normalize(), "\u00ff\u00fe", `fuzz-${rng.int(1e9)}`, "0"]).replace(/[^\t\x20-\x7e\x80-\xff]/g, "?");
+        headers["idempotency-key"] = rng
+          .pick(["", " ", "k", "a".repeat(300), "a".repeat(5000), "ключ".normalize(), "\u00ff\u00fe", `fuzz-${rng.int(1e9)}`, "0"])
+          .replace(/[^\t\x20-\x7e\x80-\xff]/g, "?");
         what.push(`idempotency-key (${headers["idempotency-key"]!.length} chars)`);
       }
       if (rng.chance(0.05)) {
-        headers["x-request-id"] = rng.pick(["", "a".repeat(200), "req_<script>", "../../x", "\u00e9t\u00e9", "id with spaces", "ok-id_1.2"]);
+        headers["x-request-id"] = rng.pick([
+          "",
+          "a".repeat(200),
+          "req_<script>",
+          "../../x",
+          "\u00e9t\u00e9",
+          "id with spaces",
+          "ok-id_1.2",
+        ]);
         what.push("x-request-id odd");
       }
       if (rng.chance(0.03)) {
@@ -273,7 +386,17 @@ export function createGenerator(ops: Operation[], fixture: Fixture, rng: Rng): G
         headers["content-encoding"] = rng.pick(["gzip", "deflate", "br", "identity", "x-unknown"]);
         what.push(`content-encoding ${headers["content-encoding"]} (body not encoded)`);
       }
-      return { index, method: op.method, path, headers, body: payload, credential: cred.name, operation: `${op.method} ${op.path}`, what, ...flags };
+      return {
+        index,
+        method: op.method,
+        path,
+        headers,
+        body: payload,
+        credential: cred.name,
+        operation: `${op.method} ${op.path}`,
+        what,
+        ...flags,
+      };
     },
   };
 }

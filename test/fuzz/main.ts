@@ -28,7 +28,10 @@ try {
   const report = await runFuzz(fixture, { seed, requests, only, concurrency: int("FUZZ_CONCURRENCY", 8) });
   console.log(`\nstatuses per operation:\n${coverage(report)}`);
   console.log(`\n${summarize(report)}`);
-  const errors = fixture.output().split("\n").filter((l) => /\| (?:ERROR|FATAL) /.test(l));
+  const errors = fixture
+    .output()
+    .split("\n")
+    .filter((l) => /\| (?:ERROR|FATAL) /.test(l));
   if (errors.length > 0) {
     // Grouped by service and error (paths and ids vary), each with one example line.
     const groups = new Map<string, { count: number; example: string }>();
@@ -39,7 +42,8 @@ try {
       groups.set(key, g);
     }
     console.log(`\nthe stack logged ${errors.length} error lines:`);
-    for (const [key, g] of [...groups].sort((a, b) => b[1].count - a[1].count).slice(0, 20)) console.log(`  ${g.count}× ${key}\n      e.g. ${g.example}`);
+    for (const [key, g] of [...groups].sort((a, b) => b[1].count - a[1].count).slice(0, 20))
+      console.log(`  ${g.count}× ${key}\n      e.g. ${g.example}`);
   }
   const broken = await fixture.check();
   for (const b of broken) console.log(`fuzz: the run broke the fixture: ${b}`);

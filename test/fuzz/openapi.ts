@@ -46,10 +46,16 @@ export function resolver(doc: Json): (schema: Json | undefined) => Json {
     if (Array.isArray(s.allOf)) {
       const { allOf, ...rest } = s;
       const parts = (allOf as Json[]).map((p) => resolve(p, depth + 1));
-      s = parts.reduce(
-        (acc, p) => ({ ...acc, ...p, properties: { ...acc.properties, ...p.properties }, required: [...(acc.required ?? []), ...(p.required ?? [])] }),
-        rest,
-      );
+      const merged: Json = { ...rest, properties: { ...rest.properties }, required: [...(rest.required ?? [])] };
+      for (const p of parts) {
+        const { properties, required, ...other } = p;
+        Object.assign(merged, other);
+        Object.assign(merged.properties, properties);
+        merged.required.push(...(required ?? []));
+      }
+      if (Object.keys(merged.properties).length === 0) delete merged.properties;
+      if (merged.required.length === 0) delete merged.required;
+      s = merged;
     }
     const out: Json = { ...s };
     if (s.properties) out.properties = Object.fromEntries(Object.entries<Json>(s.properties).map(([k, v]) => [k, resolve(v, depth + 1)]));
@@ -79,7 +85,9 @@ export function operationsOf(doc: Json): Operation[] {
           const declared = params.find((p) => p.in === "path" && p.name === m[1]);
           return { name: m[1]!, schema: resolve(declared?.schema), required: true };
         }),
-        query: params.filter((p) => p.in === "query").map((p) => ({ name: p.name, schema: resolve(p.schema), required: p.required === true })),
+        query: params
+          .filter((p) => p.in === "query")
+          .map((p) => ({ name: p.name, schema: resolve(p.schema), required: p.required === true })),
         body: json ? resolve(json) : undefined,
         bodyRequired: body?.required === true,
         secured: security.some((s) => Object.keys(s).length > 0),

@@ -23,8 +23,16 @@ const LEAKS: ReadonlyArray<readonly [string, RegExp, "errors" | "all"]> = [
   ["stack frame", /\bat (?:async )?(?:[\w$.<>[\]]+ )?\(?(?:file:\/\/|node:|\/)[^\s)]*:\d+:\d+\)?/, "all"],
   ["source location", /\.(?:ts|js|mjs|cjs):\d+/, "all"],
   ["node_modules", /node_modules/, "all"],
-  ["ConnectError", /ConnectError|\[(?:canceled|unknown|invalid_argument|deadline_exceeded|not_found|already_exists|permission_denied|resource_exhausted|failed_precondition|aborted|out_of_range|unimplemented|internal|unavailable|data_loss|unauthenticated)\]/, "all"],
-  ["SQL error", /violates|syntax error|duplicate key|invalid byte sequence|invalid input syntax|null value in column|deadlock detected|SQLSTATE|current transaction is aborted|\brelation "|\bcolumn "/i, "all"],
+  [
+    "ConnectError",
+    /ConnectError|\[(?:canceled|unknown|invalid_argument|deadline_exceeded|not_found|already_exists|permission_denied|resource_exhausted|failed_precondition|aborted|out_of_range|unimplemented|internal|unavailable|data_loss|unauthenticated)\]/,
+    "all",
+  ],
+  [
+    "SQL error",
+    /violates|syntax error|duplicate key|invalid byte sequence|invalid input syntax|null value in column|deadlock detected|SQLSTATE|current transaction is aborted|\brelation "|\bcolumn "/i,
+    "all",
+  ],
   ["JS error", /\b(?:TypeError|ReferenceError|RangeError|SyntaxError)\b|Cannot read propert|is not a function|Maximum call stack/, "all"],
   ["parser message", /in JSON at position|Unexpected token|Unexpected end of JSON|Bad control character/, "all"],
   ["internal address", /ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|\b127\.0\.0\.1:\d+|\blocalhost:\d+|\bh2c?:\/\//, "errors"],
@@ -53,9 +61,12 @@ export function judge(method: string, path: string, res: Observed, publicCodes: 
     if (typeof envelope === "string") {
       problems.push({ kind: "4xx without envelope", detail: `${res.status} ${envelope}: ${JSON.stringify(text.slice(0, 200))}` });
     } else {
-      if (!contentType.startsWith("application/json")) problems.push({ kind: "4xx without envelope", detail: `content-type ${JSON.stringify(contentType)}` });
-      if (envelope.meta.request_id !== requestId) problems.push({ kind: "request id mismatch", detail: `header ${requestId}, body ${envelope.meta.request_id}` });
-      if (publicCodes.size > 0 && !publicCodes.has(envelope.error.code)) problems.push({ kind: "undocumented error code", detail: envelope.error.code });
+      if (!contentType.startsWith("application/json"))
+        problems.push({ kind: "4xx without envelope", detail: `content-type ${JSON.stringify(contentType)}` });
+      if (envelope.meta.request_id !== requestId)
+        problems.push({ kind: "request id mismatch", detail: `header ${requestId}, body ${envelope.meta.request_id}` });
+      if (publicCodes.size > 0 && !publicCodes.has(envelope.error.code))
+        problems.push({ kind: "undocumented error code", detail: envelope.error.code });
     }
   }
   if (!isDocument(path, res.status, contentType)) {
@@ -63,7 +74,10 @@ export function judge(method: string, path: string, res: Observed, publicCodes: 
       if (where === "errors" && res.status < 400) continue;
       const m = pattern.exec(text);
       if (m) {
-        problems.push({ kind: `leak: ${kind}`, detail: `${res.status} …${JSON.stringify(text.slice(Math.max(0, m.index - 80), m.index + 120))}…` });
+        problems.push({
+          kind: `leak: ${kind}`,
+          detail: `${res.status} …${JSON.stringify(text.slice(Math.max(0, m.index - 80), m.index + 120))}…`,
+        });
         break;
       }
     }
@@ -86,7 +100,8 @@ function parseEnvelope(text: string): Envelope | string {
   }
   const e = body?.error;
   if (typeof e !== "object" || e === null) return "no error object";
-  if (typeof e.code !== "string" || typeof e.message !== "string" || !Array.isArray(e.details)) return "error without code, message or details";
+  if (typeof e.code !== "string" || typeof e.message !== "string" || !Array.isArray(e.details))
+    return "error without code, message or details";
   if (typeof body.meta?.request_id !== "string") return "no meta.request_id";
   return body as Envelope;
 }

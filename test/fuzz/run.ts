@@ -53,7 +53,9 @@ function printable(body: Buffer | undefined, max = 1500): string {
   if (body === undefined) return "(none)";
   const text = body.toString("utf8");
   const valid = Buffer.from(text, "utf8").equals(body);
-  const shown = valid ? JSON.stringify(text.length > max ? text.slice(0, max) : text) : `base64:${body.subarray(0, max).toString("base64")}`;
+  const shown = valid
+    ? JSON.stringify(text.length > max ? text.slice(0, max) : text)
+    : `base64:${body.subarray(0, max).toString("base64")}`;
   return `${body.length} bytes${text.length > max ? ` (first ${max} shown)` : ""}: ${shown}`;
 }
 
@@ -78,7 +80,14 @@ function send(agent: http.Agent, url: URL, req: FuzzRequest, timeoutMs: number):
   return new Promise((resolve) => {
     let r: http.ClientRequest;
     try {
-      r = http.request({ agent, host: url.hostname, port: url.port, method: req.method, path: req.path, headers: { ...req.headers, ...(req.body ? { "content-length": String(req.body.length) } : {}) } });
+      r = http.request({
+        agent,
+        host: url.hostname,
+        port: url.port,
+        method: req.method,
+        path: req.path,
+        headers: { ...req.headers, ...(req.body ? { "content-length": String(req.body.length) } : {}) },
+      });
     } catch (err) {
       resolve({ error: `unsendable: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` });
       return;
@@ -106,10 +115,26 @@ export async function runFuzz(fixture: Fixture, opts: FuzzOptions): Promise<Fuzz
   const agent = new http.Agent({ keepAlive: true, maxSockets: opts.concurrency ?? 8 });
   const timeoutMs = opts.timeoutMs ?? 30_000;
   const owner = fixture.valid[0]!.authorization!;
-  const report: FuzzReport = { seed: opts.seed, sent: 0, byStatus: {}, raw: 0, unsendable: 0, operations: ops.length, byOperation: {}, failures: [], durationMs: 0 };
+  const report: FuzzReport = {
+    seed: opts.seed,
+    sent: 0,
+    byStatus: {},
+    raw: 0,
+    unsendable: 0,
+    operations: ops.length,
+    byOperation: {},
+    failures: [],
+    durationMs: 0,
+  };
   const count = (status: number | string) => (report.byStatus[status] = (report.byStatus[status] ?? 0) + 1);
   const fail = (index: number, request: string, group: string, status: number, problems: Problem[]) => {
-    report.failures.push({ index, request, problems, status, group: `${group} — ${problems.map((p) => p.kind).join(", ")}${status ? ` (${status})` : ""}` });
+    report.failures.push({
+      index,
+      request,
+      problems,
+      status,
+      group: `${group} — ${problems.map((p) => p.kind).join(", ")}${status ? ` (${status})` : ""}`,
+    });
     if (report.failures.length <= 200) log(`FAIL ${request}\n    → ${problems.map((p) => `${p.kind}: ${p.detail}`).join("\n    → ")}`);
   };
 
@@ -133,7 +158,14 @@ export async function runFuzz(fixture: Fixture, opts: FuzzOptions): Promise<Fuzz
         const answers = parseResponses(data);
         if (answers.length === 0) {
           count("no answer");
-          fail(job.index, describeRaw(job.raw), `raw: ${job.raw.template}`, 0, [{ kind: "no answer", detail: error ?? `closed after ${data.length} bytes that are no response: ${JSON.stringify(data.subarray(0, 100).toString("latin1"))}` }]);
+          fail(job.index, describeRaw(job.raw), `raw: ${job.raw.template}`, 0, [
+            {
+              kind: "no answer",
+              detail:
+                error ??
+                `closed after ${data.length} bytes that are no response: ${JSON.stringify(data.subarray(0, 100).toString("latin1"))}`,
+            },
+          ]);
           continue;
         }
         // Interim answers (100 Continue) carry no envelope; the final one follows.
@@ -156,11 +188,15 @@ export async function runFuzz(fixture: Fixture, opts: FuzzOptions): Promise<Fuzz
         continue;
       }
       count(res.status);
-      const perOp = (report.byOperation[req.operation] ??= {});
+      const perOp = report.byOperation[req.operation] ?? {};
+      report.byOperation[req.operation] = perOp;
       perOp[res.status] = (perOp[res.status] ?? 0) + 1;
       const problems = judge(req.method, req.path, res, codes);
       if (req.unknownField && res.status >= 200 && res.status < 300) {
-        problems.push({ kind: "unknown body field accepted", detail: `${res.status}: a property the document does not declare was ignored, not refused (422)` });
+        problems.push({
+          kind: "unknown body field accepted",
+          detail: `${res.status}: a property the document does not declare was ignored, not refused (422)`,
+        });
       }
       if (problems.length > 0) fail(req.index, describeRequest(req), req.operation, res.status, problems);
     }
@@ -175,7 +211,12 @@ export async function runFuzz(fixture: Fixture, opts: FuzzOptions): Promise<Fuzz
 export function coverage(report: FuzzReport): string {
   return Object.entries(report.byOperation)
     .sort(([a], [b]) => a.localeCompare(b))
-    .map(([op, statuses]) => `  ${op.padEnd(48)} ${Object.entries(statuses).map(([s, n]) => `${s}×${n}`).join(" ")}`)
+    .map(
+      ([op, statuses]) =>
+        `  ${op.padEnd(48)} ${Object.entries(statuses)
+          .map(([s, n]) => `${s}×${n}`)
+          .join(" ")}`,
+    )
     .join("\n");
 }
 
@@ -183,7 +224,10 @@ export function coverage(report: FuzzReport): string {
 export function summarize(report: FuzzReport): string {
   const lines = [
     `fuzz: seed ${report.seed} (FUZZ_SEED=${report.seed} repeats it), ${report.sent} requests (${report.raw} raw) over ${report.operations} operations in ${(report.durationMs / 1000).toFixed(1)} s`,
-    `by status: ${Object.entries(report.byStatus).sort(([a], [b]) => a.localeCompare(b)).map(([s, n]) => `${s}: ${n}`).join(", ")}`,
+    `by status: ${Object.entries(report.byStatus)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([s, n]) => `${s}: ${n}`)
+      .join(", ")}`,
   ];
   if (report.unsendable > 0) lines.push(`not sent (the HTTP client refused them): ${report.unsendable}`);
   const groups = new Map<string, Failure[]>();
@@ -196,8 +240,13 @@ export function summarize(report: FuzzReport): string {
       lines.push(`      → ${f.problems.map((p) => `${p.kind}: ${p.detail}`).join("\n      → ")}`);
     }
     if (failures.length > 3) {
-      const more = failures.slice(3, 503).map((f) => f.index).join(", ");
-      lines.push(`    … and ${failures.length - 3} more, indexes ${more}${failures.length > 503 ? ", …" : ""} (FUZZ_SEED=${report.seed} FUZZ_ONLY=<index> sends one again)`);
+      const more = failures
+        .slice(3, 503)
+        .map((f) => f.index)
+        .join(", ");
+      lines.push(
+        `    … and ${failures.length - 3} more, indexes ${more}${failures.length > 503 ? ", …" : ""} (FUZZ_SEED=${report.seed} FUZZ_ONLY=<index> sends one again)`,
+      );
     }
   }
   return lines.join("\n");

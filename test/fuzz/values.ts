@@ -10,7 +10,22 @@ import type { Rng } from "./prng.ts";
 
 const CONTROL = Array.from({ length: 32 }, (_, i) => String.fromCharCode(i)).concat(["\u007f", "\u0085", "\u009b"]);
 /** Unicode format and separator characters: bidi overrides, zero-width, BOM, line/paragraph separators. */
-const FORMAT = ["\u200b", "\u200c", "\u200d", "\u200e", "\u200f", "\u202a", "\u202e", "\u2066", "\u2069", "\u2028", "\u2029", "\ufeff", "\u00ad", "\u061c"];
+const FORMAT = [
+  "\u200b",
+  "\u200c",
+  "\u200d",
+  "\u200e",
+  "\u200f",
+  "\u202a",
+  "\u202e",
+  "\u2066",
+  "\u2069",
+  "\u2028",
+  "\u2029",
+  "\ufeff",
+  "\u00ad",
+  "\u061c",
+];
 const SURROGATES = ["\ud800", "\udbff", "\udc00", "\udfff", "a\ud800b", "\udc00\ud800", "\ud83d"];
 
 /** Strings every string field gets now and then. */
@@ -56,6 +71,7 @@ export const ODD_STRINGS: readonly string[] = [
   "'; DROP TABLE users; --",
   "$(id)",
   "`id`",
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a template-injection probe, meant literally
   "${7*7}",
   "{{7*7}}",
   "<script>alert(1)</script>",
@@ -148,7 +164,26 @@ export function oddString(rng: Rng, plausible = "fuzz"): string {
 }
 
 export function oddNumber(rng: Rng): number {
-  return rng.pick([0, -0, -1, 1, 0.5, -0.0001, 1e-300, 2 ** 31, 2 ** 32, 2 ** 53 + 1, -(2 ** 53), 1e21, 1e308, -1e308, Number.MAX_VALUE, Number.MIN_VALUE, 999_999_999, 1_000_000.01]);
+  return rng.pick([
+    0,
+    -0,
+    -1,
+    1,
+    0.5,
+    -0.0001,
+    1e-300,
+    2 ** 31,
+    2 ** 32,
+    2 ** 53 + 1,
+    -(2 ** 53),
+    1e21,
+    1e308,
+    -1e308,
+    Number.MAX_VALUE,
+    Number.MIN_VALUE,
+    999_999_999,
+    1_000_000.01,
+  ]);
 }
 
 /** A value of another type than `schema` asks for, or null, or an odd value of the same type. */
@@ -157,7 +192,8 @@ export function oddValue(schema: Json, rng: Rng, plausible: unknown): unknown {
   const choice = rng.int(10);
   if (choice === 0) return null;
   if (choice === 1) return rng.pick<unknown>([true, false, 0, 1, -1, "", [], {}, [null], { "": "" }]);
-  if (choice === 2) return rng.pick<unknown>([["a", "b"], [plausible], [[[]]], Array.from({ length: rng.pick([100, 10_000]) }, (_, i) => i)]);
+  if (choice === 2)
+    return rng.pick<unknown>([["a", "b"], [plausible], [[[]]], Array.from({ length: rng.pick([100, 10_000]) }, (_, i) => i)]);
   if (choice === 3) return { value: plausible, __proto__x: 1, nested: { deeper: [plausible] } };
   if (types.includes("string")) return oddString(rng, typeof plausible === "string" ? plausible : "fuzz");
   if (types.includes("integer") || types.includes("number")) {
@@ -193,7 +229,9 @@ export function typesOf(schema: Json): string[] {
 export function plausibleValue(schema: Json, rng: Rng, name = "value"): unknown {
   if (Array.isArray(schema.enum) && schema.enum.length > 0) return rng.pick(schema.enum as unknown[]);
   if (schema.const !== undefined) return schema.const;
-  const nonNull = (["anyOf", "oneOf"] as const).flatMap((k) => (Array.isArray(schema[k]) ? (schema[k] as Json[]) : [])).filter((s) => s.type !== "null");
+  const nonNull = (["anyOf", "oneOf"] as const)
+    .flatMap((k) => (Array.isArray(schema[k]) ? (schema[k] as Json[]) : []))
+    .filter((s) => s.type !== "null");
   if (nonNull.length > 0) return plausibleValue(rng.pick(nonNull), rng, name);
   const type = typesOf(schema).find((t) => t !== "null") ?? "string";
   switch (type) {
@@ -203,7 +241,8 @@ export function plausibleValue(schema: Json, rng: Rng, name = "value"): unknown 
       return rng.between(Math.ceil(min), Math.floor(Math.min(max, min + 1000)));
     }
     case "number": {
-      const min = typeof schema.exclusiveMinimum === "number" ? schema.exclusiveMinimum + 1 : typeof schema.minimum === "number" ? schema.minimum : 1;
+      const min =
+        typeof schema.exclusiveMinimum === "number" ? schema.exclusiveMinimum + 1 : typeof schema.minimum === "number" ? schema.minimum : 1;
       return min + rng.int(100);
     }
     case "boolean":
