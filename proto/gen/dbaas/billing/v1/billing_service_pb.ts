@@ -47,7 +47,9 @@ export type StatusEvent = Message<"dbaas.billing.v1.StatusEvent"> & {
   tier: string;
 
   /**
-   * A database status (e.g. `running`, `stopped`, `deleted`); lowercase letters and `_`.
+   * A database status by name (e.g. `running`, `stopped`, `deleted`: services/kit DATABASE_RECORD_STATUSES);
+   * lowercase letters and `_`. A name rather than dbaas.databases.v1.DatabaseStatus on purpose: a status billing
+   * has not heard of still stops the meter, instead of being refused and wedging the sender's outbox.
    *
    * @generated from field: string status = 5;
    */
