@@ -30,7 +30,7 @@ async function start(): Promise<void> {
     if (stopping) return;
     // A server that had come up starts again at once; one failing at start-up backs off.
     restarts = ready ? 1 : restarts + 1;
-    const delay = Math.min(100 * 2 ** (restarts - 1), 5_000);
+    const delay = restarts === 1 ? 0 : Math.min(100 * 2 ** (restarts - 2), 5_000);
     say(`metadata PostgreSQL exited (${signal ?? code}); starting it again in ${delay} ms`);
     setTimeout(() => void start().catch(fail), delay);
   });

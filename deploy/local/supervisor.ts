@@ -76,7 +76,8 @@ export function createSupervisor(root: string, dataDir: string): Supervisor {
       if (stopping) return;
       // A crashed service is restarted, as a supervisor would: the system converges after any one crash.
       svc.restarts = Date.now() - startedAt > STABLE_MS ? 1 : svc.restarts + 1;
-      const delay = Math.min(250 * 2 ** (svc.restarts - 1), 5_000);
+      // At once after a stable run; 250 ms, 500 ms, … up to 5 s for a crash loop.
+      const delay = svc.restarts === 1 ? 0 : Math.min(250 * 2 ** (svc.restarts - 2), 5_000);
       printLine(svc.name, color, `exited (${signal ?? code}); restarting in ${delay} ms`);
       setTimeout(() => !stopping && launch(svc), delay);
     });
