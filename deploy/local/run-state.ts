@@ -1,5 +1,5 @@
 import { existsSync, readdirSync, readFileSync, readlinkSync, realpathSync } from "node:fs";
-import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { findServerBinaries } from "../../services/provisioner-agent/src/instances/binaries.ts";
 import { isServerProcessIn, serverProcessesIn } from "../../services/provisioner-agent/src/instances/procfs.ts";
@@ -11,7 +11,7 @@ import { isServerProcessIn, serverProcessesIn } from "../../services/provisioner
  * reads these files and the `postmaster.pid` of every PostgreSQL below the
  * data directory to find what is still running and stop it.
  */
-export const runDir = (dataDir: string) => join(dataDir, "run");
+const runDir = (dataDir: string) => join(dataDir, "run");
 const RUNNER_FILE = "stack.pid";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -146,11 +146,6 @@ function leftoverPostmasters(dataDir: string, exes: ReadonlySet<string>): Leftov
     .filter((p): p is { dir: string; pid: number } => p.pid !== undefined && isServerProcessIn(p.pid, realpathSync(p.dir), exes));
 }
 
-/** What a dead runner left running: its children, and any postmaster below the data directory. */
-export function findLeftovers(dataDir: string, root: string): Leftovers {
-  return { services: leftoverServices(dataDir, root), postmasters: leftoverPostmasters(dataDir, serverExes()) };
-}
-
 /**
  * Stops what a dead runner left behind, the way the runner itself would have:
  * SIGTERM to each child (an agent stops its instances on the way out), then a
@@ -181,11 +176,4 @@ export async function stopLeftovers(dataDir: string, root: string, say: (line: s
     .flatMap((d) => serverProcessesIn(realpathSync(d), exes));
   if (stragglers.length > 0) await awaitExit(stragglers, 5_000);
   return { services, postmasters };
-}
-
-/** Reads a pid file written by {@link writeChildPid}. */
-export async function childPid(dataDir: string, name: string): Promise<number | undefined> {
-  const text = await readFile(join(runDir(dataDir), `${name}.pid`), "utf8").catch(() => "");
-  const pid = Number(text.trim());
-  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
 }

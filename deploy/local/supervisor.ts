@@ -25,7 +25,7 @@ export interface Service {
 const tty = process.stdout.isTTY;
 const COLORS = ["36", "35", "33", "32", "34", "31"];
 
-export function printLine(name: string, color: string, line: string) {
+function printLine(name: string, color: string, line: string) {
   let text = line;
   try {
     const { time: _t, level, service: _s, msg, ...rest } = JSON.parse(line) as Record<string, unknown>;
