@@ -69,6 +69,20 @@ return 1`,
   transformReply: (reply: unknown) => reply as number,
 });
 
+/** Extends KEYS[1] to ARGV[2] ms only while it still starts with ARGV[1] (the caller's claim). */
+const RENEW = defineScript({
+  NUMBER_OF_KEYS: 1,
+  SCRIPT: `
+local cur = redis.call('GET', KEYS[1])
+if not cur or string.sub(cur, 1, #ARGV[1]) ~= ARGV[1] then return 0 end
+return redis.call('PEXPIRE', KEYS[1], ARGV[2])`,
+  parseCommand(parser, key: string, claim: string, ttlMs: number) {
+    parser.pushKey(key);
+    parser.push(claim, String(ttlMs));
+  },
+  transformReply: (reply: unknown) => reply as number,
+});
+
 /**
  * A client with the gateway's scripts. `reconnect: false` is for one-shot
  * tools, which should fail rather than wait for Redis to come back.
@@ -82,7 +96,7 @@ export function createRedisClient(url: string, reconnect = true) {
       connectTimeout: 1_000,
       reconnectStrategy: reconnect ? (retries: number) => Math.min(100 * 2 ** retries, 3_000) : false,
     },
-    scripts: { rateLimit: RATE_LIMIT, claim: CLAIM, settle: SETTLE },
+    scripts: { rateLimit: RATE_LIMIT, claim: CLAIM, settle: SETTLE, renew: RENEW },
   });
 }
 

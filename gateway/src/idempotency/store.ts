@@ -61,6 +61,15 @@ export function createMemoryIdempotencyStore(clock: Clock, claimTtlMs: number): 
 }
 
 /**
+ * A Redis claim is a lease: it lasts LEASE_MS and the gateway running the
+ * request renews it every LEASE_MS / 3 until the request settles (at most
+ * `claimTtlMs`). A gateway that dies mid-request stops renewing, so a retry
+ * with the same key runs after a few seconds instead of answering 409 for the
+ * whole time a request may take.
+ */
+export const LEASE_MS = 5_000;
+
+/**
  * Records in Redis, shared by every gateway process. While Redis is unusable
  * the `fallback` takes over, so a retry is still answered from the record
  * when it reaches the same process.
@@ -70,6 +79,7 @@ export function createRedisIdempotencyStore(
   prefix: string,
   claimTtlMs: number,
   fallback: IdempotencyStore,
+  leaseMs = LEASE_MS,
 ): IdempotencyStore {
   return {
     async claim(key, fingerprint) {
@@ -78,13 +88,22 @@ export function createRedisIdempotencyStore(
       const mine = `p|${randomToken(16)}|`;
       let existing: string | null;
       try {
-        existing = await link.run((client) => client.claim(redisKey, mine + fingerprint, claimTtlMs));
+        existing = await link.run((client) => client.claim(redisKey, mine + fingerprint, leaseMs));
       } catch {
         return await fallback.claim(key, fingerprint);
       }
       if (existing !== null) return parse(existing);
+      // Renewal is best effort: a missed one lets the claim lapse, as if this gateway had died.
+      const renewing = setInterval(() => {
+        link.run((client) => client.renew(redisKey, mine, leaseMs)).catch(() => {});
+      }, Math.max(1, Math.floor(leaseMs / 3)));
+      renewing.unref();
+      const stop = setTimeout(() => clearInterval(renewing), claimTtlMs);
+      stop.unref();
       // Settling is best effort: if Redis is gone by then, the claim simply expires.
       const settle = async (value: string) => {
+        clearInterval(renewing);
+        clearTimeout(stop);
         await link.run((client) => client.settle(redisKey, mine, value, RESULT_TTL_MS)).catch(() => {});
       };
       return {
