@@ -90,9 +90,21 @@ describe("billing through @grpc/grpc-js", () => {
     const request = create(RecordStatusEventsRequestSchema, {
       events: [event("evt-g1", "running", "2025-06-15T00:00:00Z"), event("evt-g2", "stopped", "2025-06-15T02:15:00Z")],
     });
-    const first = await unary("RecordStatusEvents", RecordStatusEventsRequestSchema, RecordStatusEventsResponseSchema, request, credentialed());
+    const first = await unary(
+      "RecordStatusEvents",
+      RecordStatusEventsRequestSchema,
+      RecordStatusEventsResponseSchema,
+      request,
+      credentialed(),
+    );
     expect(first.recorded).toBe(2);
-    const again = await unary("RecordStatusEvents", RecordStatusEventsRequestSchema, RecordStatusEventsResponseSchema, request, credentialed());
+    const again = await unary(
+      "RecordStatusEvents",
+      RecordStatusEventsRequestSchema,
+      RecordStatusEventsResponseSchema,
+      request,
+      credentialed(),
+    );
     expect(again.recorded).toBe(0);
 
     const usage = await unary(

@@ -87,11 +87,16 @@ export function spawnMetadataServer(cluster: MetadataCluster): ChildProcess {
     return spawn(
       cluster.bin.postgres,
       [
-        "-D", cluster.pgdata,
-        "-p", String(cluster.port),
-        "-c", "listen_addresses=127.0.0.1",
-        "-c", `unix_socket_directories=${cluster.runDir}`,
-        "-c", "max_connections=200",
+        "-D",
+        cluster.pgdata,
+        "-p",
+        String(cluster.port),
+        "-c",
+        "listen_addresses=127.0.0.1",
+        "-c",
+        `unix_socket_directories=${cluster.runDir}`,
+        "-c",
+        "max_connections=200",
       ],
       {
         cwd: "/",
@@ -118,7 +123,8 @@ export async function awaitMetadataReady(port: number, exited: () => boolean, ti
       return;
     } catch (err) {
       if (exited()) throw new Error("the metadata PostgreSQL exited while starting (see its postgres.log)");
-      if (Date.now() > deadline) throw new Error(`the metadata PostgreSQL did not accept connections within ${timeoutMs / 1000}s: ${(err as Error).message}`);
+      if (Date.now() > deadline)
+        throw new Error(`the metadata PostgreSQL did not accept connections within ${timeoutMs / 1000}s: ${(err as Error).message}`);
       await sleep(100);
     } finally {
       await admin.end().catch(() => {});

@@ -157,7 +157,10 @@ export async function stopLeftovers(dataDir: string, root: string, say: (line: s
   if (services.length > 0) {
     say(`stopping ${services.map((s) => `${s.name} (pid ${s.pid})`).join(", ")}`);
     for (const s of services) process.kill(s.pid, "SIGTERM");
-    const killed = await awaitExit(services.map((s) => s.pid), 30_000);
+    const killed = await awaitExit(
+      services.map((s) => s.pid),
+      30_000,
+    );
     if (killed.length > 0) say(`killed ${killed.join(", ")}: they did not stop within 30 s`);
   }
   // Whatever the agents did not stop (an agent killed as well), and the metadata PostgreSQL.
@@ -166,7 +169,10 @@ export async function stopLeftovers(dataDir: string, root: string, say: (line: s
   if (postmasters.length > 0) {
     say(`stopping ${postmasters.length} PostgreSQL server(s): pid ${postmasters.map((p) => p.pid).join(", ")}`);
     for (const p of postmasters) process.kill(p.pid, "SIGINT");
-    await awaitExit(postmasters.map((p) => p.pid), 30_000);
+    await awaitExit(
+      postmasters.map((p) => p.pid),
+      30_000,
+    );
   }
   // A killed postmaster's backends linger until they notice; the next postmaster needs them gone.
   // Only where no postmaster runs: those are orphans by definition.

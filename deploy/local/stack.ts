@@ -99,11 +99,8 @@ async function main() {
 
   const metadata = embeddedMetadata
     ? [
-        svc(
-          "metadata",
-          "deploy/local/metadata-main.ts",
-          { DBAAS_DATA_DIR: dataDir, METADATA_PG_PORT: String(layout.metadata) },
-          () => metadataHealthy(layout.metadata),
+        svc("metadata", "deploy/local/metadata-main.ts", { DBAAS_DATA_DIR: dataDir, METADATA_PG_PORT: String(layout.metadata) }, () =>
+          metadataHealthy(layout.metadata),
         ),
       ]
     : [];
@@ -122,11 +119,8 @@ async function main() {
       () => h2Health(layout.identity),
     ),
     // Spending alerts are mailed through identity, which starts first.
-    svc(
-      "billing",
-      "services/billing/src/main.ts",
-      { ...common, PORT: String(layout.billing), IDENTITY_URL: url(layout.identity) },
-      () => h2Health(layout.billing),
+    svc("billing", "services/billing/src/main.ts", { ...common, PORT: String(layout.billing), IDENTITY_URL: url(layout.identity) }, () =>
+      h2Health(layout.billing),
     ),
     svc(
       "databases",

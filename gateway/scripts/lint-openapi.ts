@@ -21,11 +21,15 @@ export function lintOpenApi(doc: unknown): { ok: boolean; output: string } {
   try {
     const file = join(dir, "openapi.json");
     writeFileSync(file, JSON.stringify(doc, null, 2));
-    const result = spawnSync(process.execPath, [redocly, "lint", file, "--config", join(gatewayDir, "redocly.yaml"), "--max-problems", "1000"], {
-      encoding: "utf8",
-      // No usage telemetry or update checks from CI.
-      env: { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true" },
-    });
+    const result = spawnSync(
+      process.execPath,
+      [redocly, "lint", file, "--config", join(gatewayDir, "redocly.yaml"), "--max-problems", "1000"],
+      {
+        encoding: "utf8",
+        // No usage telemetry or update checks from CI.
+        env: { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true" },
+      },
+    );
     return { ok: result.status === 0, output: `${result.stdout}${result.stderr}` };
   } finally {
     rmSync(dir, { recursive: true, force: true });

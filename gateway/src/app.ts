@@ -24,8 +24,7 @@ import "./locals.ts";
 function execute(ctx: GatewayContext, route: Route): (req: Request, res: Response) => Promise<Reply> {
   return async (req, res) => {
     const call = { ctx, ...validateRequest(route, req) };
-    const run = () =>
-      "permission" in route ? route.handler({ ...call, principal: res.locals.principal! }) : route.handler(call);
+    const run = () => ("permission" in route ? route.handler({ ...call, principal: res.locals.principal! }) : route.handler(call));
     return await runIdempotent(ctx, req, res, run);
   };
 }
@@ -37,9 +36,7 @@ function pipeline(ctx: GatewayContext, route: Route, headroom: Headroom): Reques
     return [authenticate(ctx), limitAlongside(ctx, headroom, route.permission, reply)];
   }
   const steps: RequestHandler[] =
-    "permission" in route
-      ? [authenticate(ctx), limitByOrganization(ctx, headroom), requirePermission(route.permission)]
-      : [limitByIp(ctx)];
+    "permission" in route ? [authenticate(ctx), limitByOrganization(ctx, headroom), requirePermission(route.permission)] : [limitByIp(ctx)];
   if (route.method === "POST" || route.method === "PATCH") steps.push(parseJsonBody);
   steps.push(async (req, res) => sendReply(res, await reply(req, res)));
   return steps;

@@ -5,11 +5,7 @@ import { BillingService } from "@dbaas/proto/billing";
 import { DatabasesService } from "@dbaas/proto/databases";
 import { IdentityService } from "@dbaas/proto/identity";
 import type { GatewayConfig } from "./config.ts";
-import {
-  createMemoryIdempotencyStore,
-  createRedisIdempotencyStore,
-  type IdempotencyStore,
-} from "./idempotency/store.ts";
+import { createMemoryIdempotencyStore, createRedisIdempotencyStore, type IdempotencyStore } from "./idempotency/store.ts";
 import { eitherMaintenance, noMaintenance, watchMaintenance, watchMaintenanceFile, type MaintenanceSwitch } from "./maintenance.ts";
 import { createAuthCache, type AuthCache } from "./auth/principal-cache.ts";
 import { startRevocationFeed, type RevocationFeedOptions } from "./auth/revocation-feed.ts";

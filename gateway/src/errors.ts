@@ -144,9 +144,7 @@ export function classify(err: unknown): Classified {
     mapping = { status: STATUS_OF[reason], code: reason };
   }
   const details =
-    mapping.code === "validation_error"
-      ? err.findDetails(FieldViolationSchema).map((v) => ({ field: v.field, message: v.message }))
-      : [];
+    mapping.code === "validation_error" ? err.findDetails(FieldViolationSchema).map((v) => ({ field: v.field, message: v.message })) : [];
   const headers: Record<string, string> = {};
   if (mapping.status === 401) headers["WWW-Authenticate"] = 'Bearer realm="api", error="invalid_token"';
   if (mapping.status === 429 || mapping.status === 503) headers["Retry-After"] = DEFAULT_RETRY_AFTER_S;
@@ -173,11 +171,9 @@ function fromExpress(err: unknown): ApiError | undefined {
 
 // Constructors for errors the gateway raises itself.
 
-export const badRequest = (message: string, details: ErrorDetail[] = []) =>
-  new ApiError(400, "validation_error", message, details);
+export const badRequest = (message: string, details: ErrorDetail[] = []) => new ApiError(400, "validation_error", message, details);
 
-export const unprocessable = (message: string, details: ErrorDetail[] = []) =>
-  new ApiError(422, "validation_error", message, details);
+export const unprocessable = (message: string, details: ErrorDetail[] = []) => new ApiError(422, "validation_error", message, details);
 
 export const invalidToken = (message: string, tokenPresented: boolean) =>
   new ApiError(401, "invalid_token", message, [], {

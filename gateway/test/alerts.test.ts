@@ -126,7 +126,10 @@ describe("billing alerts", () => {
     const before = calls().length;
     const res = await createAlert(READER, { threshold: 10, currency: "USD", channels: ["email"] });
     expect(res.status).toBe(403);
-    expect(res.body.error).toMatchObject({ code: "insufficient_permissions", message: "this action requires the billing:write permission" });
+    expect(res.body.error).toMatchObject({
+      code: "insufficient_permissions",
+      message: "this action requires the billing:write permission",
+    });
     expect((await createAlert("tok-unknown", { threshold: 10, currency: "USD", channels: ["email"] })).status).toBe(401);
     expect(calls()).toHaveLength(before);
   });

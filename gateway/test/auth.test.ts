@@ -106,12 +106,7 @@ describe("403 insufficient_permissions", () => {
 
   it("only signup, token, accepting an invitation and the OpenAPI document are public", () => {
     const open = ROUTES.filter((r) => !("permission" in r)).map((r) => `${r.method} ${r.path}`);
-    expect(open.sort()).toEqual([
-      "GET /v1/openapi.json",
-      "POST /v1/auth/signup",
-      "POST /v1/auth/token",
-      "POST /v1/invitations/accept",
-    ]);
+    expect(open.sort()).toEqual(["GET /v1/openapi.json", "POST /v1/auth/signup", "POST /v1/auth/token", "POST /v1/invitations/accept"]);
   });
 });
 
@@ -159,14 +154,12 @@ describe("principal cache and identity's revocation feed", () => {
       await new Promise((r) => setTimeout(r, 5));
     }
   };
-  const known = (token: string) => stubs.state.tokens.set(token, principal({ org: "org-f", permissions: ALL_PERMISSIONS, expiresAt: new Date(now + 3_600_000) }));
+  const known = (token: string) =>
+    stubs.state.tokens.set(token, principal({ org: "org-f", permissions: ALL_PERMISSIONS, expiresAt: new Date(now + 3_600_000) }));
 
   it("drops exactly the principals a revocation names, at once", async () => {
     known("tok-f1");
-    stubs.state.tokens.set(
-      "tok-g1",
-      principal({ org: "org-g", permissions: ALL_PERMISSIONS, expiresAt: new Date(now + 3_600_000) }),
-    );
+    stubs.state.tokens.set("tok-g1", principal({ org: "org-g", permissions: ALL_PERMISSIONS, expiresAt: new Date(now + 3_600_000) }));
     await api(gw.url, "/v1/regions", { token: "tok-f1" });
     await api(gw.url, "/v1/regions", { token: "tok-g1" });
     expect(stubs.state.authenticateCalls).toBe(2);

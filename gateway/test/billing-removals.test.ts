@@ -108,7 +108,8 @@ describe("DELETE /v1/billing/alerts/{id}", () => {
 
 describe("DELETE /v1/billing/payment-methods/{id}", () => {
   const add = async (token: string, cardToken: string) =>
-    (await api(gw.url, "/v1/billing/payment-methods", { method: "POST", token, body: { type: "card", token: cardToken } })).body.data.id as string;
+    (await api(gw.url, "/v1/billing/payment-methods", { method: "POST", token, body: { type: "card", token: cardToken } })).body.data
+      .id as string;
 
   it("removes a method (204); billing's refusal to let the default go is 409 with its message; another organization's is 404", async () => {
     const visa = await add(OWNER, "tok_visa");
@@ -116,7 +117,11 @@ describe("DELETE /v1/billing/payment-methods/{id}", () => {
 
     const refused = await api(gw.url, `/v1/billing/payment-methods/${visa}`, { method: "DELETE", token: OWNER });
     expect(refused.status).toBe(409);
-    expect(refused.body.error).toEqual({ code: "resource_conflict", message: "make another payment method the default first", details: [] });
+    expect(refused.body.error).toEqual({
+      code: "resource_conflict",
+      message: "make another payment method the default first",
+      details: [],
+    });
 
     expect((await api(gw.url, `/v1/billing/payment-methods/${mastercard}`, { method: "DELETE", token: OTHER })).status).toBe(404);
     const res = await api(gw.url, `/v1/billing/payment-methods/${mastercard}`, { method: "DELETE", token: OWNER });

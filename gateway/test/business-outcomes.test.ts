@@ -73,7 +73,12 @@ beforeEach(() => {
 
 /** A database its agent reported running, created straight through the service. */
 async function runningDatabase(): Promise<string> {
-  const { database } = await h.dbs.createDatabase({ organizationId: ORG, name: `outcome-${Date.now()}-${Math.random().toString(36).slice(2, 6)}`, region: "fsn1", tier: "micro" });
+  const { database } = await h.dbs.createDatabase({
+    organizationId: ORG,
+    name: `outcome-${Date.now()}-${Math.random().toString(36).slice(2, 6)}`,
+    region: "fsn1",
+    tier: "micro",
+  });
   await report(h, AGENT, database!.id, ObservedState.RUNNING);
   return database!.id;
 }

@@ -47,7 +47,10 @@ beforeAll(async () => {
   stubs.state.tokens.set(TOKEN_B, principal({ org: ORG_B, permissions: ALL_PERMISSIONS, plan: "enterprise" }));
   h = await createHarness();
   await registerAgent(h, "coalesce-agent", { capacity: 20, ports: [57000, 57099] });
-  for (const [org, n] of [[ORG_A, 4], [ORG_B, 2]] as const) {
+  for (const [org, n] of [
+    [ORG_A, 4],
+    [ORG_B, 2],
+  ] as const) {
     for (let i = 0; i < n; i++) ids[org]!.push((await createDb(h, org)).database!.id);
   }
   server = await startServer({ port: 0, routes: routes(h.ctx), internalSecret: SECRET, log: h.ctx.log, interceptors: [counting] });

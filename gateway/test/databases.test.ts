@@ -60,7 +60,11 @@ describe("POST /v1/databases", () => {
     expect(foreign.status).toBe(422);
     expect(foreign.body.error.details.map((d: { field: string }) => d.field)).toEqual(["organization_id"]);
     expect(stubs.state.seen.get("createDatabase")).toHaveLength(before);
-    await api(gw.url, "/v1/databases", { method: "POST", token: TOKEN, body: { name: "sneaky", region: "fsn1", tier: "micro", version: "16" } });
+    await api(gw.url, "/v1/databases", {
+      method: "POST",
+      token: TOKEN,
+      body: { name: "sneaky", region: "fsn1", tier: "micro", version: "16" },
+    });
     const seen = stubs.state.seen.get("createDatabase")!.at(-1) as any;
     expect(seen.organizationId).toBe("org-db");
     expect(seen.version).toBe("16");
@@ -135,15 +139,12 @@ describe("GET /v1/databases", () => {
     expect(res.body).toMatchObject({ data: { databases: [] }, meta: { total: 0, total_pages: 0 } });
   });
 
-  it.each([["page=abc"], ["per_page=2.5"], ["page=1e3"], ["per_page="], ["page=1&page=2"]])(
-    "a non-integer %s is 400",
-    async (query) => {
-      const res = await api(gw.url, `/v1/databases?${query}`, { token: TOKEN });
-      expect(res.status).toBe(400);
-      expect(res.body.error.code).toBe("validation_error");
-      expect(res.body.error.details[0].field).toMatch(/^(page|per_page)$/);
-    },
-  );
+  it.each([["page=abc"], ["per_page=2.5"], ["page=1e3"], ["per_page="], ["page=1&page=2"]])("a non-integer %s is 400", async (query) => {
+    const res = await api(gw.url, `/v1/databases?${query}`, { token: TOKEN });
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe("validation_error");
+    expect(res.body.error.details[0].field).toMatch(/^(page|per_page)$/);
+  });
 
   it.each([
     ["per_page=101", "per_page"],

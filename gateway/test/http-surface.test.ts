@@ -200,9 +200,7 @@ describe("GET /v1/openapi.json", () => {
       { $ref: "#/components/parameters/RequestId" },
     ]);
     expect(doc.paths["/v1/databases/{id}/start"].post.parameters).toContainEqual({ $ref: "#/components/parameters/IdempotencyKey" });
-    expect(doc.paths["/v1/databases/{id}/ca-certificate"].get.responses["200"].content).toHaveProperty(
-      "application/x-pem-file",
-    );
+    expect(doc.paths["/v1/databases/{id}/ca-certificate"].get.responses["200"].content).toHaveProperty("application/x-pem-file");
     expect(doc.paths["/v1/databases/{id}"].delete.responses["204"].content).toBeUndefined();
   });
 });

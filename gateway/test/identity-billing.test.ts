@@ -193,7 +193,9 @@ describe("API keys", () => {
     const res = await api(gw.url, "/v1/organization/api-keys/key-someone", { method: "DELETE", token: "tok-narrow-key" });
     expect(res.status).toBe(403);
     expect(res.body.error.code).toBe("insufficient_permissions");
-    expect((await api(gw.url, "/v1/organization/api-keys", { token: "tok-admin" })).body.data.api_keys.map((k: { id: string }) => k.id)).toContain("key-someone");
+    expect(
+      (await api(gw.url, "/v1/organization/api-keys", { token: "tok-admin" })).body.data.api_keys.map((k: { id: string }) => k.id),
+    ).toContain("key-someone");
   });
 
   it("revokes a key: 204, then 404", async () => {

@@ -162,7 +162,10 @@ describe("permissions", () => {
     for (const path of [PATH, `${PATH}/inv-0001/pdf`]) {
       const res = await api(gw.url, path, { token: NOBODY });
       expect(res.status, path).toBe(403);
-      expect(res.body.error).toMatchObject({ code: "insufficient_permissions", message: "this action requires the billing:read permission" });
+      expect(res.body.error).toMatchObject({
+        code: "insufficient_permissions",
+        message: "this action requires the billing:read permission",
+      });
     }
     expect([stubs.state.seen.get("listInvoices")!.length, stubs.state.seen.get("getInvoicePdf")!.length]).toEqual(before);
     expect((await api(gw.url, `${PATH}/inv-0001/pdf`)).status).toBe(401);
@@ -180,7 +183,9 @@ describe("the OpenAPI document", () => {
     expect(doc.components.schemas.Invoice.properties.pdf_url).toMatchObject({ type: "string", format: "uri" });
     const pdf = doc.paths["/v1/billing/invoices/{id}/pdf"].get;
     expect(pdf["x-permission"]).toBe("billing:read");
-    expect(pdf.responses["200"].content).toEqual({ "application/pdf": { schema: { type: "string", contentMediaType: "application/pdf" } } });
+    expect(pdf.responses["200"].content).toEqual({
+      "application/pdf": { schema: { type: "string", contentMediaType: "application/pdf" } },
+    });
     expect(pdf.responses["200"].headers).toHaveProperty("Content-Disposition");
     expect(pdf.responses).toHaveProperty("404");
   });

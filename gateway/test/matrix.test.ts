@@ -90,7 +90,12 @@ const MATRIX: Record<string, ProtectedExpectation | PublicExpectation> = {
     success: 201,
     request: async () => {
       const email = uniqueEmail("accept");
-      await identity.client.createInvitation({ organizationId: A.org, actor: { userId: A.users.owner.id, role: Role.OWNER }, email, role: "viewer" });
+      await identity.client.createInvitation({
+        organizationId: A.org,
+        actor: { userId: A.users.owner.id, role: Role.OWNER },
+        email,
+        role: "viewer",
+      });
       return { path: "/v1/invitations/accept", body: { token: await mailedToken(identity, email), name: "New", password: PASSWORD } };
     },
   },
@@ -109,7 +114,12 @@ const MATRIX: Record<string, ProtectedExpectation | PublicExpectation> = {
     list: "databases",
     request: async () => ({ path: "/v1/databases?per_page=100" }),
   },
-  "GET /v1/databases/:id": { permission: "databases:read", success: 200, scope: "resource", request: async (t) => ({ path: resource(t.world) }) },
+  "GET /v1/databases/:id": {
+    permission: "databases:read",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: resource(t.world) }),
+  },
   "PATCH /v1/databases/:id": {
     permission: "databases:write",
     success: 200,
@@ -122,9 +132,24 @@ const MATRIX: Record<string, ProtectedExpectation | PublicExpectation> = {
     scope: "resource",
     request: async (t) => ({ path: `/v1/databases/${await freshDatabase(t.world)}` }),
   },
-  "POST /v1/databases/:id/start": { permission: "databases:write", success: 200, scope: "resource", request: async (t) => ({ path: resource(t.world, "/start") }) },
-  "POST /v1/databases/:id/stop": { permission: "databases:write", success: 200, scope: "resource", request: async (t) => ({ path: resource(t.world, "/stop") }) },
-  "POST /v1/databases/:id/restart": { permission: "databases:write", success: 200, scope: "resource", request: async (t) => ({ path: resource(t.world, "/restart") }) },
+  "POST /v1/databases/:id/start": {
+    permission: "databases:write",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: resource(t.world, "/start") }),
+  },
+  "POST /v1/databases/:id/stop": {
+    permission: "databases:write",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: resource(t.world, "/stop") }),
+  },
+  "POST /v1/databases/:id/restart": {
+    permission: "databases:write",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: resource(t.world, "/restart") }),
+  },
   "POST /v1/databases/:id/resize": {
     permission: "databases:write",
     success: 200,
@@ -137,7 +162,12 @@ const MATRIX: Record<string, ProtectedExpectation | PublicExpectation> = {
     scope: "resource",
     request: async (t) => ({ path: resource(t.world, "/reset-password") }),
   },
-  "GET /v1/databases/:id/operations": { permission: "databases:read", success: 200, scope: "resource", request: async (t) => ({ path: resource(t.world, "/operations") }) },
+  "GET /v1/databases/:id/operations": {
+    permission: "databases:read",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: resource(t.world, "/operations") }),
+  },
   "GET /v1/databases/:id/ca-certificate": {
     permission: "databases:read",
     success: 200,
@@ -146,9 +176,19 @@ const MATRIX: Record<string, ProtectedExpectation | PublicExpectation> = {
   },
   "GET /v1/regions": { permission: "databases:read", success: 200, scope: "organization", request: async () => ({ path: "/v1/regions" }) },
   "GET /v1/tiers": { permission: "databases:read", success: 200, scope: "organization", request: async () => ({ path: "/v1/tiers" }) },
-  "GET /v1/versions": { permission: "databases:read", success: 200, scope: "organization", request: async () => ({ path: "/v1/versions" }) },
+  "GET /v1/versions": {
+    permission: "databases:read",
+    success: 200,
+    scope: "organization",
+    request: async () => ({ path: "/v1/versions" }),
+  },
 
-  "GET /v1/billing/usage": { permission: "billing:read", success: 200, scope: "organization", request: async () => ({ path: "/v1/billing/usage" }) },
+  "GET /v1/billing/usage": {
+    permission: "billing:read",
+    success: 200,
+    scope: "organization",
+    request: async () => ({ path: "/v1/billing/usage" }),
+  },
   "GET /v1/billing/payment-methods": {
     permission: "billing:read",
     success: 200,
@@ -208,7 +248,12 @@ const MATRIX: Record<string, ProtectedExpectation | PublicExpectation> = {
     request: async (t) => ({ path: `/v1/billing/invoices/${t.world.invoice}/pdf` }),
   },
 
-  "GET /v1/organization": { permission: "members:read", success: 200, scope: "organization", request: async () => ({ path: "/v1/organization" }) },
+  "GET /v1/organization": {
+    permission: "members:read",
+    success: 200,
+    scope: "organization",
+    request: async () => ({ path: "/v1/organization" }),
+  },
   "PATCH /v1/organization": {
     permission: "settings:write",
     success: 200,
@@ -366,15 +411,25 @@ describe.each(ROUTES.map((r) => [routeKey(r), r] as const))("%s", (key, route) =
       const caller_ = p.destructive ? await setupWorld(`Fresh ${caller}`, { database: false }) : A;
       const target = other ? B : caller_;
       const req = await p.request({ world: target, caller, other });
-      const res = await api(gw.url, req.path, { method: route.method, token: tokenOf(caller_, caller), body: req.body ?? (route.method === "GET" || route.method === "DELETE" ? undefined : {}) });
+      const res = await api(gw.url, req.path, {
+        method: route.method,
+        token: tokenOf(caller_, caller),
+        body: req.body ?? (route.method === "GET" || route.method === "DELETE" ? undefined : {}),
+      });
       const want = expected(p, caller, other);
       const where = `${caller} → ${other ? "another organization's" : "own"} ${req.path}: ${res.text}`;
       expect(res.status, where).toBe(want.status);
       if (want.code) expect(res.body.error.code, where).toBe(want.code);
       if (want.status < 300 && p.list) {
         const items: Array<{ id: string }> = res.body.data[p.list];
-        expect(items.some((i) => caller_.ids.has(i.id)), `${where}: own items listed`).toBe(true);
-        expect(items.filter((i) => B.ids.has(i.id)), `${where}: another organization's items`).toEqual([]);
+        expect(
+          items.some((i) => caller_.ids.has(i.id)),
+          `${where}: own items listed`,
+        ).toBe(true);
+        expect(
+          items.filter((i) => B.ids.has(i.id)),
+          `${where}: another organization's items`,
+        ).toEqual([]);
       }
     }
   });

@@ -71,7 +71,15 @@ describe("the OpenAPI document", () => {
       "x-ratelimit-remaining": "59",
       "x-ratelimit-reset": "1767225600",
     });
-    const item = { id: "db-1", name: "orders", region: "fsn1", tier: "micro", version: "17", status: "running", created_at: "2026-01-01T00:00:00.000Z" };
+    const item = {
+      id: "db-1",
+      name: "orders",
+      region: "fsn1",
+      tier: "micro",
+      version: "17",
+      status: "running",
+      created_at: "2026-01-01T00:00:00.000Z",
+    };
     const body = { data: { databases: [item] }, meta: { request_id: "req_1", page: 1, per_page: 20, total: 1, total_pages: 1 } };
     const res = (status: number, b: unknown, h = headers) => ({
       method: "GET",

@@ -51,7 +51,11 @@ describe("organization", () => {
     expect(got.status).toBe(200);
     expect(got.body.data).toEqual({ id: w.org, name: "Shapes", plan: "enterprise", created_at: expect.stringMatching(ISO) });
 
-    const foreign = await api(gw1.url, "/v1/organization", { method: "PATCH", token: w.users.admin.token, body: { name: "Renamed", id: "org-other" } });
+    const foreign = await api(gw1.url, "/v1/organization", {
+      method: "PATCH",
+      token: w.users.admin.token,
+      body: { name: "Renamed", id: "org-other" },
+    });
     expect(foreign.status).toBe(422); // issue 10: fields a request does not take are refused
     const renamed = await api(gw1.url, "/v1/organization", { method: "PATCH", token: w.users.admin.token, body: { name: "Renamed" } });
     expect(renamed.status).toBe(200);
@@ -59,7 +63,10 @@ describe("organization", () => {
 
     const plan = await api(gw1.url, "/v1/organization", { method: "PATCH", token: w.users.admin.token, body: { plan: "free" } });
     expect(plan.status).toBe(403);
-    expect(plan.body.error).toMatchObject({ code: "insufficient_permissions", message: "this action requires the billing:write permission" });
+    expect(plan.body.error).toMatchObject({
+      code: "insufficient_permissions",
+      message: "this action requires the billing:write permission",
+    });
 
     const bad = await api(gw1.url, "/v1/organization", { method: "PATCH", token: w.users.owner.token, body: { plan: "gold", name: "" } });
     expect(bad.status).toBe(422);
@@ -78,7 +85,9 @@ describe("organization", () => {
     expect(refused.status).toBe(402);
     expect(refused.body.error.code).toBe("payment_required");
     const card = { type: "card", token: "tok_visa" };
-    expect((await api(gw1.url, "/v1/billing/payment-methods", { method: "POST", token: w.users.owner.token, body: card })).status).toBe(201);
+    expect((await api(gw1.url, "/v1/billing/payment-methods", { method: "POST", token: w.users.owner.token, body: card })).status).toBe(
+      201,
+    );
     const res = await api(gw1.url, "/v1/organization", { method: "PATCH", token: w.users.owner.token, body: { plan: "pro" } });
     expect(res.body.data.plan).toBe("pro");
     for (const gw of [gw1, gw2]) {
@@ -99,7 +108,10 @@ describe("organization", () => {
 
     const refused = await api(gw1.url, "/v1/organization", { method: "DELETE", token: w.users.owner.token });
     expect(refused.status).toBe(409);
-    expect(refused.body.error).toMatchObject({ code: "resource_conflict", message: "the organization still has 1 database; delete them first" });
+    expect(refused.body.error).toMatchObject({
+      code: "resource_conflict",
+      message: "the organization still has 1 database; delete them first",
+    });
     expect((await api(gw1.url, "/v1/organization", { method: "DELETE", token: w.users.admin.token })).status).toBe(403);
 
     expect((await api(gw1.url, `/v1/databases/${db.database!.id}`, { method: "DELETE", token: w.users.owner.token })).status).toBe(204);
@@ -120,9 +132,7 @@ describe("members", () => {
       role: "owner",
       joined_at: expect.stringMatching(ISO),
     });
-    expect(res.body.data.members.map((m: { id: string }) => m.id)).toEqual(
-      expect.arrayContaining([expect.stringMatching(/^member-/)]),
-    );
+    expect(res.body.data.members.map((m: { id: string }) => m.id)).toEqual(expect.arrayContaining([expect.stringMatching(/^member-/)]));
   });
 
   it("PATCH changes a role (200 member) and the demoted member's next request already has the new role", async () => {
@@ -145,40 +155,62 @@ describe("members", () => {
 
   it("refuses owner as a role (422), changing or removing the owner (409)", async () => {
     const w = await createWorld(identity, "Rules");
-    const toOwner = await api(gw1.url, `/v1/organization/members/${w.users.admin.memberId}`, { method: "PATCH", token: w.users.owner.token, body: { role: "owner" } });
+    const toOwner = await api(gw1.url, `/v1/organization/members/${w.users.admin.memberId}`, {
+      method: "PATCH",
+      token: w.users.owner.token,
+      body: { role: "owner" },
+    });
     expect(toOwner.status).toBe(422);
     // Refused by the gateway's enum now (issue 10), with identity's explanation.
     expect(toOwner.body.error.details).toEqual([
       {
         field: "role",
-        message: "must be one of: admin, developer, viewer; owner is reached only by transferring ownership (POST /v1/organization/transfer)",
+        message:
+          "must be one of: admin, developer, viewer; owner is reached only by transferring ownership (POST /v1/organization/transfer)",
       },
     ]);
-    const demote = await api(gw1.url, `/v1/organization/members/${w.users.owner.memberId}`, { method: "PATCH", token: w.users.admin.token, body: { role: "viewer" } });
+    const demote = await api(gw1.url, `/v1/organization/members/${w.users.owner.memberId}`, {
+      method: "PATCH",
+      token: w.users.admin.token,
+      body: { role: "viewer" },
+    });
     expect(demote.status).toBe(409);
     expect(demote.body.error.code).toBe("resource_conflict");
-    const remove = await api(gw1.url, `/v1/organization/members/${w.users.owner.memberId}`, { method: "DELETE", token: w.users.admin.token });
+    const remove = await api(gw1.url, `/v1/organization/members/${w.users.owner.memberId}`, {
+      method: "DELETE",
+      token: w.users.admin.token,
+    });
     expect(remove.status).toBe(409);
     expect(remove.body.error.message).toBe("the owner cannot be removed; transfer ownership first");
   });
 
   it("DELETE ends the member's sessions at both gateways at once; their API key keeps working until revoked", async () => {
     const w = await createWorld(identity, "Removal");
-    const key = await api(gw1.url, "/v1/organization/api-keys", { method: "POST", token: w.users.admin.token, body: { name: "admin's key" } });
+    const key = await api(gw1.url, "/v1/organization/api-keys", {
+      method: "POST",
+      token: w.users.admin.token,
+      body: { name: "admin's key" },
+    });
     expect(key.status).toBe(201);
     const secret: string = key.body.data.secret;
     await expectBoth(w.users.admin.token, 200);
     await expectBoth(secret, 200);
 
-    expect((await api(gw1.url, `/v1/organization/members/${w.users.admin.memberId}`, { method: "DELETE", token: w.users.owner.token })).status).toBe(204);
+    expect(
+      (await api(gw1.url, `/v1/organization/members/${w.users.admin.memberId}`, { method: "DELETE", token: w.users.owner.token })).status,
+    ).toBe(204);
     await expectBoth(w.users.admin.token, 401);
     await expectBoth(secret, 200);
     const viaKey = await api(gw2.url, "/v1/organization/members", { token: secret });
     expect(viaKey.body.data.members.map((m: { id: string }) => m.id)).not.toContain(w.users.admin.memberId);
 
-    expect((await api(gw2.url, `/v1/organization/api-keys/${key.body.data.id}`, { method: "DELETE", token: w.users.owner.token })).status).toBe(204);
+    expect(
+      (await api(gw2.url, `/v1/organization/api-keys/${key.body.data.id}`, { method: "DELETE", token: w.users.owner.token })).status,
+    ).toBe(204);
     await expectBoth(secret, 401);
-    expect((await api(gw1.url, `/v1/organization/members/${w.users.admin.memberId}`, { method: "DELETE", token: w.users.owner.token })).status).toBe(404);
+    expect(
+      (await api(gw1.url, `/v1/organization/members/${w.users.admin.memberId}`, { method: "DELETE", token: w.users.owner.token })).status,
+    ).toBe(404);
   });
 });
 
@@ -191,11 +223,22 @@ describe("invitations", () => {
     const foreign = await api(gw1.url, "/v1/organization/members", {
       method: "POST",
       token: w.users.admin.token,
-      body: { email, role: "developer", organization_id: other.org, status: "accepted", id: "invite-mine", expires_at: "2099-01-01T00:00:00Z" },
+      body: {
+        email,
+        role: "developer",
+        organization_id: other.org,
+        status: "accepted",
+        id: "invite-mine",
+        expires_at: "2099-01-01T00:00:00Z",
+      },
     });
     expect(foreign.status).toBe(422);
     expect(foreign.body.error.details.map((d: { field: string }) => d.field)).toEqual(["organization_id", "status", "id", "expires_at"]);
-    const res = await api(gw1.url, "/v1/organization/members", { method: "POST", token: w.users.admin.token, body: { email, role: "developer" } });
+    const res = await api(gw1.url, "/v1/organization/members", {
+      method: "POST",
+      token: w.users.admin.token,
+      body: { email, role: "developer" },
+    });
     expect(res.status).toBe(201);
     const inv = res.body.data;
     expect(inv).toEqual({
@@ -214,11 +257,23 @@ describe("invitations", () => {
     expect(listed.body.data.invitations).toEqual([inv]);
     expect((await api(gw1.url, "/v1/organization/invitations", { token: other.users.owner.token })).body.data.invitations).toEqual([]);
 
-    const again = await api(gw1.url, "/v1/organization/members", { method: "POST", token: w.users.owner.token, body: { email, role: "viewer" } });
+    const again = await api(gw1.url, "/v1/organization/members", {
+      method: "POST",
+      token: w.users.owner.token,
+      body: { email, role: "viewer" },
+    });
     expect(again.status).toBe(409);
-    const member = await api(gw1.url, "/v1/organization/members", { method: "POST", token: w.users.owner.token, body: { email: w.users.viewer.email, role: "viewer" } });
+    const member = await api(gw1.url, "/v1/organization/members", {
+      method: "POST",
+      token: w.users.owner.token,
+      body: { email: w.users.viewer.email, role: "viewer" },
+    });
     expect(member.status).toBe(409);
-    const owner = await api(gw1.url, "/v1/organization/members", { method: "POST", token: w.users.owner.token, body: { email: uniqueEmail("o"), role: "owner" } });
+    const owner = await api(gw1.url, "/v1/organization/members", {
+      method: "POST",
+      token: w.users.owner.token,
+      body: { email: uniqueEmail("o"), role: "owner" },
+    });
     expect(owner.status).toBe(422);
   });
 
@@ -231,7 +286,12 @@ describe("invitations", () => {
     expect(res.status).toBe(201);
     expect(res.body.data).toEqual({
       organization: { id: w.org, name: "Accepting", plan: "enterprise", created_at: expect.stringMatching(ISO) },
-      member: { id: expect.stringMatching(/^member-/), user: { id: expect.stringMatching(/^user-/), email, name: "Joiner" }, role: "viewer", joined_at: expect.stringMatching(ISO) },
+      member: {
+        id: expect.stringMatching(/^member-/),
+        user: { id: expect.stringMatching(/^user-/), email, name: "Joiner" },
+        role: "viewer",
+        joined_at: expect.stringMatching(ISO),
+      },
       access_token: expect.stringMatching(/^dbs_/),
       token_type: "Bearer",
       expires_at: expect.stringMatching(ISO),
@@ -243,10 +303,19 @@ describe("invitations", () => {
     expect(reused.body.error).toMatchObject({ code: "resource_conflict", message: "invitation was already accepted" });
 
     const email2 = uniqueEmail("cancelled");
-    const inv = await api(gw1.url, "/v1/organization/members", { method: "POST", token: w.users.owner.token, body: { email: email2, role: "viewer" } });
+    const inv = await api(gw1.url, "/v1/organization/members", {
+      method: "POST",
+      token: w.users.owner.token,
+      body: { email: email2, role: "viewer" },
+    });
     const token2 = await mailedToken(identity, email2);
-    expect((await api(gw1.url, `/v1/organization/invitations/${inv.body.data.id}`, { method: "DELETE", token: w.users.admin.token })).status).toBe(204);
-    const cancelled = await api(gw1.url, "/v1/invitations/accept", { method: "POST", body: { token: token2, name: "Late", password: PASSWORD } });
+    expect(
+      (await api(gw1.url, `/v1/organization/invitations/${inv.body.data.id}`, { method: "DELETE", token: w.users.admin.token })).status,
+    ).toBe(204);
+    const cancelled = await api(gw1.url, "/v1/invitations/accept", {
+      method: "POST",
+      body: { token: token2, name: "Late", password: PASSWORD },
+    });
     expect(cancelled.status).toBe(404);
     expect(cancelled.body.error).toMatchObject({ code: "resource_not_found", message: "invitation was cancelled" });
 
@@ -267,7 +336,11 @@ describe("transfer", () => {
     });
     expect(wrong.status).toBe(422);
     expect(wrong.body.error.details).toEqual([{ field: "password", message: "is not your current password" }]);
-    const byAdmin = await api(gw1.url, "/v1/organization/transfer", { method: "POST", token: w.users.admin.token, body: { new_owner_id: w.users.admin.id, password: PASSWORD } });
+    const byAdmin = await api(gw1.url, "/v1/organization/transfer", {
+      method: "POST",
+      token: w.users.admin.token,
+      body: { new_owner_id: w.users.admin.id, password: PASSWORD },
+    });
     expect(byAdmin.status).toBe(403);
     const stranger = await createWorld(identity, "Stranger");
     const toStranger = await api(gw1.url, "/v1/organization/transfer", {
@@ -284,15 +357,29 @@ describe("transfer", () => {
     });
     expect(res.status).toBe(200);
     expect(res.body.data).toEqual({
-      owner: { id: w.users.developer.memberId, user: expect.objectContaining({ id: w.users.developer.id }), role: "owner", joined_at: expect.stringMatching(ISO) },
-      previous_owner: { id: w.users.owner.memberId, user: expect.objectContaining({ id: w.users.owner.id }), role: "admin", joined_at: expect.stringMatching(ISO) },
+      owner: {
+        id: w.users.developer.memberId,
+        user: expect.objectContaining({ id: w.users.developer.id }),
+        role: "owner",
+        joined_at: expect.stringMatching(ISO),
+      },
+      previous_owner: {
+        id: w.users.owner.memberId,
+        user: expect.objectContaining({ id: w.users.owner.id }),
+        role: "admin",
+        joined_at: expect.stringMatching(ISO),
+      },
     });
     // Billing management went with ownership, at both gateways.
     for (const gw of [gw1, gw2]) {
       const plan = await api(gw.url, "/v1/organization", { method: "PATCH", token: w.users.owner.token, body: { plan: "pro" } });
       expect(plan.status).toBe(403);
     }
-    const back = await api(gw1.url, "/v1/organization/transfer", { method: "POST", token: w.users.owner.token, body: { new_owner_id: w.users.owner.id, password: PASSWORD } });
+    const back = await api(gw1.url, "/v1/organization/transfer", {
+      method: "POST",
+      token: w.users.owner.token,
+      body: { new_owner_id: w.users.owner.id, password: PASSWORD },
+    });
     expect(back.status).toBe(403);
     const members = (await identity.client.listMembers({ organizationId: w.org })).members;
     expect(members.filter((m) => m.role === Role.OWNER).map((m) => m.user!.id)).toEqual([w.users.developer.id]);

@@ -37,8 +37,7 @@ afterAll(async () => {
   await stubs?.close();
 });
 
-const get = (path: string, headers: Record<string, string> = {}, method = "GET") =>
-  fetch(gw.url + path, { method, headers });
+const get = (path: string, headers: Record<string, string> = {}, method = "GET") => fetch(gw.url + path, { method, headers });
 
 describe("pages over HTTP", () => {
   it.each([
@@ -177,7 +176,10 @@ describe("in Chromium", () => {
 
   it("the invitation page without a token says so and offers no form", async () => {
     const page = await open("/invitations/accept");
-    const error = await page.waitFor<string>(`!document.getElementById("error").hidden && document.getElementById("error").innerText`, "the error");
+    const error = await page.waitFor<string>(
+      `!document.getElementById("error").hidden && document.getElementById("error").innerText`,
+      "the error",
+    );
     expect(error).toContain("carries no invitation token");
     expect(await page.evaluate("document.getElementById('accept').hidden")).toBe(true);
     expect(page.problems).toEqual([]);
@@ -188,7 +190,10 @@ describe("in Chromium", () => {
     await page.type("#name", "Nobody");
     await page.type("#password", PASSWORD);
     await page.click("#join");
-    const error = await page.waitFor<string>(`!document.getElementById("error").hidden && document.getElementById("error").innerText`, "the error");
+    const error = await page.waitFor<string>(
+      `!document.getElementById("error").hidden && document.getElementById("error").innerText`,
+      "the error",
+    );
     expect(error).toMatch(/invitation/i);
     expect(error).toMatch(/not found/i);
     // The API's answer was a 404 in its envelope, shown as such (the browser logs the failed status).
@@ -196,7 +201,12 @@ describe("in Chromium", () => {
   });
 
   it("an invitee follows the mailed link, picks a name and password, joins, and can log in with them", async () => {
-    const owner = await identity.client.signup({ email: uniqueEmail("owner"), password: PASSWORD, name: "Owner", organizationName: "Pages Inc" });
+    const owner = await identity.client.signup({
+      email: uniqueEmail("owner"),
+      password: PASSWORD,
+      name: "Owner",
+      organizationName: "Pages Inc",
+    });
     const email = uniqueEmail("invitee");
     await identity.client.createInvitation({
       organizationId: owner.organization!.id,
@@ -213,13 +223,19 @@ describe("in Chromium", () => {
     await page.type("#name", "Grace Hopper");
     await page.type("#password", "short");
     await page.click("#join");
-    const refused = await page.waitFor<string>(`!document.getElementById("error").hidden && document.getElementById("error").innerText`, "the 422");
+    const refused = await page.waitFor<string>(
+      `!document.getElementById("error").hidden && document.getElementById("error").innerText`,
+      "the 422",
+    );
     expect(refused).toContain("password: must be at least 8 characters");
 
     await page.evaluate(`document.getElementById("password").value = ""`);
     await page.type("#password", "a-long-new-password");
     await page.click("#join");
-    const token = await page.waitFor<string>(`!document.getElementById("done").hidden && document.getElementById("token").innerText`, "the welcome");
+    const token = await page.waitFor<string>(
+      `!document.getElementById("done").hidden && document.getElementById("token").innerText`,
+      "the welcome",
+    );
     expect(token).toMatch(/^dbs_/);
     expect(await page.evaluate("document.getElementById('error').hidden")).toBe(true);
     expect(await page.evaluate("document.getElementById('organization').innerText")).toBe("Pages Inc");
@@ -232,7 +248,9 @@ describe("in Chromium", () => {
     const login = await api(gw.url, "/v1/auth/token", { method: "POST", body: { email, password: "a-long-new-password" } });
     expect(login.status).toBe(200);
     const members = await api(gw.url, "/v1/organization/members", { token: login.body.data.access_token });
-    expect(members.body.data.members).toContainEqual(expect.objectContaining({ role: "developer", user: expect.objectContaining({ email, name: "Grace Hopper" }) }));
+    expect(members.body.data.members).toContainEqual(
+      expect.objectContaining({ role: "developer", user: expect.objectContaining({ email, name: "Grace Hopper" }) }),
+    );
     expectSameOrigin(page);
     expect(page.problems.filter((p) => !p.includes("422"))).toEqual([]);
   });

@@ -87,7 +87,11 @@ describe("payment methods", () => {
     const res = await setDefault(OWNER, mastercard, { default: true });
     expect(res.status).toBe(200);
     expect(res.body.data).toMatchObject({ id: mastercard, brand: "mastercard", default: true });
-    expect(stubs.state.seen.get("updatePaymentMethod")!.at(-1)).toMatchObject({ organizationId: "org-pm", id: mastercard, isDefault: true });
+    expect(stubs.state.seen.get("updatePaymentMethod")!.at(-1)).toMatchObject({
+      organizationId: "org-pm",
+      id: mastercard,
+      isDefault: true,
+    });
     const listed = (await api(gw.url, PATH, { token: OWNER })).body.data.payment_methods;
     expect(listed.map((pm: { default: boolean }) => pm.default)).toEqual([false, true]);
   });
@@ -142,7 +146,10 @@ describe("payment methods", () => {
     expect((await api(gw.url, PATH, { token: READER })).status).toBe(200);
     for (const res of [await add(READER, { type: "card", token: "tok_amex" }), await setDefault(READER, visa, { default: true })]) {
       expect(res.status).toBe(403);
-      expect(res.body.error).toMatchObject({ code: "insufficient_permissions", message: "this action requires the billing:write permission" });
+      expect(res.body.error).toMatchObject({
+        code: "insufficient_permissions",
+        message: "this action requires the billing:write permission",
+      });
     }
     const noRead = await api(gw.url, PATH, { token: NOBODY });
     expect(noRead.status).toBe(403);

@@ -91,9 +91,7 @@ describe("rate limits in Redis", () => {
     const env = withRedis();
     const a = await gateway(env, frozen);
     const b = await gateway(env, frozen);
-    const results = await Promise.all(
-      Array.from({ length: 90 }, (_, i) => api((i % 2 ? a : b).url, "/v1/regions", { token: "tok-r2" })),
-    );
+    const results = await Promise.all(Array.from({ length: 90 }, (_, i) => api((i % 2 ? a : b).url, "/v1/regions", { token: "tok-r2" })));
     const statuses = results.map((r) => r.status);
     expect(statuses.filter((s) => s === 200)).toHaveLength(60);
     expect(statuses.filter((s) => s === 429)).toHaveLength(30);
@@ -116,9 +114,7 @@ describe("rate limits in Redis", () => {
       expect(calls).toBe(2);
       const burst = decisions.slice(0, 70);
       // In arrival order: 60 allowed, counting down the minute window, then refused until it resets.
-      expect(burst.slice(0, 60).map((d) => [d.allowed, d.remaining])).toEqual(
-        Array.from({ length: 60 }, (_, i) => [true, 59 - i]),
-      );
+      expect(burst.slice(0, 60).map((d) => [d.allowed, d.remaining])).toEqual(Array.from({ length: 60 }, (_, i) => [true, 59 - i]));
       for (const refused of burst.slice(60)) {
         expect(refused).toMatchObject({ allowed: false, limit: 60, remaining: 0 });
         expect(refused.retryAfter).toBeGreaterThan(0);

@@ -6,16 +6,7 @@
  * same rules. Every upstream call the gateway makes is recorded, so "never
  * reaching a service" is observed, not assumed.
  */
-import {
-  ALERT_CHANNELS,
-  GRANTABLE_ROLES,
-  PAYMENT_METHOD_TYPES,
-  PLANS,
-  POSTGRES_VERSIONS,
-  REGIONS,
-  SCOPES,
-  TIERS,
-} from "@dbaas/kit";
+import { ALERT_CHANNELS, GRANTABLE_ROLES, PAYMENT_METHOD_TYPES, PLANS, POSTGRES_VERSIONS, REGIONS, SCOPES, TIERS } from "@dbaas/kit";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { openApiDocument } from "../src/routes/openapi.ts";
 import { protectedRoute, json, type Route } from "../src/routes/route.ts";
@@ -172,7 +163,10 @@ describe("request bodies", () => {
       const res = await send(route.method, path, nulBody(route));
       expect(res.status, label(route)).toBe(422);
       const strings = stringsOf(route);
-      expect(res.body.error.details.map((d: { field: string }) => d.field), label(route)).toEqual(strings.map(([n]) => n));
+      expect(
+        res.body.error.details.map((d: { field: string }) => d.field),
+        label(route),
+      ).toEqual(strings.map(([n]) => n));
     }
     expect(calls).toEqual([]);
   });
@@ -187,7 +181,10 @@ describe("request bodies", () => {
   });
 
   it("a 250 KB e-mail is 422 at 254 characters", async () => {
-    const res = await api(gw.url, "/v1/auth/token", { method: "POST", body: { email: `${"a".repeat(250_000)}@example.com`, password: "x" } });
+    const res = await api(gw.url, "/v1/auth/token", {
+      method: "POST",
+      body: { email: `${"a".repeat(250_000)}@example.com`, password: "x" },
+    });
     expect(res.status).toBe(422);
     expect(res.body.error.details).toEqual([{ field: "email", message: "must be at most 254 characters" }]);
     expect(calls).toEqual([]);
@@ -208,8 +205,12 @@ describe("request bodies", () => {
         { field: "name", message: "must not contain control or format characters (line breaks, bidi overrides, zero-width characters)" },
       ]);
     }
-    expect((await postDatabase({ ...CREATE, name: "  ab  " })).body.error.details).toEqual([{ field: "name", message: "must be at least 3 characters" }]);
-    expect((await postDatabase({ ...CREATE, name: "x".repeat(64) })).body.error.details).toEqual([{ field: "name", message: "must be at most 63 characters" }]);
+    expect((await postDatabase({ ...CREATE, name: "  ab  " })).body.error.details).toEqual([
+      { field: "name", message: "must be at least 3 characters" },
+    ]);
+    expect((await postDatabase({ ...CREATE, name: "x".repeat(64) })).body.error.details).toEqual([
+      { field: "name", message: "must be at most 63 characters" },
+    ]);
     const padded = await postDatabase({ ...CREATE, name: `  ${"p".repeat(63)}  ` });
     expect(padded.status).toBe(201);
     expect(padded.body.data.name).toBe("p".repeat(63));
@@ -221,7 +222,12 @@ describe("request bodies", () => {
     ["/v1/databases", { ...CREATE, version: "15" }, "version", `must be one of: ${POSTGRES_VERSIONS.join(", ")}`],
     ["/v1/databases/db-abc/resize", { tier: "Micro" }, "tier", `must be one of: ${TIERS.map((t) => t.name).join(", ")}`],
     ["/v1/billing/payment-methods", { type: "paypal", token: "tok_visa" }, "type", `must be one of: ${PAYMENT_METHOD_TYPES.join(", ")}`],
-    ["/v1/billing/alerts", { threshold: 5, currency: "USD", channels: ["sms"] }, "channels", `must each be one of: ${ALERT_CHANNELS.join(", ")}`],
+    [
+      "/v1/billing/alerts",
+      { threshold: 5, currency: "USD", channels: ["sms"] },
+      "channels",
+      `must each be one of: ${ALERT_CHANNELS.join(", ")}`,
+    ],
     ["/v1/organization/api-keys", { name: "k", scopes: ["root"] }, "scopes", `must each be one of: ${SCOPES.join(", ")}`],
     ["/v1/organization/members", { email: "a@example.com", role: "boss" }, "role", `must be one of: ${GRANTABLE_ROLES.join(", ")}`],
   ])("POST %s with a wrong %s… is 422 listing the allowed values", async (path, body, field, message) => {
@@ -246,7 +252,10 @@ describe("query parameters", () => {
   it("NUL or an unknown value in a filter is 422 listing the values; NUL where a number goes is 400", async () => {
     const status = await send("GET", "/v1/databases?status=%00");
     expect(status.status).toBe(422);
-    expect(status.body.error.details[0]).toMatchObject({ field: "status", message: expect.stringMatching(/^must be one of: provisioning, running/) });
+    expect(status.body.error.details[0]).toMatchObject({
+      field: "status",
+      message: expect.stringMatching(/^must be one of: provisioning, running/),
+    });
     const region = await send("GET", "/v1/databases?region=mars1");
     expect(region.body.error.details).toEqual([{ field: "region", message: "must be one of: fsn1, nbg1, hel1" }]);
     expect((await send("GET", "/v1/databases?page=%00")).status).toBe(400);
@@ -267,7 +276,9 @@ describe("the OpenAPI document publishes the same rules", () => {
 
   it("every request body is closed, every string has maxLength and every array maxItems", () => {
     const bodies = Object.entries(doc.paths).flatMap(([path, item]: [string, any]) =>
-      Object.entries(item).filter(([, op]: [string, any]) => op.requestBody).map(([m, op]: [string, any]) => [`${m} ${path}`, op.requestBody.content["application/json"].schema]),
+      Object.entries(item)
+        .filter(([, op]: [string, any]) => op.requestBody)
+        .map(([m, op]: [string, any]) => [`${m} ${path}`, op.requestBody.content["application/json"].schema]),
     );
     expect(bodies.length).toBe(ROUTES.filter((r) => r.body).length);
     for (const [where, schema] of bodies) {

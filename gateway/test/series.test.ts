@@ -37,17 +37,26 @@ describe("series", () => {
   });
 
   it.each([
-    ["throws", (() => {
-      throw new Error("boom");
-    }) as RequestHandler],
-    ["rejects", (async () => {
-      throw new Error("boom");
-    }) as RequestHandler],
+    [
+      "throws",
+      (() => {
+        throw new Error("boom");
+      }) as RequestHandler,
+    ],
+    [
+      "rejects",
+      (async () => {
+        throw new Error("boom");
+      }) as RequestHandler,
+    ],
     ["calls next(err)", ((_req, _res, next) => next(new Error("boom"))) as RequestHandler],
-    ["fails after an await", (async (_req, _res, next) => {
-      await new Promise((r) => setTimeout(r, 5));
-      next(new Error("boom"));
-    }) as RequestHandler],
+    [
+      "fails after an await",
+      (async (_req, _res, next) => {
+        await new Promise((r) => setTimeout(r, 5));
+        next(new Error("boom"));
+      }) as RequestHandler,
+    ],
   ])("a step that %s goes to the error handler and stops the chain", async (_name, failing) => {
     expect(await run([pass, failing, pass])).toEqual({ status: 500, body: "boom", trail: ["step0", "step1"] });
   });

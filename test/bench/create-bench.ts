@@ -27,7 +27,11 @@ async function bareInitdbAndStart(runs: number): Promise<number[]> {
     const data = join(dir, `d${i}`);
     const t0 = performance.now();
     await runCommand(bin.initdb, ["-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"], { runAs });
-    await runCommand(bin.pgCtl, ["-D", data, "-o", `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1`, "-l", join(dir, `d${i}.log`), "-w", "start"], { runAs });
+    await runCommand(
+      bin.pgCtl,
+      ["-D", data, "-o", `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1`, "-l", join(dir, `d${i}.log`), "-w", "start"],
+      { runAs },
+    );
     times.push(performance.now() - t0);
     await runCommand(bin.pgCtl, ["-D", data, "-m", "immediate", "-w", "stop"], { runAs });
   }
@@ -57,7 +61,6 @@ async function createToRunning(baseUrl: string, count: number): Promise<number[]
   return times;
 }
 
-
 async function main() {
   process.stdout.write(`machine: ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB\n`);
   process.stdout.write("baseline: bare initdb + pg_ctl start (5 runs)…\n");
@@ -72,7 +75,9 @@ async function main() {
   } finally {
     await stack.destroy();
   }
-  process.stdout.write(`  create→running p50 ${fmt(create.p50)} ms, p95 ${fmt(create.p95)} ms (min ${fmt(create.min)}, max ${fmt(create.max)})\n`);
+  process.stdout.write(
+    `  create→running p50 ${fmt(create.p50)} ms, p95 ${fmt(create.p95)} ms (min ${fmt(create.min)}, max ${fmt(create.max)})\n`,
+  );
   const ratio = create.p50 / bare.p50;
   process.stdout.write(`  ratio to bare initdb+start (p50): ${ratio.toFixed(2)}\n`);
 

@@ -273,9 +273,13 @@ async function main() {
     const account = await api.signup("gwbench");
     // The benchmark organization is on the internal plan: the limiter runs on every request
     // (one Redis round trip) but no request reaches its limit.
-    await promisify(execFile)(process.execPath, ["--import", "tsx", "services/identity/src/cli/set-plan.ts", account.organization.id, "internal"], {
-      env: { ...process.env, IDENTITY_URL: `http://127.0.0.1:${Number(stack.env.PORT) + 1}`, DBAAS_DATA_DIR: stack.dataDir },
-    });
+    await promisify(execFile)(
+      process.execPath,
+      ["--import", "tsx", "services/identity/src/cli/set-plan.ts", account.organization.id, "internal"],
+      {
+        env: { ...process.env, IDENTITY_URL: `http://127.0.0.1:${Number(stack.env.PORT) + 1}`, DBAAS_DATA_DIR: stack.dataDir },
+      },
+    );
     const login = await api.post("/v1/auth/token", { email: account.email, password: account.password });
     const token = login.body.data.access_token as string;
     api.setToken(token);
@@ -291,10 +295,14 @@ async function main() {
     const samples = [];
     for (const id of ids) {
       samples.push(
-        await waitFor(async () => {
-          const res = await api.get(`/v1/databases/${id}`);
-          return res.status === 200 && res.body.data.status === "running" ? res : undefined;
-        }, 120_000, `benchmark database ${id} running`),
+        await waitFor(
+          async () => {
+            const res = await api.get(`/v1/databases/${id}`);
+            return res.status === 200 && res.body.data.status === "running" ? res : undefined;
+          },
+          120_000,
+          `benchmark database ${id} running`,
+        ),
       );
     }
 
@@ -306,10 +314,14 @@ async function main() {
       if (stop.status !== 202 && stop.status !== 200) throw new Error(`stopping ${id}: ${stop.status} ${JSON.stringify(stop.body)}`);
     }
     for (const id of ids.slice(1)) {
-      await waitFor(async () => {
-        const res = await api.get(`/v1/databases/${id}`);
-        return res.body.data.status === "stopped" ? res : undefined;
-      }, 60_000, `benchmark database ${id} stopped`);
+      await waitFor(
+        async () => {
+          const res = await api.get(`/v1/databases/${id}`);
+          return res.body.data.status === "stopped" ? res : undefined;
+        },
+        60_000,
+        `benchmark database ${id} stopped`,
+      );
     }
 
     bare = spawn(process.execPath, ["--import", "tsx", "test/bench/bare-express.ts"], {
@@ -336,7 +348,9 @@ async function main() {
       for (const sc of scenarios) {
         process.stdout.write(`  full path, ${sc.label}…\n`);
         const f = await load(stack.baseUrl, sc.paths, auth, named, stack.dataDir);
-        process.stdout.write(`    ${f.rps.toFixed(0)} req/s, p50 ${f.p50} ms, p99 ${f.p99} ms, non-2xx ${f.non2xx}, errors ${f.errors}; ratio ${(f.rps / b.rps).toFixed(2)}\n`);
+        process.stdout.write(
+          `    ${f.rps.toFixed(0)} req/s, p50 ${f.p50} ms, p99 ${f.p99} ms, non-2xx ${f.non2xx}, errors ${f.errors}; ratio ${(f.rps / b.rps).toFixed(2)}\n`,
+        );
         sc.rounds.push({ base: b, full: f });
       }
     }

@@ -88,7 +88,9 @@ async function density(stack: Stack, target: number) {
   }
   const apis = [...new Set(all.map((d) => d.api))];
   for (;;) {
-    const running = await Promise.all(apis.map(async (api) => (await api.get("/v1/databases?status=running&per_page=100")).body.meta.total as number));
+    const running = await Promise.all(
+      apis.map(async (api) => (await api.get("/v1/databases?status=running&per_page=100")).body.meta.total as number),
+    );
     const sum = running.reduce((a, b) => a + b, 0);
     if (sum >= all.length) break;
     if (performance.now() - t0 > 15 * 60_000) throw new Error(`only ${sum} of ${all.length} running after 15 minutes`);
@@ -116,13 +118,17 @@ async function main() {
     process.stdout.write(`filling the agent to ${DENSITY} live instances…\n`);
     const dense = await density(stack, DENSITY - STARTS);
     const live = dense.count + STARTS;
-    process.stdout.write(`  ${live} live instances, ${dense.answered + STARTS} answering; ${dense.count} created → all running in ${(dense.allRunningMs / 1000).toFixed(1)} s\n`);
+    process.stdout.write(
+      `  ${live} live instances, ${dense.answered + STARTS} answering; ${dense.count} created → all running in ${(dense.allRunningMs / 1000).toFixed(1)} s\n`,
+    );
     await new Promise((r) => setTimeout(r, 5000));
     const mem = dense.ids.slice(0, 20).map((id) => instanceMemory(stack.dataDir, id));
     const pss = summary(mem.map((m) => m.pss / 2 ** 20));
     const rss = summary(mem.map((m) => m.rss / 2 ** 20));
     const load = loadavg()[0]!.toFixed(2);
-    process.stdout.write(`  idle micro instance: PSS p50 ${pss.p50.toFixed(1)} MiB, RSS p50 ${rss.p50.toFixed(1)} MiB; load average ${load}\n`);
+    process.stdout.write(
+      `  idle micro instance: PSS p50 ${pss.p50.toFixed(1)} MiB, RSS p50 ${rss.p50.toFixed(1)} MiB; load average ${load}\n`,
+    );
 
     await writeSection(
       "Lifecycle and density",

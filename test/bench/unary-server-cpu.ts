@@ -47,7 +47,9 @@ function ask<T>(child: ReturnType<typeof fork>, msg: string): Promise<T> {
 }
 
 async function drive(total: number, concurrency: number): Promise<void> {
-  const child = fork(fileURLToPath(import.meta.url), ["serve"], { execArgv: ["--import", "tsx", ...(process.env.PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.PROF}`] : [])] });
+  const child = fork(fileURLToPath(import.meta.url), ["serve"], {
+    execArgv: ["--import", "tsx", ...(process.env.PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.PROF}`] : [])],
+  });
   const { port } = await new Promise<{ port: number }>((resolve) => child.once("message", (m) => resolve(m as { port: number })));
   const transport = createConnectTransport({
     baseUrl: `http://127.0.0.1:${port}`,
@@ -71,7 +73,12 @@ async function drive(total: number, concurrency: number): Promise<void> {
   const wallMs = performance.now() - t0;
   const { cpuUs } = await ask<{ cpuUs: number }>(child, "end");
   console.log(
-    JSON.stringify({ calls: total, concurrency, serverCpuUsPerCall: +(cpuUs / total).toFixed(1), callsPerSec: Math.round(total / (wallMs / 1000)) }),
+    JSON.stringify({
+      calls: total,
+      concurrency,
+      serverCpuUsPerCall: +(cpuUs / total).toFixed(1),
+      callsPerSec: Math.round(total / (wallMs / 1000)),
+    }),
   );
 }
 

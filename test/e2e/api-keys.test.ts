@@ -71,8 +71,28 @@ describe("API keys for every member, end to end", () => {
 
   it("every member creates a key; without scopes it gets what the creator's role allows", async () => {
     const want: Record<"owner" | Role, string[]> = {
-      owner: ["databases:read", "databases:write", "backups:write", "metrics:read", "members:read", "members:write", "settings:write", "billing:read", "billing:write", "organization:delete"],
-      admin: ["databases:read", "databases:write", "backups:write", "metrics:read", "members:read", "members:write", "settings:write", "billing:read"],
+      owner: [
+        "databases:read",
+        "databases:write",
+        "backups:write",
+        "metrics:read",
+        "members:read",
+        "members:write",
+        "settings:write",
+        "billing:read",
+        "billing:write",
+        "organization:delete",
+      ],
+      admin: [
+        "databases:read",
+        "databases:write",
+        "backups:write",
+        "metrics:read",
+        "members:read",
+        "members:write",
+        "settings:write",
+        "billing:read",
+      ],
       developer: ["databases:read", "databases:write", "backups:write", "metrics:read", "members:read"],
       viewer: ["databases:read", "metrics:read", "members:read"],
     };
@@ -90,7 +110,9 @@ describe("API keys for every member, end to end", () => {
   });
 
   it("a developer and a viewer list only their own keys; owner and admin list everyone's", async () => {
-    const all = Object.values(keys).map((k) => k.id).sort();
+    const all = Object.values(keys)
+      .map((k) => k.id)
+      .sort();
     expect(await ids(as.owner)).toEqual(all);
     expect(await ids(as.admin)).toEqual(all);
     expect(await ids(as.developer)).toEqual([keys.developer.id]);

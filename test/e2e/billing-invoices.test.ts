@@ -100,7 +100,14 @@ async function download(url: string, token: string) {
   const text = bytes.toString("latin1");
   const path = url.slice(stack.baseUrl.length);
   const isJson = res.headers.get("content-type")?.startsWith("application/json") ?? false;
-  (await conformance(stack.baseUrl)).check({ method: "GET", path, status: res.status, headers: res.headers, text, body: isJson ? JSON.parse(text) : text });
+  (await conformance(stack.baseUrl)).check({
+    method: "GET",
+    path,
+    status: res.status,
+    headers: res.headers,
+    text,
+    body: isJson ? JSON.parse(text) : text,
+  });
   return { status: res.status, headers: res.headers, bytes, text };
 }
 

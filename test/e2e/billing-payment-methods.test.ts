@@ -154,9 +154,15 @@ describe("payment methods, end to end", () => {
     admin.setToken(accepted.body.data.access_token);
 
     expect((await listed(admin)).map((pm) => pm.id)).toEqual((await listed()).map((pm) => pm.id));
-    for (const res of [await admin.post(PATH, { type: "card", token: "tok_visa" }), await admin.patch(`${PATH}/${visa.id}`, { default: true })]) {
+    for (const res of [
+      await admin.post(PATH, { type: "card", token: "tok_visa" }),
+      await admin.patch(`${PATH}/${visa.id}`, { default: true }),
+    ]) {
       expect(res.status).toBe(403);
-      expect(res.body.error).toMatchObject({ code: "insufficient_permissions", message: "this action requires the billing:write permission" });
+      expect(res.body.error).toMatchObject({
+        code: "insufficient_permissions",
+        message: "this action requires the billing:write permission",
+      });
     }
     expect((await listed()).map((pm) => [pm.id, pm.default]).slice(0, 2)).toEqual([
       [visa.id, false],
@@ -167,7 +173,10 @@ describe("payment methods, end to end", () => {
   it("removing: 403 without billing:write, 404 for another organization's method", async () => {
     const denied = await admin.delete(`${PATH}/${visa.id}`);
     expect(denied.status).toBe(403);
-    expect(denied.body.error).toMatchObject({ code: "insufficient_permissions", message: "this action requires the billing:write permission" });
+    expect(denied.body.error).toMatchObject({
+      code: "insufficient_permissions",
+      message: "this action requires the billing:write permission",
+    });
     const other = createApi(stack.baseUrl);
     await other.signup("pm-remover");
     expect((await other.delete(`${PATH}/${visa.id}`)).status).toBe(404);

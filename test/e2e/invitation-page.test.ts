@@ -32,7 +32,8 @@ afterAll(async () => {
   await meta?.drop();
 });
 
-const shown = (id: string) => `!document.getElementById(${JSON.stringify(id)}).hidden && document.getElementById(${JSON.stringify(id)}).innerText`;
+const shown = (id: string) =>
+  `!document.getElementById(${JSON.stringify(id)}).hidden && document.getElementById(${JSON.stringify(id)}).innerText`;
 
 describe("the invitation page", () => {
   it("the mailed link opens a page where the invitee joins; the new member then logs in with what they chose", async () => {

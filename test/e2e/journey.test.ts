@@ -41,7 +41,16 @@ describe("walking skeleton journey", () => {
     expect(res.status).toBe(201);
     db = res.body.data;
     expect(res.body.meta.request_id).toMatch(/\S/);
-    expect(db).toMatchObject({ name: "orders", type: "postgres", region: "fsn1", tier: "micro", version: "17", status: "provisioning", database: "defaultdb", username: "dbadmin" });
+    expect(db).toMatchObject({
+      name: "orders",
+      type: "postgres",
+      region: "fsn1",
+      tier: "micro",
+      version: "17",
+      status: "provisioning",
+      database: "defaultdb",
+      username: "dbadmin",
+    });
     expect(db.id).toMatch(/^db-[a-z0-9]+$/);
     expect(db.host).toMatch(new RegExp(`^${db.id}\\.`));
     expect(Number.isInteger(db.port)).toBe(true);
@@ -52,7 +61,10 @@ describe("walking skeleton journey", () => {
 
   it("shows running only once the real server accepts connections, and a client can query it over TLS", async () => {
     await waitFor(async () => (await api.get(`/v1/databases/${db.id}`)).body.data?.status === "running", 60_000, "running");
-    const rows = await query(db.connection_string, "SELECT current_user AS u, version() AS v, ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()");
+    const rows = await query(
+      db.connection_string,
+      "SELECT current_user AS u, version() AS v, ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+    );
     expect(rows[0].u).toBe("dbadmin");
     expect(rows[0].v).toMatch(/^PostgreSQL 17\./);
     expect(rows[0].ssl).toBe(true);
@@ -62,7 +74,14 @@ describe("walking skeleton journey", () => {
     const wrong = db.connection_string.replace(db.password, "not-the-password");
     await expect(query(wrong, "SELECT 1")).rejects.toThrow(/password authentication failed/);
     const url = new URL(db.connection_string);
-    const plain = new pg.Client({ host: "127.0.0.1", port: Number(url.port), user: "dbadmin", password: db.password, database: "defaultdb", ssl: false });
+    const plain = new pg.Client({
+      host: "127.0.0.1",
+      port: Number(url.port),
+      user: "dbadmin",
+      password: db.password,
+      database: "defaultdb",
+      ssl: false,
+    });
     await expect(plain.connect()).rejects.toThrow();
   });
 
@@ -103,10 +122,14 @@ describe("walking skeleton journey", () => {
   });
 
   it("meters compute time in billing through the outbox", async () => {
-    const usage = await waitFor(async () => {
-      const res = await api.get("/v1/billing/usage");
-      return res.status === 200 && res.body.data.usage.compute.hours > 0 ? res.body.data : undefined;
-    }, 30_000, "compute hours");
+    const usage = await waitFor(
+      async () => {
+        const res = await api.get("/v1/billing/usage");
+        return res.status === 200 && res.body.data.usage.compute.hours > 0 ? res.body.data : undefined;
+      },
+      30_000,
+      "compute hours",
+    );
     expect(usage.currency).toBe("USD");
     // Amounts are a running meter rounded to 4 decimals: hours × the micro tier's 0.02 USD.
     expect(Math.abs(usage.usage.compute.amount - usage.usage.compute.hours * 0.02)).toBeLessThanOrEqual(0.0001);
@@ -182,10 +205,14 @@ describe("walking skeleton journey", () => {
     api = createApi(stack.baseUrl);
     const login = await api.post("/v1/auth/token", { email: account.email, password: account.password });
     api.setToken(login.body.data.access_token);
-    await waitFor(async () => {
-      await query(db.connection_string, "SELECT 1");
-      return true;
-    }, 60_000, "instance back");
+    await waitFor(
+      async () => {
+        await query(db.connection_string, "SELECT 1");
+        return true;
+      },
+      60_000,
+      "instance back",
+    );
     expect((await api.get(`/v1/databases/${db.id}`)).body.data.status).toBe("running");
   });
 });

@@ -98,11 +98,15 @@ describe("lifecycle on real instances", () => {
     await waitStatus(api, db.id, "stopped");
     const hours = async () => (await api.get("/v1/billing/usage")).body.data.usage.compute.hours as number;
     // The outbox delivers the stop; after that the meter must stand still.
-    const { stopped } = await waitFor(async () => {
-      const a = await hours();
-      await new Promise((r) => setTimeout(r, 1500));
-      return a === (await hours()) ? { stopped: a } : undefined;
-    }, 30_000, "meter stopped");
+    const { stopped } = await waitFor(
+      async () => {
+        const a = await hours();
+        await new Promise((r) => setTimeout(r, 1500));
+        return a === (await hours()) ? { stopped: a } : undefined;
+      },
+      30_000,
+      "meter stopped",
+    );
     await new Promise((r) => setTimeout(r, 2500));
     expect(await hours()).toBe(stopped);
 
@@ -114,7 +118,8 @@ describe("lifecycle on real instances", () => {
   it("resizes up and down, visible through SHOW; same tier is 422", async () => {
     const api = await account();
     const db = await createRunning(api, { name: "life-2", region: "fsn1", tier: "micro" });
-    const show = async () => (await query(db.connection_string, "SELECT current_setting('shared_buffers') AS sb, current_setting('max_connections') AS mc"))[0];
+    const show = async () =>
+      (await query(db.connection_string, "SELECT current_setting('shared_buffers') AS sb, current_setting('max_connections') AS mc"))[0];
     const micro = await show();
 
     const same = await api.post(`/v1/databases/${db.id}/resize`, { tier: "micro" });
@@ -180,14 +185,18 @@ describe("lifecycle on real instances", () => {
     expect(del.body).toBeUndefined();
     expect((await api.get(`/v1/databases/${db.id}`)).status).toBe(404);
     expect((await api.get("/v1/databases")).body.data.databases.map((d: any) => d.id)).not.toContain(db.id);
-    await waitFor(async () => {
-      try {
-        await query(db.connection_string, "SELECT 1");
-        return false;
-      } catch {
-        return true;
-      }
-    }, 30_000, "instance stopped after delete");
+    await waitFor(
+      async () => {
+        try {
+          await query(db.connection_string, "SELECT 1");
+          return false;
+        } catch {
+          return true;
+        }
+      },
+      30_000,
+      "instance stopped after delete",
+    );
 
     const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", "services/databases/src/cli/restore.ts", db.id], {
       env: { ...process.env, DATABASES_URL: `http://127.0.0.1:${Number(stack.env.PORT) + 2}`, DBAAS_DATA_DIR: stack.dataDir },
@@ -228,7 +237,12 @@ describe("lifecycle on real instances", () => {
     expect(tiers.body.data.tiers[0]).toEqual({ name: "micro", vcpu: 1, memory_gb: 1, storage_gb: 10, hourly_price: 0.02 });
     expect(tiers.body.data.tiers.map((t: any) => t.name)).toEqual(["micro", "small", "medium", "large", "xlarge"]);
     const versions = await api.get("/v1/versions");
-    expect(versions.body.data.versions).toEqual(expect.arrayContaining([{ version: "17", default: true }, { version: "16", default: false }]));
+    expect(versions.body.data.versions).toEqual(
+      expect.arrayContaining([
+        { version: "17", default: true },
+        { version: "16", default: false },
+      ]),
+    );
   });
 });
 

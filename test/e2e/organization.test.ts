@@ -117,7 +117,12 @@ describe("organization and team, end to end", () => {
 
   it("invites by e-mail: 201 pending invitation, and a real mail with a one-time link arrives over SMTP", async () => {
     admin.email = email("new-admin");
-    const foreign = await api.post("/v1/organization/members", { email: admin.email, role: "admin", organization_id: "org-elsewhere", status: "accepted" });
+    const foreign = await api.post("/v1/organization/members", {
+      email: admin.email,
+      role: "admin",
+      organization_id: "org-elsewhere",
+      status: "accepted",
+    });
     expect(foreign.status).toBe(422);
     const res = await api.post("/v1/organization/members", { email: admin.email, role: "admin" });
     expect(res.status).toBe(201);
@@ -174,7 +179,11 @@ describe("organization and team, end to end", () => {
     const cancelled = await api.post("/v1/organization/members", { email: cancelledEmail, role: "viewer" });
     const cancelledToken = invitationToken(await mailTo(cancelledEmail));
     expect((await api.delete(`/v1/organization/invitations/${cancelled.body.data.id}`)).status).toBe(204);
-    const afterCancel = await createApi(stack.baseUrl).post("/v1/invitations/accept", { token: cancelledToken, name: "C", password: PASSWORD });
+    const afterCancel = await createApi(stack.baseUrl).post("/v1/invitations/accept", {
+      token: cancelledToken,
+      name: "C",
+      password: PASSWORD,
+    });
     expect(afterCancel.status).toBe(404);
     expect(afterCancel.body.error).toMatchObject({ code: "resource_not_found", message: "invitation was cancelled" });
 
@@ -189,7 +198,11 @@ describe("organization and team, end to end", () => {
     const listed = await api.get("/v1/organization/invitations");
     expect(listed.body.data.invitations).toEqual([expect.objectContaining({ id: expired.body.data.id, status: "expired" })]);
 
-    const unknown = await createApi(stack.baseUrl).post("/v1/invitations/accept", { token: "dbi_" + "x".repeat(43), name: "U", password: PASSWORD });
+    const unknown = await createApi(stack.baseUrl).post("/v1/invitations/accept", {
+      token: "dbi_" + "x".repeat(43),
+      name: "U",
+      password: PASSWORD,
+    });
     expect(unknown.status).toBe(404);
   });
 
@@ -276,7 +289,11 @@ describe("organization and team, end to end", () => {
     expect(back.status).toBe(403);
 
     newOwner = createApi(stack.baseUrl);
-    const login = await newOwner.post("/v1/auth/token", { email: veteran.email, password: ownerAccount.password, organization_id: ownerAccount.organization.id });
+    const login = await newOwner.post("/v1/auth/token", {
+      email: veteran.email,
+      password: ownerAccount.password,
+      organization_id: ownerAccount.organization.id,
+    });
     newOwner.setToken(login.body.data.access_token);
     expect((await newOwner.patch("/v1/organization", { name: "Handed Over" })).status).toBe(200);
   });

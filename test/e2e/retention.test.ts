@@ -64,10 +64,14 @@ describe("retention and failure", () => {
     await appendFile(conf, "\nthis_setting_does_not_exist = on\n");
 
     expect((await api.post(`/v1/databases/${db.id}/start`)).status).toBe(200);
-    const failed = await waitFor(async () => {
-      const got = (await api.get(`/v1/databases/${db.id}`)).body.data;
-      return got.status === "failed" ? got : undefined;
-    }, 60_000, "failed");
+    const failed = await waitFor(
+      async () => {
+        const got = (await api.get(`/v1/databases/${db.id}`)).body.data;
+        return got.status === "failed" ? got : undefined;
+      },
+      60_000,
+      "failed",
+    );
     expect(failed.status_reason).toMatch(/this_setting_does_not_exist|could not start|exited/);
     const ops = (await api.get(`/v1/databases/${db.id}/operations`)).body.data.operations;
     expect(ops[0]).toMatchObject({ type: "start", status: "failed" });

@@ -150,10 +150,14 @@ describe("kill -9 of the metadata PostgreSQL", () => {
     try {
       process.kill(postmasterPid(metadataDir()), "SIGKILL");
       // Connections already open may answer for a moment: a backend notices its postmaster's death on its next wait.
-      const health = await waitFor(async () => {
-        const h = (await fetch(`${stack.baseUrl}/healthz`).then((r) => r.json())) as any;
-        return h.status === "degraded" && Object.values(h.upstreams).every((s) => s === "unavailable") ? h : undefined;
-      }, 5_000, "health degraded");
+      const health = await waitFor(
+        async () => {
+          const h = (await fetch(`${stack.baseUrl}/healthz`).then((r) => r.json())) as any;
+          return h.status === "degraded" && Object.values(h.upstreams).every((s) => s === "unavailable") ? h : undefined;
+        },
+        5_000,
+        "health degraded",
+      );
       expect(health.upstreams).toEqual({ identity: "unavailable", databases: "unavailable", billing: "unavailable" });
       // More requests than the IP's minute budget (10): an outage charged to the IP would end in 429s.
       const end = Date.now() + 2_500;
@@ -182,7 +186,11 @@ describe("the runner dies or is stopped", () => {
 
     stack = await restartStack(stack);
     expect(stack.output()).not.toContain("already in use");
-    await waitFor(async () => (await statusOf(db.id)) === "running" && (await query(db.connection_string, "SELECT 1")).length === 1, 60_000, "back");
+    await waitFor(
+      async () => (await statusOf(db.id)) === "running" && (await query(db.connection_string, "SELECT 1")).length === 1,
+      60_000,
+      "back",
+    );
   }, 180_000);
 
   it("a start while a stack runs is refused, naming npm run stop", async () => {
@@ -206,7 +214,11 @@ describe("the runner dies or is stopped", () => {
     // Both databases of this file ("kept" and the restored "gone") were orphaned; the metadata PostgreSQL stopped with its keeper.
     expect(stack.output()).toMatch(new RegExp(`earlier run: stopping 2 PostgreSQL server\\(s\\): pid [\\d, ]*\\b${instance}\\b`));
     expect(alive(instance)).toBe(false);
-    await waitFor(async () => (await statusOf(db.id)) === "running" && (await query(db.connection_string, "SELECT 1")).length === 1, 60_000, "back");
+    await waitFor(
+      async () => (await statusOf(db.id)) === "running" && (await query(db.connection_string, "SELECT 1")).length === 1,
+      60_000,
+      "back",
+    );
     expect(postmasterPid(instanceDir(db.id))).not.toBe(instance);
   }, 180_000);
 
@@ -228,7 +240,9 @@ describe("settings that cannot run", () => {
     try {
       await expect(
         startStack({ dataDir, agents: "fsn1", env: { INSTANCE_PORT_BASE: String(base), METADATA_PG_PORT: String(base + 5) } }),
-      ).rejects.toThrow(`METADATA_PG_PORT=${base + 5} (metadata PostgreSQL) lies inside the instance ports of agent-fsn1 (${base}–${base + 29}`);
+      ).rejects.toThrow(
+        `METADATA_PG_PORT=${base + 5} (metadata PostgreSQL) lies inside the instance ports of agent-fsn1 (${base}–${base + 29}`,
+      );
     } finally {
       await rm(dataDir, { recursive: true, force: true });
     }

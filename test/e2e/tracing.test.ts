@@ -36,7 +36,14 @@ function startCollector(): Promise<number> {
           const service = rs.resource?.attributes?.find((a: any) => a.key === "service.name")?.value?.stringValue;
           for (const ss of rs.scopeSpans ?? []) {
             for (const s of ss.spans ?? []) {
-              spans.push({ service, traceId: s.traceId, spanId: s.spanId, parentSpanId: s.parentSpanId || undefined, name: s.name, kind: s.kind });
+              spans.push({
+                service,
+                traceId: s.traceId,
+                spanId: s.spanId,
+                parentSpanId: s.parentSpanId || undefined,
+                name: s.name,
+                kind: s.kind,
+              });
             }
           }
         }
@@ -78,10 +85,14 @@ it("joins gateway and databases spans of one request into the caller's trace", a
   const res = await api.get(`/v1/databases/${created.body.data.id}`, { traceparent: `00-${traceId}-00f067aa0ba902b7-01` });
   expect(res.status).toBe(200);
 
-  const trace = await waitFor(async () => {
-    const t = spans.filter((s) => s.traceId === traceId);
-    return t.some((s) => s.service === "databases") && t.some((s) => s.service === "gateway" && s.kind === 3) ? t : undefined;
-  }, 30_000, "spans of the trace");
+  const trace = await waitFor(
+    async () => {
+      const t = spans.filter((s) => s.traceId === traceId);
+      return t.some((s) => s.service === "databases") && t.some((s) => s.service === "gateway" && s.kind === 3) ? t : undefined;
+    },
+    30_000,
+    "spans of the trace",
+  );
 
   const root = trace.find((s) => s.service === "gateway" && s.kind === 2)!; // SERVER
   expect(root.parentSpanId).toBe("00f067aa0ba902b7");

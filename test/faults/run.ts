@@ -57,7 +57,12 @@ async function signup(baseUrl: string): Promise<{ token: string; organizationId:
     const res = await fetch(`${baseUrl}/v1/auth/signup`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ email: `faults-${Date.now()}@example.com`, password: "a-long-password", name: "Faults", organization_name: "Faults" }),
+      body: JSON.stringify({
+        email: `faults-${Date.now()}@example.com`,
+        password: "a-long-password",
+        name: "Faults",
+        organization_name: "Faults",
+      }),
     });
     const body = (await res.json()) as any;
     if (res.status === 201) return { token: body.data.access_token, organizationId: body.data.organization.id };
@@ -101,7 +106,8 @@ async function main(): Promise<number> {
     /** Correct answers: a read with the last acknowledged name, a rename, billing's usage, and the instance itself. */
     const probe = async (): Promise<boolean> => {
       const got = await api.call("GET", `/v1/databases/${probeDb.id}`);
-      if (got.status !== 200 || got.body.data.status !== "running" || got.body.data.name !== ledger.expected.get(probeDb.id)!.name) return false;
+      if (got.status !== 200 || got.body.data.status !== "running" || got.body.data.name !== ledger.expected.get(probeDb.id)!.name)
+        return false;
       const name = `fault-probe-${++probes}`;
       const renamed = await api.call("PATCH", `/v1/databases/${probeDb.id}`, { name });
       if (renamed.status !== 200) return false;
@@ -147,7 +153,9 @@ async function main(): Promise<number> {
           redis = await startRedis(redisPort, work);
           const until = Date.now() + 30_000;
           while (Date.now() < until) {
-            const h = (await fetch(`${s.baseUrl}/healthz`).then((r) => r.json()).catch(() => ({}))) as { redis?: string };
+            const h = (await fetch(`${s.baseUrl}/healthz`)
+              .then((r) => r.json())
+              .catch(() => ({}))) as { redis?: string };
             if (h.redis === "ok") return;
             await sleep(200);
           }

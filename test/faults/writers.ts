@@ -191,7 +191,13 @@ export async function runWriter(api: Api, ledger: Ledger, w: number, opts: Write
     for (const id of mine) {
       if (opts.stopping()) break;
       const name = nextName();
-      const renamed = await settle(api, ledger, `rename ${id}`, () => api.call("PATCH", `/v1/databases/${id}`, { name }), async () => (await read(api, id))?.name === name);
+      const renamed = await settle(
+        api,
+        ledger,
+        `rename ${id}`,
+        () => api.call("PATCH", `/v1/databases/${id}`, { name }),
+        async () => (await read(api, id))?.name === name,
+      );
       if (renamed.outcome !== "failed") ledger.expected.get(id)!.name = name;
       if (opts.stopping()) break;
       if (!(await awaitStatus(api, id, ["running"]))) continue;

@@ -20,7 +20,12 @@ export interface ApiResponse<T = any> {
  */
 export function createApi(baseUrl: string) {
   let token: string | undefined;
-  const call = async <T = any>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiResponse<T>> => {
+  const call = async <T = any>(
+    method: string,
+    path: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ): Promise<ApiResponse<T>> => {
     const res = await fetch(baseUrl + path, {
       method,
       headers: {
@@ -143,7 +148,18 @@ export function createConformanceChecker(doc: Json): ConformanceChecker {
   addFormats(ajv);
   // The document's own top-level fields, so that it can be registered whole and its
   // schemas referenced by JSON pointer ($refs inside them then resolve as in the document).
-  ajv.addVocabulary(["openapi", "info", "jsonSchemaDialect", "servers", "paths", "webhooks", "components", "security", "tags", "externalDocs"]);
+  ajv.addVocabulary([
+    "openapi",
+    "info",
+    "jsonSchemaDialect",
+    "servers",
+    "paths",
+    "webhooks",
+    "components",
+    "security",
+    "tags",
+    "externalDocs",
+  ]);
   ajv.addSchema(doc, "openapi.json");
   // Compiled once per schema location; $refs resolve inside the document.
   const validators = new Map<string, ValidateFunction>();
@@ -183,7 +199,12 @@ export function createConformanceChecker(doc: Json): ConformanceChecker {
         if (!allowed.includes(res.status)) fail(`expected one of ${allowed.join(", ")} for a request outside the document`);
         checkMediaType(res, "application/json", fail);
         checkBody(validatorAt("/components/schemas/Error"), res.body, fail);
-        checkHeaders(ALWAYS_REQUIRED_HEADERS.map((name) => [name, { required: true, schema: { type: "string" } }]), res.headers, ajv, fail);
+        checkHeaders(
+          ALWAYS_REQUIRED_HEADERS.map((name) => [name, { required: true, schema: { type: "string" } }]),
+          res.headers,
+          ajv,
+          fail,
+        );
         if (res.status === 405 && !res.headers.get("allow")) fail("405 without an Allow header");
         return;
       }
@@ -224,7 +245,9 @@ function checkMediaType(res: ReceivedResponse, expected: string, fail: (what: st
 
 function checkBody(validate: ValidateFunction, body: unknown, fail: (what: string) => never): void {
   if (validate(body)) return;
-  const errors = (validate.errors ?? []).map((e) => `${e.instancePath || "(body)"} ${e.message}${e.params ? ` ${JSON.stringify(e.params)}` : ""}`);
+  const errors = (validate.errors ?? []).map(
+    (e) => `${e.instancePath || "(body)"} ${e.message}${e.params ? ` ${JSON.stringify(e.params)}` : ""}`,
+  );
   fail(`body does not match the schema:\n  ${errors.join("\n  ")}`);
 }
 

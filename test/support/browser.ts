@@ -119,18 +119,36 @@ export async function launchBrowser(): Promise<Browser> {
     const call = (method: string, params: object = {}) => send(method, params, sessionId);
     const requests: string[] = [];
     const problems: string[] = [];
-    const mine = (listener: (params: any) => void): Listener => (params, from) => {
-      if (from === sessionId) listener(params);
-    };
-    on("Network.requestWillBeSent", mine((p) => requests.push(p.request.url)));
-    on("Network.loadingFailed", mine((p) => problems.push(`load failed: ${p.errorText} ${p.blockedReason ?? ""}`.trim())));
-    on("Runtime.exceptionThrown", mine((p) => problems.push(`exception: ${p.exceptionDetails.exception?.description ?? p.exceptionDetails.text}`)));
-    on("Runtime.consoleAPICalled", mine((p) => {
-      if (p.type === "error" || p.type === "assert") problems.push(`console: ${p.args.map((a: any) => a.value ?? a.description).join(" ")}`);
-    }));
-    on("Log.entryAdded", mine((p) => {
-      if (p.entry.level === "error") problems.push(`log: ${p.entry.text} ${p.entry.url ?? ""}`.trim());
-    }));
+    const mine =
+      (listener: (params: any) => void): Listener =>
+      (params, from) => {
+        if (from === sessionId) listener(params);
+      };
+    on(
+      "Network.requestWillBeSent",
+      mine((p) => requests.push(p.request.url)),
+    );
+    on(
+      "Network.loadingFailed",
+      mine((p) => problems.push(`load failed: ${p.errorText} ${p.blockedReason ?? ""}`.trim())),
+    );
+    on(
+      "Runtime.exceptionThrown",
+      mine((p) => problems.push(`exception: ${p.exceptionDetails.exception?.description ?? p.exceptionDetails.text}`)),
+    );
+    on(
+      "Runtime.consoleAPICalled",
+      mine((p) => {
+        if (p.type === "error" || p.type === "assert")
+          problems.push(`console: ${p.args.map((a: any) => a.value ?? a.description).join(" ")}`);
+      }),
+    );
+    on(
+      "Log.entryAdded",
+      mine((p) => {
+        if (p.entry.level === "error") problems.push(`log: ${p.entry.text} ${p.entry.url ?? ""}`.trim());
+      }),
+    );
     await Promise.all([call("Page.enable"), call("Runtime.enable"), call("Network.enable"), call("Log.enable")]);
     // A blocked resource is reported to the page, not always to the log: report it as a console error.
     await call("Page.addScriptToEvaluateOnNewDocument", {
@@ -139,7 +157,8 @@ export async function launchBrowser(): Promise<Browser> {
 
     const evaluate = async <T>(expression: string): Promise<T> => {
       const { result, exceptionDetails } = await call("Runtime.evaluate", { expression, awaitPromise: true, returnByValue: true });
-      if (exceptionDetails) throw new Error(`evaluating ${expression}: ${exceptionDetails.exception?.description ?? exceptionDetails.text}`);
+      if (exceptionDetails)
+        throw new Error(`evaluating ${expression}: ${exceptionDetails.exception?.description ?? exceptionDetails.text}`);
       return result.value as T;
     };
 
@@ -148,7 +167,10 @@ export async function launchBrowser(): Promise<Browser> {
       problems,
       async goto(url) {
         const loaded = new Promise<void>((done) => {
-          const off = on("Page.loadEventFired", mine(() => (off(), done())));
+          const off = on(
+            "Page.loadEventFired",
+            mine(() => (off(), done())),
+          );
         });
         const { errorText } = await call("Page.navigate", { url });
         if (errorText) throw new Error(`navigating to ${url}: ${errorText}`);

@@ -58,18 +58,11 @@ function outcomeOf(err: unknown): Outcome {
  * client IP on public routes). Answers meaning "not carried out" (429, 503)
  * are not kept, so the retry runs.
  */
-export async function runIdempotent(
-  ctx: GatewayContext,
-  req: Request,
-  res: Response,
-  execute: () => Promise<Reply>,
-): Promise<Reply> {
+export async function runIdempotent(ctx: GatewayContext, req: Request, res: Response, execute: () => Promise<Reply>): Promise<Reply> {
   const header = req.get("idempotency-key");
   if (req.method !== "POST" || header === undefined) return await execute();
   if (!IDEMPOTENCY_KEY_FORMAT.test(header)) {
-    throw badRequest("malformed Idempotency-Key", [
-      { field: "Idempotency-Key", message: "must be 1-255 visible ASCII characters" },
-    ]);
+    throw badRequest("malformed Idempotency-Key", [{ field: "Idempotency-Key", message: "must be 1-255 visible ASCII characters" }]);
   }
   const principal = res.locals.principal;
   const id = `${principal ? `org:${principal.organizationId}` : `ip:${req.ip}`}\n${header}`;

@@ -94,9 +94,12 @@ export function createRedisIdempotencyStore(
       }
       if (existing !== null) return parse(existing);
       // Renewal is best effort: a missed one lets the claim lapse, as if this gateway had died.
-      const renewing = setInterval(() => {
-        link.run((client) => client.renew(redisKey, mine, leaseMs)).catch(() => {});
-      }, Math.max(1, Math.floor(leaseMs / 3)));
+      const renewing = setInterval(
+        () => {
+          link.run((client) => client.renew(redisKey, mine, leaseMs)).catch(() => {});
+        },
+        Math.max(1, Math.floor(leaseMs / 3)),
+      );
       renewing.unref();
       const stop = setTimeout(() => clearInterval(renewing), claimTtlMs);
       stop.unref();

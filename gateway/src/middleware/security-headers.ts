@@ -55,7 +55,14 @@ export function stampResponses(app: Express, publicBaseUrl: string): void {
     const list = pagePolicy === undefined ? [...fixed] : pageHeaders(fixed, pagePolicy);
     if (requestId !== undefined) list.push("X-Request-Id", requestId);
     if (rateLimit !== undefined) {
-      list.push("X-RateLimit-Limit", String(rateLimit.limit), "X-RateLimit-Remaining", String(rateLimit.remaining), "X-RateLimit-Reset", String(rateLimit.reset));
+      list.push(
+        "X-RateLimit-Limit",
+        String(rateLimit.limit),
+        "X-RateLimit-Remaining",
+        String(rateLimit.remaining),
+        "X-RateLimit-Reset",
+        String(rateLimit.reset),
+      );
     }
     if (Array.isArray(headers)) list.push(...(headers as string[]));
     else if (headers) for (const [name, value] of Object.entries(headers)) if (value !== undefined) list.push(name, String(value));

@@ -73,9 +73,7 @@ export function decide(nowS: number, windows: readonly Window[], counts: readonl
     const worst = exhausted.reduce((a, b) => (b.reset > a.reset ? b : a));
     return { allowed, ...worst, retryAfter: Math.max(1, worst.reset - nowS) };
   }
-  const closest = states.reduce((a, b) =>
-    b.remaining < a.remaining || (b.remaining === a.remaining && b.reset < a.reset) ? b : a,
-  );
+  const closest = states.reduce((a, b) => (b.remaining < a.remaining || (b.remaining === a.remaining && b.reset < a.reset) ? b : a));
   return { allowed, ...closest, retryAfter: 0 };
 }
 

@@ -49,7 +49,12 @@ export function createRedisLimiter(link: RedisLink, prefix: string, clock: Clock
     // The j-th ask sees the counts after the asks before it: its own included when granted.
     return asks.map((_, j) => {
       const allowed = j < granted;
-      return decide(nowS, windows, before.map((c) => c + (allowed ? j + 1 : granted)), allowed);
+      return decide(
+        nowS,
+        windows,
+        before.map((c) => c + (allowed ? j + 1 : granted)),
+        allowed,
+      );
     });
   };
 
@@ -85,7 +90,12 @@ export function createRedisLimiter(link: RedisLink, prefix: string, clock: Clock
       if (link.usable()) {
         try {
           const values = await link.run((client) => client.mGet(keysOf(subject, windows, nowS)));
-          return decide(nowS, windows, values.map((v) => Number(v ?? 0)), true);
+          return decide(
+            nowS,
+            windows,
+            values.map((v) => Number(v ?? 0)),
+            true,
+          );
         } catch {
           // Marked down by run(); this process's counters answer, as for consume.
         }

@@ -46,7 +46,11 @@ const HEADERS = {
     false,
   ),
   WwwAuthenticate: header("`Bearer` challenge (RFC 6750).", { type: "string" }, true),
-  IdempotentReplayed: header("`true` when this is the stored response of an earlier request with the same Idempotency-Key.", { const: "true" }, false),
+  IdempotentReplayed: header(
+    "`true` when this is the stored response of an earlier request with the same Idempotency-Key.",
+    { const: "true" },
+    false,
+  ),
   ContentDisposition: header("Suggested file name.", { type: "string" }, true),
 };
 
@@ -67,7 +71,11 @@ interface ErrorResponse {
 }
 
 const ERRORS: Record<ErrorStatus, ErrorResponse> = {
-  400: { name: "BadRequest", description: "Malformed request: unparseable JSON, wrong content type, a query value of the wrong type, a malformed Idempotency-Key or path." },
+  400: {
+    name: "BadRequest",
+    description:
+      "Malformed request: unparseable JSON, wrong content type, a query value of the wrong type, a malformed Idempotency-Key or path.",
+  },
   401: {
     name: "Unauthorized",
     description: "Missing, malformed, unknown, expired or revoked credential (or, on log-in routes, a wrong password).",
@@ -82,7 +90,11 @@ const ERRORS: Record<ErrorStatus, ErrorResponse> = {
     headers: { "Retry-After": headerRef("RetryAfterOptional") },
   },
   413: { name: "PayloadTooLarge", description: "Request body over 1 MB." },
-  422: { name: "UnprocessableEntity", description: "Well-formed request that failed validation; `details` names each field. Also an Idempotency-Key reused for a different request." },
+  422: {
+    name: "UnprocessableEntity",
+    description:
+      "Well-formed request that failed validation; `details` names each field. Also an Idempotency-Key reused for a different request.",
+  },
   429: {
     name: "TooManyRequests",
     description: "Rate limit exceeded (spec 8); the X-RateLimit-* headers describe the exhausted window.",
@@ -253,12 +265,20 @@ export function errorStatuses(route: Route): ErrorStatus[] {
 }
 
 const TAGS = [
-  { name: "Authentication", description: "Sign-up, log-in and joining by invitation: no credential needed.", paths: ["/v1/auth/", "/v1/invitations/"] },
+  {
+    name: "Authentication",
+    description: "Sign-up, log-in and joining by invitation: no credential needed.",
+    paths: ["/v1/auth/", "/v1/invitations/"],
+  },
   { name: "API keys", description: "Organization credentials that outlive their creator.", paths: ["/v1/organization/api-keys"] },
   { name: "Organization", description: "The organization, its members and invitations.", paths: ["/v1/organization"] },
   { name: "Databases", description: "Databases and their lifecycle.", paths: ["/v1/databases"] },
   { name: "Catalogue", description: "What a database can be created with.", paths: ["/v1/regions", "/v1/tiers", "/v1/versions"] },
-  { name: "Billing", description: "Usage, its price, spending alerts on it, the monthly invoices and the payment methods they are charged to.", paths: ["/v1/billing/"] },
+  {
+    name: "Billing",
+    description: "Usage, its price, spending alerts on it, the monthly invoices and the payment methods they are charged to.",
+    paths: ["/v1/billing/"],
+  },
   { name: "Meta", description: "This description.", paths: ["/v1/openapi.json"] },
 ];
 

@@ -80,7 +80,8 @@ export const BILLING_ROUTES: readonly Route[] = [
   protectedRoute({
     method: "POST",
     path: "/v1/billing/alerts",
-    summary: "Set a spending alert: once per calendar month (UTC), when the month-to-date total reaches the threshold, the organization is told through the channels.",
+    summary:
+      "Set a spending alert: once per calendar month (UTC), when the month-to-date total reaches the threshold, the organization is told through the channels.",
     permission: "billing:write",
     response: json(201, "Alert"),
     body: billing.createAlertBody,

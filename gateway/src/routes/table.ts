@@ -327,4 +327,3 @@ export const ROUTES: readonly Route[] = [
     handler: apiKeys.revokeApiKey,
   }),
 ];
-

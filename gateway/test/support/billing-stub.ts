@@ -87,7 +87,8 @@ export function billingRoutes(state: StubState) {
         if (req.currency !== "USD") violations.push({ field: "currency", message: "must be one of: USD" });
         if (req.channels.length === 0) violations.push({ field: "channels", message: "must list at least one channel" });
         else if (req.channels.some((c) => c !== "email")) violations.push({ field: "channels", message: "must each be one of: email" });
-        else if (new Set(req.channels).size !== req.channels.length) violations.push({ field: "channels", message: "must not repeat a channel" });
+        else if (new Set(req.channels).size !== req.channels.length)
+          violations.push({ field: "channels", message: "must not repeat a channel" });
         if (violations.length > 0) throw invalidArgument(violations);
         if (state.alerts.filter((a) => a.organizationId === req.organizationId).length >= MAX_ALERTS) {
           throw conflict(`an organization can have at most ${MAX_ALERTS} alerts`);

@@ -74,8 +74,7 @@ export async function mailedToken(identity: RealIdentity, email: string): Promis
 }
 
 let counter = 0;
-export const uniqueEmail = (label: string) =>
-  `${label.toLowerCase().replace(/[^a-z0-9]+/g, "-")}-${++counter}-${Date.now()}@example.com`;
+export const uniqueEmail = (label: string) => `${label.toLowerCase().replace(/[^a-z0-9]+/g, "-")}-${++counter}-${Date.now()}@example.com`;
 
 export type RoleName = "owner" | "admin" | "developer" | "viewer";
 
@@ -86,7 +85,13 @@ export interface World {
 }
 
 /** Invites `email` into the world's organization as `role` and accepts through the mailed link. */
-export async function join(identity: RealIdentity, org: string, ownerId: string, role: "admin" | "developer" | "viewer", email = uniqueEmail(role)) {
+export async function join(
+  identity: RealIdentity,
+  org: string,
+  ownerId: string,
+  role: "admin" | "developer" | "viewer",
+  email = uniqueEmail(role),
+) {
   await identity.client.createInvitation({ organizationId: org, actor: { userId: ownerId, role: Role.OWNER }, email, role });
   const accepted = await identity.client.acceptInvitation({ token: await mailedToken(identity, email), name: role, password: PASSWORD });
   return { id: accepted.member!.user!.id, email, memberId: accepted.member!.id, token: accepted.token!.accessToken };

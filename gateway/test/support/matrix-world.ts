@@ -17,8 +17,28 @@ import { SECRET, type Stubs } from "./stubs.ts";
 /** Spec 2.7, row by row, in the scope names of DESIGN.md. */
 export const SPEC_2_7: Record<RoleName, Permission[]> = {
   //       view dbs          create/delete dbs   backups          metrics         (view team)     manage members   settings          view billing    manage billing   delete org
-  owner: ["databases:read", "databases:write", "backups:write", "metrics:read", "members:read", "members:write", "settings:write", "billing:read", "billing:write", "organization:delete"],
-  admin: ["databases:read", "databases:write", "backups:write", "metrics:read", "members:read", "members:write", "settings:write", "billing:read"],
+  owner: [
+    "databases:read",
+    "databases:write",
+    "backups:write",
+    "metrics:read",
+    "members:read",
+    "members:write",
+    "settings:write",
+    "billing:read",
+    "billing:write",
+    "organization:delete",
+  ],
+  admin: [
+    "databases:read",
+    "databases:write",
+    "backups:write",
+    "metrics:read",
+    "members:read",
+    "members:write",
+    "settings:write",
+    "billing:read",
+  ],
   developer: ["databases:read", "databases:write", "backups:write", "metrics:read", "members:read"],
   viewer: ["databases:read", "metrics:read", "members:read"],
 };
@@ -106,7 +126,13 @@ export function matrixFixtures(stubs: Stubs, identity: RealIdentity) {
 
   async function setupWorld(label: string, opts: { database: boolean }): Promise<MatrixWorld> {
     const world = await createWorld(identity, label);
-    const w: MatrixWorld = { ...world, key: "", database: "", invoice: "", ids: new Set(Object.values(world.users).map((u) => u.memberId)) };
+    const w: MatrixWorld = {
+      ...world,
+      key: "",
+      database: "",
+      invoice: "",
+      ids: new Set(Object.values(world.users).map((u) => u.memberId)),
+    };
     w.key = (await freshApiKey(w, KEY_SCOPES)).secret;
     // Every member has a key of their own: members list only theirs (DESIGN.md, Identity).
     for (const role of ["admin", "developer", "viewer"] as const) await freshApiKey(w, [], role);

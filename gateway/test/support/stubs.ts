@@ -28,13 +28,7 @@ export const SECRET = "gateway-test-internal-secret";
 
 export const ALL_PERMISSIONS = [...SCOPES];
 
-export function principal(init: {
-  org: string;
-  permissions: string[];
-  plan?: string;
-  expiresAt?: Date;
-  kind?: string;
-}): Principal {
+export function principal(init: { org: string; permissions: string[]; plan?: string; expiresAt?: Date; kind?: string }): Principal {
   return create(PrincipalSchema, {
     userId: `user-${init.org}`,
     organizationId: init.org,

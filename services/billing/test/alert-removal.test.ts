@@ -118,7 +118,9 @@ describe("DeleteAlert", () => {
     await client.deleteAlert({ organizationId: org, id: a.id });
     await relayAlertNotifications(ctx, identity.client);
     expect(noticesFor(org)).toEqual([]);
-    const { rows } = await ctx.pool.query("SELECT delivered_at, abandoned_at, last_error FROM alert_notifications WHERE alert_id = $1", [a.id]);
+    const { rows } = await ctx.pool.query("SELECT delivered_at, abandoned_at, last_error FROM alert_notifications WHERE alert_id = $1", [
+      a.id,
+    ]);
     expect(rows).toEqual([{ delivered_at: null, abandoned_at: expect.any(Date), last_error: "alert removed" }]);
   });
 

@@ -123,9 +123,10 @@ describe("CreateAlert", () => {
     expect(created.id).toMatch(/^alr-[a-z0-9]{16}$/);
     expect(created).toMatchObject({ organizationId: org, threshold: 12.5, currency: "USD", channels: ["email"] });
     expect(timestampDate(created.createdAt!).toISOString()).toBe("2025-03-05T10:00:00.000Z");
-    const { rows } = await env.ctx.pool.query("SELECT organization_id, threshold::float8 AS threshold, currency, channels FROM alerts WHERE id = $1", [
-      created.id,
-    ]);
+    const { rows } = await env.ctx.pool.query(
+      "SELECT organization_id, threshold::float8 AS threshold, currency, channels FROM alerts WHERE id = $1",
+      [created.id],
+    );
     expect(rows).toEqual([{ organization_id: org, threshold: 12.5, currency: "USD", channels: ["email"] }]);
   });
 
@@ -156,7 +157,10 @@ describe("CreateAlert", () => {
           { field: "channels", message: "must not repeat a channel" },
         ],
       ],
-      [{ organizationId: "org-v", threshold: Number.NaN, currency: "USD", channels: ["email"] }, [{ field: "threshold", message: "must be greater than 0" }]],
+      [
+        { organizationId: "org-v", threshold: Number.NaN, currency: "USD", channels: ["email"] },
+        [{ field: "threshold", message: "must be greater than 0" }],
+      ],
       [
         { organizationId: "org-v", threshold: Number.POSITIVE_INFINITY, currency: "USD", channels: ["email", "Email"] },
         [
@@ -276,7 +280,9 @@ describe("checking alerts", () => {
       "Spending alert: your organization passed 5.00 USD in 2025-06",
     ]);
     expect(callsFor(quiet)).toEqual([]);
-    const fired = await env.ctx.pool.query("SELECT count(*)::int AS n FROM alert_firings WHERE alert_id = ANY($1)", [[five.id, ten.id, fifty.id]]);
+    const fired = await env.ctx.pool.query("SELECT count(*)::int AS n FROM alert_firings WHERE alert_id = ANY($1)", [
+      [five.id, ten.id, fifty.id],
+    ]);
     expect(fired.rows[0].n).toBe(2);
     expect(log.lines.filter((l) => l.msg === "alert fired" && l.fields.organization_id === org)).toHaveLength(2);
     // The checker that came second found the firings made and added nothing, rather than failing on them.
@@ -305,7 +311,9 @@ describe("relaying alert notices", () => {
     expect(first).toMatchObject({ attempts: 1, delivered_at: null });
     expect(first.last_error).toContain("identity is having a bad day");
     expect(first.next_attempt_at.toISOString()).toBe("2025-07-02T00:00:10.000Z");
-    expect(log.lines.some((l) => l.msg === "alert notice not delivered; will retry" && l.fields.notification_id === notificationId)).toBe(true);
+    expect(log.lines.some((l) => l.msg === "alert notice not delivered; will retry" && l.fields.notification_id === notificationId)).toBe(
+      true,
+    );
 
     // Not before the backoff has passed.
     await run();

@@ -18,7 +18,12 @@ describe("billing config", () => {
       secretKey: KEY,
       apiBase: "https://api.stripe.com/v1",
     });
-    const local = readConfig({ ...base, PAYMENT_PROCESSOR: "stripe", STRIPE_SECRET_KEY: KEY, STRIPE_API_BASE: "http://127.0.0.1:12111/v1" });
+    const local = readConfig({
+      ...base,
+      PAYMENT_PROCESSOR: "stripe",
+      STRIPE_SECRET_KEY: KEY,
+      STRIPE_API_BASE: "http://127.0.0.1:12111/v1",
+    });
     expect(local.processor).toMatchObject({ apiBase: "http://127.0.0.1:12111/v1" });
   });
 
@@ -36,9 +41,9 @@ describe("billing config", () => {
     expect(err).toBeInstanceOf(ConfigError);
     expect((err as Error).message).toMatch(/STRIPE_API_BASE must be a URL/);
     expect((err as Error).message).not.toContain(KEY);
-    expect(() => readConfig({ ...base, PAYMENT_PROCESSOR: "stripe", STRIPE_SECRET_KEY: KEY, STRIPE_API_BASE: "http://127.0.0.1:12111/" })).toThrow(
-      new ConfigError('STRIPE_API_BASE must end in /v1, as Stripe\'s does, got "/"'),
-    );
+    expect(() =>
+      readConfig({ ...base, PAYMENT_PROCESSOR: "stripe", STRIPE_SECRET_KEY: KEY, STRIPE_API_BASE: "http://127.0.0.1:12111/" }),
+    ).toThrow(new ConfigError('STRIPE_API_BASE must end in /v1, as Stripe\'s does, got "/"'));
   });
 
   it("closes months every minute unless INVOICE_CLOSE_INTERVAL_MS says otherwise", () => {

@@ -92,14 +92,22 @@ export async function startFakeStripe(secretKey: string): Promise<FakeStripe> {
     if (!/^[1-9][0-9]*$/.test(form.amount ?? "")) {
       return error(400, "invalid_request_error", "Invalid positive integer", "parameter_invalid_integer", "amount");
     }
-    if (!/^[a-z]{3}$/.test(form.currency ?? "")) return error(400, "invalid_request_error", "Invalid currency", "parameter_invalid_empty", "currency");
+    if (!/^[a-z]{3}$/.test(form.currency ?? ""))
+      return error(400, "invalid_request_error", "Invalid currency", "parameter_invalid_empty", "currency");
     if (!customers.has(form.customer)) {
       return error(400, "invalid_request_error", `No such customer: '${form.customer}'`, "resource_missing", "customer");
     }
     const pm = paymentMethods.get(form.payment_method ?? "");
-    if (!pm) return error(400, "invalid_request_error", `No such PaymentMethod: '${form.payment_method}'`, "resource_missing", "payment_method");
+    if (!pm)
+      return error(400, "invalid_request_error", `No such PaymentMethod: '${form.payment_method}'`, "resource_missing", "payment_method");
     if (pm.customer !== form.customer) {
-      return error(400, "invalid_request_error", "The provided PaymentMethod does not belong to the Customer.", undefined, "payment_method");
+      return error(
+        400,
+        "invalid_request_error",
+        "The provided PaymentMethod does not belong to the Customer.",
+        undefined,
+        "payment_method",
+      );
     }
     if (form.confirm !== "true" || form.off_session !== "true") {
       return error(400, "invalid_request_error", "the fake only confirms off-session payment intents at once");
@@ -123,7 +131,13 @@ export async function startFakeStripe(secretKey: string): Promise<FakeStripe> {
     return {
       status: 402,
       body: {
-        error: { type: "card_error", code: declineOnCharge, decline_code: "generic_decline", message: "Your card was declined.", payment_intent: pi },
+        error: {
+          type: "card_error",
+          code: declineOnCharge,
+          decline_code: "generic_decline",
+          message: "Your card was declined.",
+          payment_intent: pi,
+        },
       },
     };
   };
@@ -132,7 +146,8 @@ export async function startFakeStripe(secretKey: string): Promise<FakeStripe> {
     const retrieve = /^\/v1\/payment_methods\/([^/]+)$/.exec(path);
     if (method === "GET" && retrieve) {
       const stored = paymentMethods.get(decodeURIComponent(retrieve[1]));
-      if (!stored) return error(404, "invalid_request_error", `No such PaymentMethod: '${retrieve[1]}'`, "resource_missing", "payment_method");
+      if (!stored)
+        return error(404, "invalid_request_error", `No such PaymentMethod: '${retrieve[1]}'`, "resource_missing", "payment_method");
       return { status: 200, body: stored };
     }
     if (method !== "POST") return error(404, "invalid_request_error", "Unrecognized request URL");
@@ -161,7 +176,8 @@ export async function startFakeStripe(secretKey: string): Promise<FakeStripe> {
     const attach = /^\/v1\/payment_methods\/([^/]+)\/attach$/.exec(path);
     if (attach) {
       const stored = paymentMethods.get(decodeURIComponent(attach[1]));
-      if (!stored) return error(404, "invalid_request_error", `No such PaymentMethod: '${attach[1]}'`, "resource_missing", "payment_method");
+      if (!stored)
+        return error(404, "invalid_request_error", `No such PaymentMethod: '${attach[1]}'`, "resource_missing", "payment_method");
       if (!customers.has(form.customer)) {
         return error(400, "invalid_request_error", `No such customer: '${form.customer}'`, "resource_missing", "customer");
       }
@@ -173,10 +189,15 @@ export async function startFakeStripe(secretKey: string): Promise<FakeStripe> {
     const detach = /^\/v1\/payment_methods\/([^/]+)\/detach$/.exec(path);
     if (detach) {
       const stored = paymentMethods.get(decodeURIComponent(detach[1]));
-      if (!stored) return error(404, "invalid_request_error", `No such PaymentMethod: '${detach[1]}'`, "resource_missing", "payment_method");
+      if (!stored)
+        return error(404, "invalid_request_error", `No such PaymentMethod: '${detach[1]}'`, "resource_missing", "payment_method");
       // Stripe's wording, and no error code.
       if (stored.customer === null) {
-        return error(400, "invalid_request_error", "The payment method you provided is not attached to a customer so detachment is impossible.");
+        return error(
+          400,
+          "invalid_request_error",
+          "The payment method you provided is not attached to a customer so detachment is impossible.",
+        );
       }
       stored.customer = null;
       return { status: 200, body: stored };

@@ -244,10 +244,7 @@ describe("GetUsage", () => {
     const org = newOrg();
     clock.set(NOW);
     await client.recordStatusEvents({
-      events: [
-        ev(org, "db-a", "micro", "running", "2025-03-19T12:00:00Z"),
-        ev(org, "db-a", "micro", "stopped", "2025-03-21T00:00:00Z"),
-      ],
+      events: [ev(org, "db-a", "micro", "running", "2025-03-19T12:00:00Z"), ev(org, "db-a", "micro", "stopped", "2025-03-21T00:00:00Z")],
     });
     expect((await usage(org)).computeHours).toMatchObject({ quantity: 24, amount: 0.48 });
     clock.set("2025-03-20T12:09:00Z");

@@ -167,7 +167,10 @@ describe("closing months", () => {
     const tiny = newOrg();
     const twoHalfCents = newOrg();
     // 891 s of micro is 0.00495: nothing at cents (0.0050 at the meter's 4 decimals would have made it a cent).
-    await record(ev(tiny, "db-a", "micro", "running", "2025-03-05T00:00:00Z"), ev(tiny, "db-a", "micro", "stopped", "2025-03-05T00:14:51Z"));
+    await record(
+      ev(tiny, "db-a", "micro", "running", "2025-03-05T00:00:00Z"),
+      ev(tiny, "db-a", "micro", "stopped", "2025-03-05T00:14:51Z"),
+    );
     // 15 min of micro and 5 min of small: 0.005 each, a cent each.
     await record(
       ev(twoHalfCents, "db-a", "micro", "running", "2025-03-05T00:00:00Z"),
@@ -182,7 +185,10 @@ describe("closing months", () => {
     expect(invoice.lines.map((l) => l.amount)).toEqual([0.01, 0.01]);
     expect(invoice.amount).toBe(0.02);
     // The month is closed all the same: not looked at again.
-    const schedule = await env.ctx.pool.query("SELECT to_char(next_period, 'YYYY-MM') AS p FROM invoice_schedule WHERE organization_id = $1", [tiny]);
+    const schedule = await env.ctx.pool.query(
+      "SELECT to_char(next_period, 'YYYY-MM') AS p FROM invoice_schedule WHERE organization_id = $1",
+      [tiny],
+    );
     expect(schedule.rows).toEqual([{ p: "2025-04" }]);
   });
 
@@ -344,7 +350,9 @@ describe("charging invoices", () => {
     expect(invoice.status).toBe("past_due");
     expect(await attempts(invoice.id)).toEqual([]);
     expect(await client.getStanding({ organizationId: org })).toMatchObject({ hasDefaultPaymentMethod: false, hasPastDueInvoice: true });
-    expect(log.lines.find((l) => l.msg === "invoice past due: no default payment method")?.fields).toMatchObject({ invoice_id: invoice.id });
+    expect(log.lines.find((l) => l.msg === "invoice past due: no default payment method")?.fields).toMatchObject({
+      invoice_id: invoice.id,
+    });
 
     clock.set("2025-04-03T08:00:00Z");
     await addCard(org, "tok_amex");
@@ -408,7 +416,9 @@ describe("charging invoices", () => {
     // The processor answered the repeat with its first charge.
     expect([...ledger.values()].filter((c) => c.request.invoiceId === invoice.id)).toHaveLength(1);
     const first = ledger.get(key)!.result;
-    expect(await attempts(invoice.id)).toEqual([expect.objectContaining({ attempt: 1, status: "succeeded", charge_ref: first.paid && first.ref })]);
+    expect(await attempts(invoice.id)).toEqual([
+      expect.objectContaining({ attempt: 1, status: "succeeded", charge_ref: first.paid && first.ref }),
+    ]);
   });
 
   it("keeps the key while the processor is unreachable, and takes a new one a day after a refused request", async () => {

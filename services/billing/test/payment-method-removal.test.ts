@@ -217,7 +217,11 @@ describe("DeletePaymentMethod", () => {
     await remove(org, mastercard.id);
     expect((await list(org)).map((m) => m.id)).not.toContain(mastercard.id);
     expect(await stored(mastercard.id)).toMatchObject({ removed: true, detached: false });
-    expect(log.lines.some((l) => l.msg === "detaching a removed payment method failed; retried later" && l.fields.payment_method_id === mastercard.id)).toBe(true);
+    expect(
+      log.lines.some(
+        (l) => l.msg === "detaching a removed payment method failed; retried later" && l.fields.payment_method_id === mastercard.id,
+      ),
+    ).toBe(true);
 
     sw.state.failDetach = false;
     const stop = new AbortController();
@@ -260,6 +264,8 @@ describe("DeletePaymentMethod", () => {
     stop.abort();
     await loop;
     expect(invoices.map((i) => [i.period, i.status])).toEqual([["2025-02", "past_due"]]);
-    expect((await ctx.pool.query("SELECT count(*)::int AS n FROM charge_attempts WHERE payment_method_id = $1", [visa.id])).rows[0].n).toBe(0);
+    expect((await ctx.pool.query("SELECT count(*)::int AS n FROM charge_attempts WHERE payment_method_id = $1", [visa.id])).rows[0].n).toBe(
+      0,
+    );
   });
 });

@@ -316,12 +316,10 @@ describe("payment_methods table", () => {
     const org = newOrg();
     await add(org, "tok_visa");
     const second = await add(org, "tok_amex");
-    const err = await env.ctx.pool
-      .query("UPDATE payment_methods SET is_default = true WHERE id = $1", [second.id])
-      .then(
-        () => undefined,
-        (e: { code?: string; constraint?: string }) => e,
-      );
+    const err = await env.ctx.pool.query("UPDATE payment_methods SET is_default = true WHERE id = $1", [second.id]).then(
+      () => undefined,
+      (e: { code?: string; constraint?: string }) => e,
+    );
     expect(err).toMatchObject({ code: "23505", constraint: "payment_methods_one_default" });
   });
 });

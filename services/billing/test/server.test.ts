@@ -74,7 +74,10 @@ describe("billing over HTTP/2", () => {
     const organizationId = "org-wire-inv";
     await client.addPaymentMethod({ organizationId, type: "card", token: "tok_visa" });
     await client.recordStatusEvents({
-      events: [ev(organizationId, "db-a", "large", "running", "2025-02-03T00:00:00Z"), ev(organizationId, "db-a", "large", "stopped", "2025-02-03T10:00:00Z")],
+      events: [
+        ev(organizationId, "db-a", "large", "running", "2025-02-03T00:00:00Z"),
+        ev(organizationId, "db-a", "large", "stopped", "2025-02-03T10:00:00Z"),
+      ],
     });
     await closeEndedPeriods(env.ctx);
     await chargeDueInvoices(env.ctx);
@@ -100,12 +103,10 @@ describe("billing over HTTP/2", () => {
       expect(err?.code).toBe(Code.Unauthenticated);
     }
     const stored = await env.ctx.pool.query("SELECT count(*)::int AS n FROM status_events WHERE organization_id = 'org-x'");
-    const write = await bare
-      .recordStatusEvents({ events: [ev("org-x", "db-x", "micro", "running", "2025-03-01T00:00:00Z")] })
-      .then(
-        () => undefined,
-        (e: unknown) => ConnectError.from(e),
-      );
+    const write = await bare.recordStatusEvents({ events: [ev("org-x", "db-x", "micro", "running", "2025-03-01T00:00:00Z")] }).then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
     expect(write?.code).toBe(Code.Unauthenticated);
     const after = await env.ctx.pool.query("SELECT count(*)::int AS n FROM status_events WHERE organization_id = 'org-x'");
     expect(after.rows[0].n).toBe(stored.rows[0].n);

@@ -71,7 +71,14 @@ describe("Stripe adapter: detaching a card", () => {
     const { customer, ref } = await attached();
     await p.detachCard(customer, ref);
     const err = await failure(
-      p.charge({ customerRef: customer, paymentMethodRef: ref, amountCents: 500, currency: "USD", idempotencyKey: "dbaas-invoice-x-1", invoiceId: "inv-x" }),
+      p.charge({
+        customerRef: customer,
+        paymentMethodRef: ref,
+        amountCents: 500,
+        currency: "USD",
+        idempotencyKey: "dbaas-invoice-x-1",
+        invoiceId: "inv-x",
+      }),
     );
     expect(err.retryable).toBe(false);
   });

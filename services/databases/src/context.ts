@@ -31,7 +31,6 @@ export async function createContext(config: Config, overrides: Partial<AppContex
     // Connects (LISTEN) at once: hence async.
     feed: overrides.feed ?? (await createChangeFeed(config.databaseUrl, log)),
     billing:
-      overrides.billing ??
-      createInternalClient(BillingService, config.billingUrl, { secret: config.internalSecret, caller: "databases" }),
+      overrides.billing ?? createInternalClient(BillingService, config.billingUrl, { secret: config.internalSecret, caller: "databases" }),
   };
 }

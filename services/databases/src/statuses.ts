@@ -15,7 +15,13 @@ export type Status = (typeof DATABASE_STATUSES)[number];
  * Statuses shown only until the agent reports the outcome. A database left in
  * one by an agent that went silent is marked failed (background.ts).
  */
-export const TRANSITIONAL_STATUSES = ["provisioning", "starting", "stopping", "restarting", "resizing"] as const satisfies readonly Status[];
+export const TRANSITIONAL_STATUSES = [
+  "provisioning",
+  "starting",
+  "stopping",
+  "restarting",
+  "resizing",
+] as const satisfies readonly Status[];
 
 /**
  * The status a deleted database is recorded with (and billing is told of),

@@ -1,10 +1,4 @@
-import {
-  DATABASE_NAME_MAX_LENGTH,
-  DATABASE_NAME_MIN_LENGTH,
-  FORBIDDEN_NAME_CHARACTERS,
-  codePointLength,
-  type Validator,
-} from "@dbaas/kit";
+import { DATABASE_NAME_MAX_LENGTH, DATABASE_NAME_MIN_LENGTH, FORBIDDEN_NAME_CHARACTERS, codePointLength, type Validator } from "@dbaas/kit";
 
 /**
  * A database name after trimming (DESIGN.md, Databases): 3–63 characters, none

@@ -54,7 +54,10 @@ describe("the context's clock", () => {
     const { database } = await createDb(h, ORG);
     const later = shifted(h.ctx.cfg.agentTimeoutSeconds + 5);
 
-    await expectCode(dbsAt(later).createDatabase({ organizationId: ORG, name: "too-late", region: "fsn1", tier: "micro" }), Code.ResourceExhausted);
+    await expectCode(
+      dbsAt(later).createDatabase({ organizationId: ORG, name: "too-late", region: "fsn1", tier: "micro" }),
+      Code.ResourceExhausted,
+    );
     expect(await failStrandedOperations(h.ctx)).toBe(0);
     expect(await failStrandedOperations(at(later))).toBe(1);
     expect(await statusOf(h, ORG, database!.id)).toBe("failed");

@@ -55,10 +55,7 @@ describe("CreateDatabase validation", () => {
   });
 
   it("requires name, region, tier and organization", async () => {
-    const err = await expectCode(
-      h.dbs.createDatabase({ organizationId: "", name: "   ", region: "", tier: "" }),
-      Code.InvalidArgument,
-    );
+    const err = await expectCode(h.dbs.createDatabase({ organizationId: "", name: "   ", region: "", tier: "" }), Code.InvalidArgument);
     expect(violationsOf(err)).toEqual([
       { field: "name", message: "is required" },
       { field: "region", message: "is required" },
@@ -83,10 +80,7 @@ describe("CreateDatabase validation", () => {
     ["a lone surrogate", "bad\uD800name", "must not contain control characters"],
     ["64 characters beyond the BMP", "\u{1F418}".repeat(64), "must be 3-63 characters long"],
   ])("refuses a name with %s", async (_what, name, message) => {
-    const err = await expectCode(
-      h.dbs.createDatabase({ organizationId: ORG, name, region: "fsn1", tier: "micro" }),
-      Code.InvalidArgument,
-    );
+    const err = await expectCode(h.dbs.createDatabase({ organizationId: ORG, name, region: "fsn1", tier: "micro" }), Code.InvalidArgument);
     expect(violationsOf(err)).toEqual([{ field: "name", message }]);
   });
 
@@ -152,9 +146,7 @@ describe("CreateDatabase result", () => {
     });
     expect(timestampDate(db.createdAt!).getTime()).toBeGreaterThanOrEqual(before - 1000);
     expect(res.password).toMatch(/^[A-Za-z0-9]{32}$/);
-    expect(res.connectionString).toBe(
-      `postgresql://dbadmin:${res.password}@${db.id}.${DOMAIN}:31000/defaultdb?sslmode=require`,
-    );
+    expect(res.connectionString).toBe(`postgresql://dbadmin:${res.password}@${db.id}.${DOMAIN}:31000/defaultdb?sslmode=require`);
     // The record itself only ever shows the masked form.
     expect(db.connectionString).toBe(`postgresql://dbadmin:********@${db.id}.${DOMAIN}:31000/defaultdb?sslmode=require`);
 
@@ -287,9 +279,7 @@ describe("placement", () => {
 
   it("never exceeds capacity nor shares a port under concurrent creates", async () => {
     await registerAgent(h, "busy", { capacity: 5, ports: [43000, 43099] });
-    const results = await Promise.allSettled(
-      Array.from({ length: 10 }, () => createDb(h, ORG, { name: uniqueName("race") })),
-    );
+    const results = await Promise.allSettled(Array.from({ length: 10 }, () => createDb(h, ORG, { name: uniqueName("race") })));
     const ok = results.filter((r) => r.status === "fulfilled");
     const failed = results.filter((r): r is PromiseRejectedResult => r.status === "rejected");
     expect(failed.map((r) => Code[(r.reason as { code: Code }).code])).toEqual(Array(failed.length).fill("ResourceExhausted"));

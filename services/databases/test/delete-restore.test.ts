@@ -56,7 +56,9 @@ describe("DeleteDatabase", () => {
     );
     expect(rows[0]).toMatchObject({ status: "deleted", deleted: true });
     expect(rows[0].retention).toMatchObject({ days: 7 });
-    const events = await h.ctx.pool.query("SELECT payload->>'status' AS s FROM outbox WHERE payload->>'database_id' = $1 ORDER BY id", [id]);
+    const events = await h.ctx.pool.query("SELECT payload->>'status' AS s FROM outbox WHERE payload->>'database_id' = $1 ORDER BY id", [
+      id,
+    ]);
     expect(events.rows.map((r) => r.s)).toEqual(["provisioning", "running", "deleted"]);
 
     // The name is free for a new database at once.

@@ -4,16 +4,7 @@ import { DatabasesService, type BatchGetDatabasesResponse } from "@dbaas/proto/d
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { routes } from "../src/routes.ts";
-import {
-  SECRET,
-  createDb,
-  createHarness,
-  eventually,
-  expectCode,
-  registerAgent,
-  violationsOf,
-  type Harness,
-} from "./harness.ts";
+import { SECRET, createDb, createHarness, eventually, expectCode, registerAgent, violationsOf, type Harness } from "./harness.ts";
 
 let h: Harness;
 let pool: pg.Pool;
@@ -213,10 +204,12 @@ describe("GetDatabase lookups made together", () => {
       ),
     );
     expect(outcomes.map((o) => (o instanceof ConnectError ? Code[o.code] : o))).toEqual(Array(4).fill("Internal"));
-    expect(await lookUpAll([{ organizationId: ORG_A, id: a0! }, { organizationId: ORG_A, id: a1! }])).toEqual([
-      `${ORG_A}/${a0}`,
-      `${ORG_A}/${a1}`,
-    ]);
+    expect(
+      await lookUpAll([
+        { organizationId: ORG_A, id: a0! },
+        { organizationId: ORG_A, id: a1! },
+      ]),
+    ).toEqual([`${ORG_A}/${a0}`, `${ORG_A}/${a1}`]);
     const replaced = await pool.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
     expect(replaced.rows[0]!.pid).not.toBe(backend);
   }, 15_000);
@@ -310,7 +303,9 @@ describe("BatchGetDatabases", () => {
         ],
       }),
     );
-    expect(res.results.map((r) => r.result.case === "error" && { code: Code[r.result.value.code], message: r.result.value.message })).toEqual([
+    expect(
+      res.results.map((r) => r.result.case === "error" && { code: Code[r.result.value.code], message: r.result.value.message }),
+    ).toEqual([
       { code: "Internal", message: "internal error" },
       { code: "Internal", message: "internal error" },
     ]);

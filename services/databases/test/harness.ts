@@ -1,16 +1,6 @@
 import { Code, ConnectError, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
-import {
-  internalCredentialInterceptor,
-  migrate,
-  requireInternalAuth,
-  type Logger,
-} from "@dbaas/kit";
-import {
-  AgentService,
-  ObservedState,
-  type InstanceSpec,
-  type WatchAssignmentsResponse,
-} from "@dbaas/proto/agent";
+import { internalCredentialInterceptor, migrate, requireInternalAuth, type Logger } from "@dbaas/kit";
+import { AgentService, ObservedState, type InstanceSpec, type WatchAssignmentsResponse } from "@dbaas/proto/agent";
 import { BillingService, type StatusEvent } from "@dbaas/proto/billing";
 import { FieldViolationSchema } from "@dbaas/proto/common";
 import { DatabasesService, type CreateDatabaseResponse } from "@dbaas/proto/databases";
@@ -231,13 +221,7 @@ export interface Observation {
 }
 
 /** Plays the agent: reads its current spec for the database and reports `state` for it. */
-export async function report(
-  h: Harness,
-  agentId: string,
-  databaseId: string,
-  state: ObservedState,
-  o: Observation = {},
-): Promise<void> {
+export async function report(h: Harness, agentId: string, databaseId: string, state: ObservedState, o: Observation = {}): Promise<void> {
   const spec = o.generation === undefined || o.credentials === undefined ? await specOf(h, agentId, databaseId) : undefined;
   await h.agents.reportInstances({
     agentId,

@@ -114,7 +114,9 @@ describe("an agent's report for the current spec", () => {
     const failed = { status: { status: "failed", reason: "disk full" }, settle: "disk full" };
     expect(onReport(db("provisioning", "running"), ObservedState.FAILED, "disk full")).toEqual(failed);
     expect(onReport(db("running", "running"), ObservedState.FAILED, "disk full")).toEqual(failed);
-    expect(onReport(db("failed", "running", { status_reason: "disk full" }), ObservedState.FAILED, "disk full")).toEqual({ settle: "disk full" });
+    expect(onReport(db("failed", "running", { status_reason: "disk full" }), ObservedState.FAILED, "disk full")).toEqual({
+      settle: "disk full",
+    });
     expect(onReport(db("failed", "running", { status_reason: "disk full" }), ObservedState.FAILED, "no port")).toEqual({
       status: { status: "failed", reason: "no port" },
       settle: "no port",

@@ -97,7 +97,9 @@ describe("agent reports", () => {
 
     // The same failure reported again is not a new status change.
     await report(h, AGENT, id, ObservedState.FAILED, { message: "initdb: out of disk space" });
-    const events = await h.ctx.pool.query("SELECT payload->>'status' AS s FROM outbox WHERE payload->>'database_id' = $1 ORDER BY id", [id]);
+    const events = await h.ctx.pool.query("SELECT payload->>'status' AS s FROM outbox WHERE payload->>'database_id' = $1 ORDER BY id", [
+      id,
+    ]);
     expect(events.rows.map((r) => r.s)).toEqual(["provisioning", "failed"]);
 
     await report(h, AGENT, id, ObservedState.RUNNING);
@@ -239,7 +241,10 @@ describe("operations", () => {
     expect(second.operations.map((o) => o.type)).toEqual(["create"]);
     expect(second.total).toBe(4);
 
-    const bad = await expectCode(h.dbs.listOperations({ organizationId: ORG, databaseId: id, page: -1, perPage: 101 }), Code.InvalidArgument);
+    const bad = await expectCode(
+      h.dbs.listOperations({ organizationId: ORG, databaseId: id, page: -1, perPage: 101 }),
+      Code.InvalidArgument,
+    );
     expect(violationsOf(bad).map((v) => v.field)).toEqual(["page", "per_page"]);
   });
 
@@ -247,10 +252,9 @@ describe("operations", () => {
     const { database } = await runningDb(h, ORG, AGENT);
     await h.dbs.restartDatabase({ organizationId: ORG, id: database!.id });
     await h.dbs.deleteDatabase({ organizationId: ORG, id: database!.id });
-    const { rows } = await h.ctx.pool.query(
-      "SELECT type, status, error FROM operations WHERE database_id = $1 ORDER BY started_at DESC",
-      [database!.id],
-    );
+    const { rows } = await h.ctx.pool.query("SELECT type, status, error FROM operations WHERE database_id = $1 ORDER BY started_at DESC", [
+      database!.id,
+    ]);
     expect(rows).toEqual([
       { type: "delete", status: "running", error: "" },
       { type: "restart", status: "failed", error: "superseded by a newer operation" },

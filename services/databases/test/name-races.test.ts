@@ -57,7 +57,10 @@ describe("names equal but for case, created and deleted concurrently", () => {
     await Promise.all([...["Orders", "orders", "ORDERS", "oRdErS"].map(worker), renamer()]);
     const seen = [...outcomes.keys()];
     const allowed = ["create OK", "create AlreadyExists", "rename OK", "rename AlreadyExists", "delete OK", "delete NotFound"];
-    expect(seen.filter((o) => !allowed.includes(o)), `${JSON.stringify(Object.fromEntries(outcomes))} ${unexpected.join("; ")}`).toEqual([]);
+    expect(
+      seen.filter((o) => !allowed.includes(o)),
+      `${JSON.stringify(Object.fromEntries(outcomes))} ${unexpected.join("; ")}`,
+    ).toEqual([]);
     expect(outcomes.get("create OK")).toBeGreaterThan(0);
   });
 });

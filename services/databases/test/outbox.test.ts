@@ -75,10 +75,7 @@ describe("status events", () => {
       "deleted",
     ]);
     expect(new Set(rows.map((r) => r.event_id)).size).toBe(rows.length);
-    const { rows: payloads } = await h.ctx.pool.query(
-      "SELECT payload FROM outbox WHERE payload->>'database_id' = $1 ORDER BY id",
-      [id],
-    );
+    const { rows: payloads } = await h.ctx.pool.query("SELECT payload FROM outbox WHERE payload->>'database_id' = $1 ORDER BY id", [id]);
     expect(payloads[0].payload).toMatchObject({ organization_id: ORG, database_id: id, tier: "small", status: "provisioning" });
     // Events after the resize carry the new tier: billing prices running time by it.
     expect(payloads.at(-2).payload).toMatchObject({ tier: "medium", status: "running" });

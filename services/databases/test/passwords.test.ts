@@ -4,17 +4,7 @@ import { testServerUrl } from "@dbaas/test/support/pg";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generatePassword, scramVerifier } from "../src/scram.ts";
-import {
-  createDb,
-  createHarness,
-  eventually,
-  expectCode,
-  registerAgent,
-  report,
-  runningDb,
-  specOf,
-  type Harness,
-} from "./harness.ts";
+import { createDb, createHarness, eventually, expectCode, registerAgent, report, runningDb, specOf, type Harness } from "./harness.ts";
 
 let h: Harness;
 const AGENT = "pw-agent";

@@ -91,7 +91,11 @@ describe("databases over HTTP/2", () => {
   // PostgreSQL refuses NUL in text: each of these was a 500 (or failed a whole batch) before the kit's guard.
   it("answers NUL in an id with NOT_FOUND and in a name with INVALID_ARGUMENT; a batch answers such an item alone", async () => {
     const gateway = client(DatabasesService, "gateway");
-    const code = (p: Promise<unknown>) => p.then(() => "OK", (e: unknown) => Code[ConnectError.from(e).code]);
+    const code = (p: Promise<unknown>) =>
+      p.then(
+        () => "OK",
+        (e: unknown) => Code[ConnectError.from(e).code],
+      );
     expect(await code(gateway.deleteDatabase({ organizationId: "org-wire-nul", id: "db-x\u0000" }))).toBe("NotFound");
     expect(await code(gateway.startDatabase({ organizationId: "org-wire-nul", id: "\u0000" }))).toBe("NotFound");
     expect(await code(gateway.listOperations({ organizationId: "org-wire-nul", databaseId: "db\u0000" }))).toBe("NotFound");
@@ -101,7 +105,12 @@ describe("databases over HTTP/2", () => {
     expect((named as ConnectError).code).toBe(Code.InvalidArgument);
     expect((named as ConnectError).findDetails(FieldViolationSchema).map((v) => v.field)).toEqual(["name"]);
 
-    const { database } = await gateway.createDatabase({ organizationId: "org-wire-nul", name: "beside-a-nul", region: "fsn1", tier: "micro" });
+    const { database } = await gateway.createDatabase({
+      organizationId: "org-wire-nul",
+      name: "beside-a-nul",
+      region: "fsn1",
+      tier: "micro",
+    });
     const batch = await gateway.batchGetDatabases({
       requests: [
         { organizationId: "org-wire-nul", id: `${database!.id}\u0000` },

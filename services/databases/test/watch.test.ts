@@ -1,16 +1,7 @@
 import { Code } from "@connectrpc/connect";
 import { DesiredState, ObservedState, type WatchAssignmentsResponse } from "@dbaas/proto/agent";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import {
-  DOMAIN,
-  countingFeed,
-  createDb,
-  createHarness,
-  eventually,
-  registerAgent,
-  rejection,
-  type Harness,
-} from "./harness.ts";
+import { DOMAIN, countingFeed, createDb, createHarness, eventually, registerAgent, rejection, type Harness } from "./harness.ts";
 
 let h: Harness;
 const ORG = "org-watch";
@@ -90,9 +81,7 @@ describe("WatchAssignments", () => {
 
     const afterCreate = stream.next();
     const { database } = await createDb(h, ORG, { region: "fsn1" });
-    expect((await afterCreate).instances.map((i) => [i.databaseId, i.desiredState])).toEqual([
-      [database!.id, DesiredState.RUNNING],
-    ]);
+    expect((await afterCreate).instances.map((i) => [i.databaseId, i.desiredState])).toEqual([[database!.id, DesiredState.RUNNING]]);
 
     // Reported running by hand (not through `report`, which would open a second stream).
     await h.agents.reportInstances({

@@ -56,11 +56,7 @@ const stockTransportFailures: Interceptor = (next) => async (req) => {
  * unary-transport.ts, streams connect-node's, on the same session; with
  * INTERNAL_RPC_FAST_PATH=0 connect-node's transport carries both.
  */
-export function createInternalClient<S extends DescService>(
-  service: S,
-  baseUrl: string,
-  opts: InternalClientOptions,
-): Client<S> {
+export function createInternalClient<S extends DescService>(service: S, baseUrl: string, opts: InternalClientOptions): Client<S> {
   const fastPath = opts.fastPath ?? internalRpcFastPath();
   const interceptors = [
     retryUnsent(opts.retries ?? 2),

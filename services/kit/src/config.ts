@@ -36,5 +36,8 @@ export function envInt(env: Env, name: string, fallback: number): number {
 export function envList(env: Env, name: string, fallback: string[]): string[] {
   const value = env[name];
   if (value === undefined || value === "") return fallback;
-  return value.split(",").map((s) => s.trim()).filter((s) => s !== "");
+  return value
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
 }

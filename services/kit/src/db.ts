@@ -42,9 +42,7 @@ export async function migrate(pool: pg.Pool, schema: string, dir: string): Promi
     await client.query(
       `CREATE TABLE IF NOT EXISTS ${schema}.schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
     );
-    const done = new Set(
-      (await client.query<{ name: string }>(`SELECT name FROM ${schema}.schema_migrations`)).rows.map((r) => r.name),
-    );
+    const done = new Set((await client.query<{ name: string }>(`SELECT name FROM ${schema}.schema_migrations`)).rows.map((r) => r.name));
     for (const file of files) {
       if (done.has(file)) continue;
       const sql = await readFile(join(dir, file), "utf8");
@@ -74,10 +72,7 @@ export async function migrate(pool: pg.Pool, schema: string, dir: string): Promi
  * here `fn`'s own queries fail instead, and a lost client — or one `fn`
  * marked with `discard` — is destroyed rather than returned to the pool.
  */
-export async function withClient<T>(
-  pool: pg.Pool,
-  fn: (client: pg.PoolClient, discard: () => void) => Promise<T>,
-): Promise<T> {
+export async function withClient<T>(pool: pg.Pool, fn: (client: pg.PoolClient, discard: () => void) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let lost: Error | undefined;
   const onError = (err: Error) => {

@@ -20,9 +20,7 @@ export function invalidArgument(violations: Violation[], message = "request fail
 
 /** An error with an explicit public error code (e.g. `payment_required`). */
 export function withReason(message: string, code: Code, reason: string): ConnectError {
-  return new ConnectError(message, code, undefined, [
-    { desc: ErrorReasonSchema, value: create(ErrorReasonSchema, { code: reason }) },
-  ]);
+  return new ConnectError(message, code, undefined, [{ desc: ErrorReasonSchema, value: create(ErrorReasonSchema, { code: reason }) }]);
 }
 
 // Business outcomes that are not the caller's fault. None of them is UNAVAILABLE: that code means the

@@ -20,7 +20,7 @@ const resetCodes: Record<number, [Code, string]> = {
 
 /** The name of an HTTP/2 error code as messages show it, e.g. "INTERNAL_ERROR (0x2)". */
 export function h2CodeName(code: number): string {
-  const name = code === constants.NGHTTP2_NO_ERROR ? "NO_ERROR" : resetCodes[code]?.[1] ?? "UNKNOWN";
+  const name = code === constants.NGHTTP2_NO_ERROR ? "NO_ERROR" : (resetCodes[code]?.[1] ?? "UNKNOWN");
   return `${name} (0x${code.toString(16)})`;
 }
 
@@ -84,7 +84,13 @@ export function fromStockTransportFailure(reason: unknown, callerCancelled: bool
   if (!(reason instanceof ConnectError)) return reason;
   if (reason.code === Code.Canceled && !callerCancelled) {
     // The caller did not cancel: the server or a dying connection did (connect-node reports the CANCEL reset).
-    return new ConnectError(`the upstream or the connection cancelled the call: ${reason.rawMessage}`, Code.Unavailable, undefined, undefined, reason);
+    return new ConnectError(
+      `the upstream or the connection cancelled the call: ${reason.rawMessage}`,
+      Code.Unavailable,
+      undefined,
+      undefined,
+      reason,
+    );
   }
   const chain = errorChain(reason.cause);
   const codes = chain.map((e) => e as { code?: unknown; syscall?: unknown; message: string });

@@ -94,7 +94,10 @@ export function requestFailure(reason: unknown): ConnectError {
   const code = (reason as { code?: unknown }).code;
   const invalidRequest =
     reason instanceof TypeError ||
-    (typeof code === "string" && /^ERR_(INVALID_CHAR|INVALID_HTTP_TOKEN|HTTP2_INVALID_HEADER|HTTP2_HEADER|HTTP2_INVALID_PSEUDOHEADER|HTTP2_INVALID_CONNECTION_HEADERS)/.test(code));
+    (typeof code === "string" &&
+      /^ERR_(INVALID_CHAR|INVALID_HTTP_TOKEN|HTTP2_INVALID_HEADER|HTTP2_HEADER|HTTP2_INVALID_PSEUDOHEADER|HTTP2_INVALID_CONNECTION_HEADERS)/.test(
+        code,
+      ));
   if (invalidRequest) return errorFromNodeReason(reason);
   return notSentError(`could not reach the upstream: ${ConnectError.from(reason).rawMessage}`, reason);
 }
@@ -132,12 +135,21 @@ export function streamFailure({ stream, session, state, frameError }: StreamOutc
   }
   if (goaway !== undefined || session.destroyed) {
     const why = goaway !== undefined ? `GOAWAY ${h2CodeName(goaway.code)}` : reason instanceof Error ? reason.message : "closed";
-    return new ConnectError(`the connection to the upstream failed during the call (${why})`, Code.Unavailable, undefined, undefined, reason);
+    return new ConnectError(
+      `the connection to the upstream failed during the call (${why})`,
+      Code.Unavailable,
+      undefined,
+      undefined,
+      reason,
+    );
   }
   if (stream.rstCode === NGHTTP2_CANCEL) {
     // This side's own cancellations never get here: the server gave up on the call.
     return new ConnectError("the upstream cancelled the call (CANCEL)", Code.Unavailable, undefined, undefined, reason);
   }
   if (reason !== undefined) return errorFromNodeReason(reason);
-  return errorFromResetCode(stream.rstCode) ?? new ConnectError(`http/2 stream closed with error code ${h2CodeName(stream.rstCode ?? 0)}`, Code.Internal);
+  return (
+    errorFromResetCode(stream.rstCode) ??
+    new ConnectError(`http/2 stream closed with error code ${h2CodeName(stream.rstCode ?? 0)}`, Code.Internal)
+  );
 }

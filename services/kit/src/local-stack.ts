@@ -51,7 +51,10 @@ export function localStackLayout(env: Env = process.env): LocalStackLayout {
   const capacity = envInt(env, "AGENT_CAPACITY", 200);
   if (capacity < 1) throw new ConfigError(`AGENT_CAPACITY must be at least 1, got ${capacity}`);
   // "fsn1,nbg1,hel1" = one agent serving three regions; "fsn1;nbg1,hel1" = two agents.
-  const groups = envString(env, "LOCAL_AGENTS", "fsn1,nbg1,hel1").split(";").map((s) => s.trim()).filter(Boolean);
+  const groups = envString(env, "LOCAL_AGENTS", "fsn1,nbg1,hel1")
+    .split(";")
+    .map((s) => s.trim())
+    .filter(Boolean);
   return {
     dataDir: resolve(envString(env, "DBAAS_DATA_DIR", join(REPO_ROOT, ".dbaas"))),
     gateway,
@@ -98,7 +101,8 @@ export function layoutProblems(layout: LocalStackLayout, embeddedMetadata: boole
   const own = stackPorts(layout, embeddedMetadata);
   const range = `INSTANCE_PORT_BASE + AGENT_CAPACITY × ${layout.agents.length} agent(s)`;
   for (const p of own) {
-    if (!Number.isInteger(p.port) || p.port < 1 || p.port > 65535) problems.push(`${p.setting}: ${p.name} port ${p.port} is not a port number`);
+    if (!Number.isInteger(p.port) || p.port < 1 || p.port > 65535)
+      problems.push(`${p.setting}: ${p.name} port ${p.port} is not a port number`);
   }
   for (const [i, p] of own.entries()) {
     const twin = own.slice(0, i).find((q) => q.port === p.port);
@@ -106,7 +110,8 @@ export function layoutProblems(layout: LocalStackLayout, embeddedMetadata: boole
   }
   for (const a of layout.agents) {
     const [first, last] = a.instancePorts;
-    if (first < 1 || last > 65535) problems.push(`instance ports of ${a.id} (${first}–${last}) leave 1–65535: change INSTANCE_PORT_BASE or AGENT_CAPACITY`);
+    if (first < 1 || last > 65535)
+      problems.push(`instance ports of ${a.id} (${first}–${last}) leave 1–65535: change INSTANCE_PORT_BASE or AGENT_CAPACITY`);
     for (const p of own) {
       if (p.port >= first && p.port <= last) {
         problems.push(

@@ -205,7 +205,12 @@ async function answer(
     inFlight.delete(controller);
   }
   if (body.byteLength >= limits.compressMinBytes) {
-    const compression = compressionNegotiate(limits.acceptCompression, null, single(headers["accept-encoding"]), headerUnaryAcceptEncoding).response;
+    const compression = compressionNegotiate(
+      limits.acceptCompression,
+      null,
+      single(headers["accept-encoding"]),
+      headerUnaryAcceptEncoding,
+    ).response;
     if (compression) {
       body = await compression.compress(body);
       responseHeader.set(headerUnaryEncoding, compression.name);

@@ -11,12 +11,7 @@ import {
 } from "@connectrpc/connect";
 import { Http2SessionManager } from "@connectrpc/connect-node";
 import { abandonStream, requestFailure, sessionState, streamFailure, type StreamOutcome } from "./h2-sessions.ts";
-import {
-  contentTypeUnaryProto,
-  errorFromJsonBytes,
-  requestHeader,
-  validateResponse,
-} from "@connectrpc/connect/protocol-connect";
+import { contentTypeUnaryProto, errorFromJsonBytes, requestHeader, validateResponse } from "@connectrpc/connect/protocol-connect";
 
 /** What a unary response may weigh before the call is abandoned (connect-node's default is unlimited). */
 export const UNARY_READ_MAX_BYTES = 16 * 1024 * 1024;

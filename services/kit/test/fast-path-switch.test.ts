@@ -92,11 +92,11 @@ async function streamed(client: Client): Promise<string[]> {
 
 describe("INTERNAL_RPC_FAST_PATH", () => {
   it("reads 1 or unset as on, 0 as off, anything else as a configuration error", () => {
-    expect([internalRpcFastPath({}), internalRpcFastPath({ INTERNAL_RPC_FAST_PATH: "1" }), internalRpcFastPath({ INTERNAL_RPC_FAST_PATH: "0" })]).toEqual([
-      true,
-      true,
-      false,
-    ]);
+    expect([
+      internalRpcFastPath({}),
+      internalRpcFastPath({ INTERNAL_RPC_FAST_PATH: "1" }),
+      internalRpcFastPath({ INTERNAL_RPC_FAST_PATH: "0" }),
+    ]).toEqual([true, true, false]);
     expect(() => internalRpcFastPath({ INTERNAL_RPC_FAST_PATH: "off" })).toThrow(ConfigError);
   });
 
@@ -110,7 +110,13 @@ describe("INTERNAL_RPC_FAST_PATH", () => {
         observe(client, `wait-${tag}`, 100),
         streamed(client),
       ]);
-      return { ok: { ...ok, principal: { ...ok.principal, userId: ok.principal?.userId.replace(tag, "") } }, invalid, crash, deadline, stream };
+      return {
+        ok: { ...ok, principal: { ...ok.principal, userId: ok.principal?.userId.replace(tag, "") } },
+        invalid,
+        crash,
+        deadline,
+        stream,
+      };
     };
     const viaFast = await run(fast, true, "fast");
     const viaStock = await run(stock, false, "stock");

@@ -3,7 +3,13 @@ import { layoutProblems, localStackLayout } from "../src/local-stack.ts";
 
 describe("the local stack's layout", () => {
   it("derives every port from PORT unless a service's own setting moves it", () => {
-    const l = localStackLayout({ PORT: "9000", BILLING_PORT: "9500", LOCAL_AGENTS: "fsn1;nbg1,hel1", AGENT_CAPACITY: "10", DBAAS_DATA_DIR: "/tmp/x" });
+    const l = localStackLayout({
+      PORT: "9000",
+      BILLING_PORT: "9500",
+      LOCAL_AGENTS: "fsn1;nbg1,hel1",
+      AGENT_CAPACITY: "10",
+      DBAAS_DATA_DIR: "/tmp/x",
+    });
     expect([l.gateway, l.identity, l.databases, l.billing]).toEqual([9000, 9001, 9002, 9500]);
     expect(l.dataDir).toBe("/tmp/x");
     expect(l.agents).toEqual([

@@ -18,7 +18,14 @@ const upper: BatchLoad<string, string> = async (keys) => keys.map((k) => k.toUpp
 
 /** Each outcome: the value, or the rejection's message prefixed with "!". */
 const outcomes = <V>(promises: Promise<V>[]) =>
-  Promise.all(promises.map((p) => p.then((v) => v, (err: Error) => `!${err.message}`)));
+  Promise.all(
+    promises.map((p) =>
+      p.then(
+        (v) => v,
+        (err: Error) => `!${err.message}`,
+      ),
+    ),
+  );
 
 describe("createReadBatcher", () => {
   it("loads the keys asked for in one iteration together, in call order, and answers each caller its own value", async () => {
@@ -63,7 +70,10 @@ describe("createReadBatcher", () => {
     );
     expect(await Promise.all([count("a"), count("a"), count("b")])).toEqual(["a1", "a2", "b3"]);
     expect(await Promise.all([count("a"), count("a")])).toEqual(["a4", "a5"]);
-    expect(loads).toEqual([["a", "a", "b"], ["a", "a"]]);
+    expect(loads).toEqual([
+      ["a", "a", "b"],
+      ["a", "a"],
+    ]);
   });
 
   it("splits a batch bigger than maxBatchSize into several loads", async () => {

@@ -32,7 +32,11 @@ beforeAll(async () => {
         },
         async batchGetDatabases(req) {
           count("batchGetDatabases");
-          return { results: req.requests.map(() => ({ result: { case: "error" as const, value: { code: Code.NotFound, message: "database not found" } } })) };
+          return {
+            results: req.requests.map(() => ({
+              result: { case: "error" as const, value: { code: Code.NotFound, message: "database not found" } },
+            })),
+          };
         },
       });
       router.service(IdentityService, {
@@ -149,16 +153,23 @@ describe.each(flavours)("NUL in a request string (%s)", (flavour) => {
 
   it("in a streaming call's request: refused before the handler runs", async () => {
     const stream = c.agents.watchAssignments({ agentId: "agent\0" });
-    const err = await failure((async () => {
-      for await (const _ of stream) break;
-    })());
+    const err = await failure(
+      (async () => {
+        for await (const _ of stream) break;
+      })(),
+    );
     expect(Code[err.code]).toBe("InvalidArgument");
     expect(fields(err)).toEqual(["agent_id"]);
     expect(ran.get("watchAssignments")).toBeUndefined();
   });
 
   it("a batch of GetDatabase requests is left to its handler: one impossible item does not fail the others", async () => {
-    const res = await c.databases.batchGetDatabases({ requests: [{ organizationId: "org-1", id: "db-\0" }, { organizationId: "org-1", id: "db-1" }] });
+    const res = await c.databases.batchGetDatabases({
+      requests: [
+        { organizationId: "org-1", id: "db-\0" },
+        { organizationId: "org-1", id: "db-1" },
+      ],
+    });
     expect(res.results).toHaveLength(2);
     expect(ran.get("batchGetDatabases")).toBe(1);
   });

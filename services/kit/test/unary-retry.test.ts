@@ -73,7 +73,10 @@ async function startRawServer(onStream: (stream: http2.ServerHttp2Stream, sessio
     seen.answered.push(session);
     stream.resume();
     stream.on("end", () => {
-      const body = toBinary(AuthenticateResponseSchema, create(AuthenticateResponseSchema, { principal: { userId: `session-${session}` } }));
+      const body = toBinary(
+        AuthenticateResponseSchema,
+        create(AuthenticateResponseSchema, { principal: { userId: `session-${session}` } }),
+      );
       stream.respond({ ":status": 200, "content-type": "application/proto" });
       stream.end(body);
     });
@@ -87,7 +90,8 @@ async function startRawServer(onStream: (stream: http2.ServerHttp2Stream, sessio
 }
 
 describe.each(paths)("retries (%s)", (_name, fastPath) => {
-  const client = (url: string, retries = 2) => createInternalClient(IdentityService, url, { secret: SECRET, caller: "tester", retries, fastPath });
+  const client = (url: string, retries = 2) =>
+    createInternalClient(IdentityService, url, { secret: SECRET, caller: "tester", retries, fastPath });
 
   it("a handler that committed is not run again when its session dies: UNAVAILABLE", async () => {
     let commits = 0;

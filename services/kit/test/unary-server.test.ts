@@ -73,7 +73,10 @@ afterAll(async () => {
 type Flavour = "connect-binary" | "connect-json" | "grpc";
 const flavours: Flavour[] = ["connect-binary", "connect-json", "grpc"];
 
-function client(flavour: Flavour, interceptors: Interceptor[] = [internalCredentialInterceptor(SECRET, "tester")]): Client<typeof IdentityService> {
+function client(
+  flavour: Flavour,
+  interceptors: Interceptor[] = [internalCredentialInterceptor(SECRET, "tester")],
+): Client<typeof IdentityService> {
   const baseUrl = server.url;
   const transport =
     flavour === "grpc"
@@ -170,14 +173,19 @@ describe("unary calls answer the same on every protocol", () => {
     // Minted 59 s ago: valid for at most one more second.
     const token = mintInternalToken(SECRET, "tester", Date.now() - 59_000);
     const expiry = Number(token.split(".")[2]) * 1000;
-    const withToken = (t: string): Interceptor => (next) => (req) => {
-      req.header.set("x-dbaas-internal-auth", t);
-      return next(req);
-    };
+    const withToken =
+      (t: string): Interceptor =>
+      (next) =>
+      (req) => {
+        req.header.set("x-dbaas-internal-auth", t);
+        return next(req);
+      };
     const c = client("connect-binary", [withToken(token)]);
     expect((await c.authenticate({ bearer: "ok-soon-expired" })).principal?.userId).toBe("tester");
     const forgedTwin = token.replace(/\.[^.]+$/, ".AAAA" + token.slice(-39));
-    expect((await failure(client("connect-binary", [withToken(forgedTwin)]).authenticate({ bearer: "ok" }))).code).toBe(Code.Unauthenticated);
+    expect((await failure(client("connect-binary", [withToken(forgedTwin)]).authenticate({ bearer: "ok" }))).code).toBe(
+      Code.Unauthenticated,
+    );
     await new Promise((r) => setTimeout(r, expiry - Date.now() + 50));
     expect((await failure(c.authenticate({ bearer: "ok-expired" }))).code).toBe(Code.Unauthenticated);
   });
@@ -276,7 +284,10 @@ describe("shutdown", () => {
     });
     const interceptors = [internalCredentialInterceptor(SECRET, "tester")];
     const binary = createClient(IdentityService, createConnectTransport({ baseUrl: closing.url, httpVersion: "2", interceptors }));
-    const json = createClient(IdentityService, createConnectTransport({ baseUrl: closing.url, httpVersion: "2", useBinaryFormat: false, interceptors }));
+    const json = createClient(
+      IdentityService,
+      createConnectTransport({ baseUrl: closing.url, httpVersion: "2", useBinaryFormat: false, interceptors }),
+    );
     const calls = [binary.authenticate({ bearer: "binary" }), json.authenticate({ bearer: "json" })];
     await expect.poll(() => signals.length).toBe(2);
     const closed = closing.close();

@@ -170,5 +170,4 @@ describe("unary transport", () => {
     const down = createInternalClient(IdentityService, `http://127.0.0.1:${port}`, { secret: SECRET, caller: "tests" });
     await expect(down.authenticate({ bearer: "x" })).rejects.toMatchObject({ code: Code.Unavailable });
   });
-
 });

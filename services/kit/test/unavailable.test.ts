@@ -19,7 +19,11 @@ let server: RunningServer;
 
 /** Plays an outer interceptor that refuses a call before any handler runs (as databaseOutage does). */
 const refuseBeforeHandler: Interceptor = (next) => async (req) => {
-  if (!req.stream && req.method.name === "GetOrganization" && (req.message as unknown as { organizationId: string }).organizationId === "refused") {
+  if (
+    !req.stream &&
+    req.method.name === "GetOrganization" &&
+    (req.message as unknown as { organizationId: string }).organizationId === "refused"
+  ) {
     throw new ConnectError("cannot reach its database; try again shortly", Code.Unavailable);
   }
   return await next(req);

@@ -30,7 +30,13 @@ function parseRange(raw: string): [number, number] {
 }
 
 export function readConfig(env: Record<string, string | undefined> = process.env): Config {
-  const agentId = envString(env, "AGENT_ID", `agent-${hostname().toLowerCase().replace(/[^a-z0-9-]/g, "-")}`);
+  const agentId = envString(
+    env,
+    "AGENT_ID",
+    `agent-${hostname()
+      .toLowerCase()
+      .replace(/[^a-z0-9-]/g, "-")}`,
+  );
   const [portRangeStart, portRangeEnd] = parseRange(envString(env, "AGENT_PORT_RANGE", "15400-15599"));
   return {
     agentId,

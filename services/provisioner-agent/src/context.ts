@@ -35,8 +35,6 @@ export function createContext(cfg: Config, overrides: Partial<AppContext> = {}):
         }),
       ),
     applied: overrides.applied ?? createAppliedStore(cfg.dataDir),
-    control:
-      overrides.control ??
-      createInternalClient(AgentService, cfg.databasesUrl, { secret: cfg.internalSecret, caller: "agent" }),
+    control: overrides.control ?? createInternalClient(AgentService, cfg.databasesUrl, { secret: cfg.internalSecret, caller: "agent" }),
   };
 }

@@ -90,10 +90,7 @@ export function startControlLoop(ctx: AppContext, signal: AbortSignal) {
       if (signal.aborted) break;
       reconciler.resync();
       try {
-        await control.reportInstances(
-          { agentId: cfg.agentId, instances: reconciler.observations() },
-          { timeoutMs: 10_000 },
-        );
+        await control.reportInstances({ agentId: cfg.agentId, instances: reconciler.observations() }, { timeoutMs: 10_000 });
       } catch (err) {
         log.warn("heartbeat failed", { error: ConnectError.from(err).rawMessage });
       }

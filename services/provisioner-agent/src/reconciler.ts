@@ -1,12 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import type { Logger } from "@dbaas/kit";
-import {
-  DesiredState,
-  InstanceObservationSchema,
-  ObservedState,
-  type InstanceObservation,
-  type InstanceSpec,
-} from "@dbaas/proto/agent";
+import { DesiredState, InstanceObservationSchema, ObservedState, type InstanceObservation, type InstanceSpec } from "@dbaas/proto/agent";
 import type { AppliedStore } from "./applied-state.ts";
 import type { InstanceRuntime, InstanceSettings } from "./runtime.ts";
 

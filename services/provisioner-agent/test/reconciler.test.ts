@@ -18,7 +18,15 @@ const ID = "rec1";
 const HOST = "db-rec.example.test";
 
 async function query(port: number, password: string, sql: string): Promise<Record<string, unknown>[]> {
-  const c = new pg.Client({ host: "127.0.0.1", port, user: "dbadmin", password, database: "defaultdb", ssl: { rejectUnauthorized: false }, connectionTimeoutMillis: 5000 });
+  const c = new pg.Client({
+    host: "127.0.0.1",
+    port,
+    user: "dbadmin",
+    password,
+    database: "defaultdb",
+    ssl: { rejectUnauthorized: false },
+    connectionTimeoutMillis: 5000,
+  });
   c.on("error", () => {});
   await c.connect();
   try {

@@ -13,7 +13,9 @@ export const addPaymentMethodBody = body({
 
 export const updatePaymentMethodBody = body({
   default: optional(
-    Type.Boolean({ description: "true makes this the default payment method, the one invoices are charged to; the previous default stops being it." }),
+    Type.Boolean({
+      description: "true makes this the default payment method, the one invoices are charged to; the previous default stops being it.",
+    }),
   ),
 });
 

@@ -60,7 +60,13 @@ async function checkOrganization(ctx: AppContext, organizationId: string, now: D
     return alerts;
   });
   for (const alert of fired) {
-    ctx.log.info("alert fired", { organization_id: organizationId, alert_id: alert.id, period, threshold: alert.threshold, total: usage.total });
+    ctx.log.info("alert fired", {
+      organization_id: organizationId,
+      alert_id: alert.id,
+      period,
+      threshold: alert.threshold,
+      total: usage.total,
+    });
   }
   return fired.length;
 }

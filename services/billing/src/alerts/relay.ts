@@ -44,7 +44,13 @@ export async function relayAlertNotifications(
     let recipients: number;
     try {
       const answer = await identity.notifyOrganization(
-        { organizationId: n.organizationId, notificationId: n.notificationId, permission: RECIPIENTS_PERMISSION, subject: n.subject, text: n.body },
+        {
+          organizationId: n.organizationId,
+          notificationId: n.notificationId,
+          permission: RECIPIENTS_PERMISSION,
+          subject: n.subject,
+          text: n.body,
+        },
         { timeoutMs: CALL_TIMEOUT_MS },
       );
       recipients = answer.recipients;

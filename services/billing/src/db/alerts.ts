@@ -65,10 +65,14 @@ export async function removeAlert(db: pg.PoolClient, organizationId: string, id:
 }
 
 export async function insertAlert(db: Db, alert: AlertRow): Promise<void> {
-  await db.query(
-    `INSERT INTO alerts (id, organization_id, threshold, currency, channels, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
-    [alert.id, alert.organization_id, alert.threshold, alert.currency, alert.channels, alert.created_at],
-  );
+  await db.query(`INSERT INTO alerts (id, organization_id, threshold, currency, channels, created_at) VALUES ($1, $2, $3, $4, $5, $6)`, [
+    alert.id,
+    alert.organization_id,
+    alert.threshold,
+    alert.currency,
+    alert.channels,
+    alert.created_at,
+  ]);
 }
 
 /**
@@ -100,13 +104,7 @@ export interface FiredAlert {
  * Returns only the alerts this call fired: a concurrent evaluator that got
  * there first keeps its firing and this one adds nothing.
  */
-export async function fireAlerts(
-  db: pg.PoolClient,
-  organizationId: string,
-  period: Date,
-  total: number,
-  now: Date,
-): Promise<FiredAlert[]> {
+export async function fireAlerts(db: pg.PoolClient, organizationId: string, period: Date, total: number, now: Date): Promise<FiredAlert[]> {
   const { rows } = await db.query<{ id: string; threshold: string; currency: string }>(
     `WITH fired AS (
        INSERT INTO alert_firings (alert_id, period, total, fired_at)
@@ -174,14 +172,16 @@ export async function claimDueNotification(db: Db, now: Date, leaseUntil: Date):
     [now, leaseUntil],
   );
   const r = rows[0];
-  return r && {
-    notificationId: r.notification_id,
-    alertId: r.alert_id,
-    organizationId: r.organization_id,
-    subject: r.subject,
-    body: r.body,
-    attempts: r.attempts,
-  };
+  return (
+    r && {
+      notificationId: r.notification_id,
+      alertId: r.alert_id,
+      organizationId: r.organization_id,
+      subject: r.subject,
+      body: r.body,
+      attempts: r.attempts,
+    }
+  );
 }
 
 /**
@@ -198,11 +198,10 @@ export async function markDelivered(db: Db, notificationId: string, recipients: 
 
 /** A notice given up meanwhile (its alert removed) keeps that reason and is not retried. */
 export async function markFailed(db: Db, notificationId: string, error: string, retryAt: Date): Promise<void> {
-  await db.query("UPDATE alert_notifications SET last_error = $2, next_attempt_at = $3 WHERE notification_id = $1 AND abandoned_at IS NULL", [
-    notificationId,
-    error.slice(0, 1000),
-    retryAt,
-  ]);
+  await db.query(
+    "UPDATE alert_notifications SET last_error = $2, next_attempt_at = $3 WHERE notification_id = $1 AND abandoned_at IS NULL",
+    [notificationId, error.slice(0, 1000), retryAt],
+  );
 }
 
 export async function markAbandoned(db: Db, notificationId: string, error: string, now: Date): Promise<void> {

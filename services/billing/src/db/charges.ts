@@ -116,7 +116,18 @@ export async function insertAttempt(
     `INSERT INTO charge_attempts (invoice_id, attempt, idempotency_key, processor, customer_ref, payment_method_id,
                                   payment_method_ref, amount_cents, currency, status, created_at, sent_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $10)`,
-    [a.invoiceId, attempt, idempotencyKey, processor, a.customerRef, a.paymentMethodId, a.paymentMethodRef, a.amountCents, a.currency, a.sentAt],
+    [
+      a.invoiceId,
+      attempt,
+      idempotencyKey,
+      processor,
+      a.customerRef,
+      a.paymentMethodId,
+      a.paymentMethodRef,
+      a.amountCents,
+      a.currency,
+      a.sentAt,
+    ],
   );
   return { ...a, attempt, idempotencyKey };
 }
@@ -165,10 +176,7 @@ export async function markPaid(db: pg.PoolClient, invoiceId: string, at: Date): 
 
 /** Unpaid after its due date (issued due at once): charged again by the loop at `retryAt`, or on a new default. */
 export async function markPastDue(db: pg.PoolClient, invoiceId: string, retryAt: Date): Promise<void> {
-  await db.query("UPDATE invoices SET status = 'past_due', next_charge_at = $2 WHERE id = $1 AND status <> 'paid'", [
-    invoiceId,
-    retryAt,
-  ]);
+  await db.query("UPDATE invoices SET status = 'past_due', next_charge_at = $2 WHERE id = $1 AND status <> 'paid'", [invoiceId, retryAt]);
 }
 
 /** Invoices the loop is due to charge at `now`, oldest due first, other than `skip`. */

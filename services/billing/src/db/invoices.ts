@@ -45,8 +45,7 @@ interface LineRow {
   amount_cents: string;
 }
 
-const COLUMNS =
-  "id, organization_id, to_char(period, 'YYYY-MM') AS period, amount_cents, currency, status, issued_at, due_at, paid_at";
+const COLUMNS = "id, organization_id, to_char(period, 'YYYY-MM') AS period, amount_cents, currency, status, issued_at, due_at, paid_at";
 
 /** A month as the `date` column stores it: its first day. */
 const day = (monthStart: Date) => monthStart.toISOString().slice(0, 10);
@@ -76,10 +75,9 @@ async function withLines(db: Db, rows: InvoiceRow[]): Promise<InvoiceRecord[]> {
 
 /** An organization's invoices, newest period first. */
 export async function listInvoices(db: Db, organizationId: string): Promise<InvoiceRecord[]> {
-  const { rows } = await db.query<InvoiceRow>(
-    `SELECT ${COLUMNS} FROM invoices WHERE organization_id = $1 ORDER BY period DESC`,
-    [organizationId],
-  );
+  const { rows } = await db.query<InvoiceRow>(`SELECT ${COLUMNS} FROM invoices WHERE organization_id = $1 ORDER BY period DESC`, [
+    organizationId,
+  ]);
   return await withLines(db, rows);
 }
 

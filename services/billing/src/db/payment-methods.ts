@@ -182,7 +182,13 @@ export async function pendingDetachments(
       ORDER BY pm.removed_at, pm.id LIMIT $4`,
     [processor, opts.id ?? null, opts.skip ?? [], opts.limit],
   );
-  return rows.map((r) => ({ id: r.id, organizationId: r.organization_id, processor, processorRef: r.processor_ref, customerRef: r.customer_ref }));
+  return rows.map((r) => ({
+    id: r.id,
+    organizationId: r.organization_id,
+    processor,
+    processorRef: r.processor_ref,
+    customerRef: r.customer_ref,
+  }));
 }
 
 export async function markDetached(db: Db, id: string, now: Date): Promise<void> {

@@ -17,7 +17,8 @@ function checkAlert(v: Validator, req: CreateAlertRequest): void {
   else if (!(req.threshold <= MAX_THRESHOLD)) v.add("threshold", `must be at most ${MAX_THRESHOLD}`);
   v.oneOf("currency", req.currency, [CURRENCY]);
   if (req.channels.length === 0) v.add("channels", "must list at least one channel");
-  else if (req.channels.some((c) => !(ALERT_CHANNELS as readonly string[]).includes(c))) v.add("channels", `must each be one of: ${ALERT_CHANNELS.join(", ")}`);
+  else if (req.channels.some((c) => !(ALERT_CHANNELS as readonly string[]).includes(c)))
+    v.add("channels", `must each be one of: ${ALERT_CHANNELS.join(", ")}`);
   else if (new Set(req.channels).size !== req.channels.length) v.add("channels", "must not repeat a channel");
 }
 

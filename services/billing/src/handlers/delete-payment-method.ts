@@ -34,7 +34,9 @@ const PLAN_TIMEOUT_MS = 5_000;
 /** The organization's plan as identity has it; undefined when identity no longer knows the organization. */
 async function planOf(ctx: AppContext, organizationId: string): Promise<string | undefined> {
   if (!ctx.identity) {
-    ctx.log.error("cannot tell whether the organization's plan needs its payment method: IDENTITY_URL is not set", { organization_id: organizationId });
+    ctx.log.error("cannot tell whether the organization's plan needs its payment method: IDENTITY_URL is not set", {
+      organization_id: organizationId,
+    });
     throw notEnabled("removing the last payment method is not available");
   }
   try {

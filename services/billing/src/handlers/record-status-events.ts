@@ -2,11 +2,7 @@ import type { HandlerContext } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { callerKey, TIERS, Validator } from "@dbaas/kit";
-import {
-  RecordStatusEventsResponseSchema,
-  type RecordStatusEventsRequest,
-  type RecordStatusEventsResponse,
-} from "@dbaas/proto/billing";
+import { RecordStatusEventsResponseSchema, type RecordStatusEventsRequest, type RecordStatusEventsResponse } from "@dbaas/proto/billing";
 import type { AppContext } from "../context.ts";
 import { insertStatusChanges, type StatusChange } from "../db/status-events.ts";
 

@@ -35,13 +35,7 @@ export function invoiceLines(usage: Usage): InvoiceLineRecord[] {
  * issuing an invoice for each that comes to at least a cent. Status changes
  * are read once for the whole stretch. Returns the invoices issued.
  */
-async function closeMonths(
-  ctx: AppContext,
-  db: pg.PoolClient,
-  organizationId: string,
-  from: Date,
-  until: Date,
-): Promise<number> {
+async function closeMonths(ctx: AppContext, db: pg.PoolClient, organizationId: string, from: Date, until: Date): Promise<number> {
   const changes = await listStatusChangesForPeriod(db, organizationId, from, until);
   const issuedAt = ctx.clock.now();
   let issued = 0;
@@ -53,7 +47,12 @@ async function closeMonths(
     const result = await insertInvoice(db, { id, organizationId, period: start, currency: CURRENCY, issuedAt, lines });
     if (result.inserted) {
       issued++;
-      ctx.log.info("invoice issued", { organization_id: organizationId, invoice_id: id, period: periodName(start), amount_cents: amountCents });
+      ctx.log.info("invoice issued", {
+        organization_id: organizationId,
+        invoice_id: id,
+        period: periodName(start),
+        amount_cents: amountCents,
+      });
     } else if (result.existingAmountCents !== amountCents) {
       // Status changes delivered after the month was invoiced: the invoice stands, someone has to credit or bill the difference.
       ctx.log.warn("usage changed after the month was invoiced", {

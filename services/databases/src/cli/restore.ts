@@ -30,7 +30,9 @@ const client = createInternalClient(DatabasesService, process.env.DATABASES_URL 
 });
 try {
   const { database } = await client.restoreDatabase({ id }, { timeoutMs: 10_000 });
-  process.stdout.write(`restored ${database!.id} (${database!.name}) in organization ${database!.organizationId}: status ${DATABASE_STATUS.read(database!.statusEnum, database!.status)}\n`);
+  process.stdout.write(
+    `restored ${database!.id} (${database!.name}) in organization ${database!.organizationId}: status ${DATABASE_STATUS.read(database!.statusEnum, database!.status)}\n`,
+  );
   process.exit(0);
 } catch (err) {
   process.stderr.write(`restore failed: ${ConnectError.from(err).rawMessage}\n`);

@@ -111,10 +111,10 @@ export async function lockOwned(db: pg.ClientBase, orgId: string, id: string): P
 
 /** The organization's live database `id`, unlocked; undefined when there is none. */
 export async function findOwned(db: Db, orgId: string, id: string): Promise<DatabaseRow | undefined> {
-  const { rows } = await db.query<DatabaseRow>(
-    "SELECT * FROM databases WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL",
-    [id, orgId],
-  );
+  const { rows } = await db.query<DatabaseRow>("SELECT * FROM databases WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL", [
+    id,
+    orgId,
+  ]);
   return rows[0];
 }
 
@@ -133,7 +133,12 @@ export interface ListFilter {
 }
 
 /** One page of the organization's live databases, newest first, and how many there are in all. */
-export async function listLive(pool: pg.Pool, f: ListFilter, limit: number, offset: number): Promise<{ rows: DatabaseRow[]; total: number }> {
+export async function listLive(
+  pool: pg.Pool,
+  f: ListFilter,
+  limit: number,
+  offset: number,
+): Promise<{ rows: DatabaseRow[]; total: number }> {
   const where = "organization_id = $1 AND deleted_at IS NULL AND ($2 = '' OR status = $2) AND ($3 = '' OR region = $3)";
   const params = [f.organizationId, f.status, f.region];
   const [{ rows }, count] = await Promise.all([
@@ -254,7 +259,9 @@ export async function setVerifier(db: pg.ClientBase, id: string, verifier: strin
 
 /** The credentials generation the agent last confirmed for database `id`. */
 export async function appliedCredentials(db: Db, id: string): Promise<bigint> {
-  const { rows } = await db.query<{ applied: string }>("SELECT applied_credentials_generation AS applied FROM databases WHERE id = $1", [id]);
+  const { rows } = await db.query<{ applied: string }>("SELECT applied_credentials_generation AS applied FROM databases WHERE id = $1", [
+    id,
+  ]);
   return BigInt(rows[0]!.applied);
 }
 

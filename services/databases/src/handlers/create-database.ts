@@ -22,8 +22,16 @@ export function createDatabase(ctx: AppContext) {
   return async (req: CreateDatabaseRequest): Promise<CreateDatabaseResponse> => {
     const v = new Validator();
     const name = validateName(v, req.name);
-    v.oneOf("region", req.region, REGIONS.map((r) => r.code));
-    v.oneOf("tier", req.tier, TIERS.map((t) => t.name));
+    v.oneOf(
+      "region",
+      req.region,
+      REGIONS.map((r) => r.code),
+    );
+    v.oneOf(
+      "tier",
+      req.tier,
+      TIERS.map((t) => t.name),
+    );
     const version = req.version === "" ? ctx.cfg.defaultVersion : req.version;
     v.oneOf("version", version, await availableVersions(ctx.pool));
     if (req.organizationId === "") v.add("organization_id", "is required");

@@ -12,7 +12,12 @@ export function listDatabases(ctx: AppContext) {
     const { page, perPage } = checkPaging(v, req.page, req.perPage);
     const status = requestedStatus(req);
     if (status !== "") v.oneOf("status", status, DATABASE_STATUSES);
-    if (req.region !== "") v.oneOf("region", req.region, REGIONS.map((r) => r.code));
+    if (req.region !== "")
+      v.oneOf(
+        "region",
+        req.region,
+        REGIONS.map((r) => r.code),
+      );
     v.throwIfAny();
     const { rows, total } = await listLive(
       ctx.pool,

@@ -1,10 +1,5 @@
 import { TIERS, Validator, notFound } from "@dbaas/kit";
-import type {
-  ResizeDatabaseRequest,
-  RestartDatabaseRequest,
-  StartDatabaseRequest,
-  StopDatabaseRequest,
-} from "@dbaas/proto/databases";
+import type { ResizeDatabaseRequest, RestartDatabaseRequest, StartDatabaseRequest, StopDatabaseRequest } from "@dbaas/proto/databases";
 import type { AppContext } from "../context.ts";
 import { findOwned } from "../db/databases.ts";
 import { toDatabase } from "../mappers.ts";
@@ -26,7 +21,11 @@ export const restartDatabase = (ctx: AppContext) => move(ctx, "restart");
 export function resizeDatabase(ctx: AppContext) {
   return async (req: ResizeDatabaseRequest) => {
     const v = new Validator();
-    v.oneOf("tier", req.tier, TIERS.map((t) => t.name));
+    v.oneOf(
+      "tier",
+      req.tier,
+      TIERS.map((t) => t.name),
+    );
     v.throwIfAny();
     const current = await findOwned(ctx.pool, req.organizationId, req.id);
     if (!current) throw notFound("database");

@@ -37,7 +37,11 @@ export async function admitClients(host: Host, id: string, o: InstanceSettings, 
   // proves the postmaster has processed the reload (and the new pg_hba.conf).
   const deadline = Date.now() + ADMIT_TIMEOUT_MS;
   for (;;) {
-    const t = await withAgentClient(sock, o.port, async (c) => (await c.query<{ t: string }>("SELECT pg_conf_load_time()::text AS t")).rows[0]!.t);
+    const t = await withAgentClient(
+      sock,
+      o.port,
+      async (c) => (await c.query<{ t: string }>("SELECT pg_conf_load_time()::text AS t")).rows[0]!.t,
+    );
     if (t !== loadedBefore) break;
     if (Date.now() > deadline) throw new Error(`instance ${id}: configuration reload not observed within 10 s`);
     await sleep(10);
@@ -45,7 +49,14 @@ export async function admitClients(host: Host, id: string, o: InstanceSettings, 
   let lastErr: unknown;
   for (;;) {
     try {
-      await probeTlsLogin({ host: host.probeHost, port: o.port, caPem: ca.certPem, hostname: o.hostname, user: ADMIN_ROLE, database: DEFAULT_DATABASE });
+      await probeTlsLogin({
+        host: host.probeHost,
+        port: o.port,
+        caPem: ca.certPem,
+        hostname: o.hostname,
+        user: ADMIN_ROLE,
+        database: DEFAULT_DATABASE,
+      });
       return;
     } catch (e) {
       lastErr = e;
@@ -60,7 +71,8 @@ export async function setPassword(host: Host, id: string, verifier: string): Pro
   assertVerifier(verifier);
   const pf = await readPidFile(host.instanceDir(id));
   const obs = await observeInstance(host, id);
-  if (obs.state !== "running" || !pf?.port || !pf.socketDir) throw new Error(`instance ${id} is not running (${obs.state}${obs.message ? `: ${obs.message}` : ""})`);
+  if (obs.state !== "running" || !pf?.port || !pf.socketDir)
+    throw new Error(`instance ${id} is not running (${obs.state}${obs.message ? `: ${obs.message}` : ""})`);
   await withAgentClient(pf.socketDir, pf.port, (c) => alterPassword(c, verifier));
   host.log(`instance ${id}: password updated`);
 }

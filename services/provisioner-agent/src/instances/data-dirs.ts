@@ -72,7 +72,19 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean): D
       await prepareLogFile(runAs, buildLog);
       await runCommand(
         bins.initdb,
-        ["-D", tmp, "-U", AGENT_SUPERUSER, "--auth-local=trust", "--auth-host=reject", "--no-sync", "-E", "UTF8", "--locale=C", "--no-instructions"],
+        [
+          "-D",
+          tmp,
+          "-U",
+          AGENT_SUPERUSER,
+          "--auth-local=trust",
+          "--auth-host=reject",
+          "--no-sync",
+          "-E",
+          "UTF8",
+          "--locale=C",
+          "--no-instructions",
+        ],
         { runAs, timeoutMs: 120_000 },
       );
       await appendFile(
@@ -81,7 +93,12 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean): D
       );
       const o = `-c listen_addresses= -c unix_socket_directories=${host.socketDir} -c port=${buildPort} -c fsync=off`;
       try {
-        await pgCtl(host, bins, ["-D", tmp, "-l", buildLog, "-w", "-t", String(START_TIMEOUT_S), "-o", o, "start"], (START_TIMEOUT_S + 10) * 1000);
+        await pgCtl(
+          host,
+          bins,
+          ["-D", tmp, "-l", buildLog, "-w", "-t", String(START_TIMEOUT_S), "-o", o, "start"],
+          (START_TIMEOUT_S + 10) * 1000,
+        );
       } catch (e) {
         throw new Error(`template ${major}: server did not start: ${errMsg(e)}\n${await tail(buildLog)}`);
       }
@@ -177,7 +194,10 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean): D
   async function list(): Promise<string[]> {
     await host.init();
     const entries = await readdir(instancesDir, { withFileTypes: true });
-    return entries.filter((e) => e.isDirectory() && ID_RE.test(e.name)).map((e) => e.name).sort();
+    return entries
+      .filter((e) => e.isDirectory() && ID_RE.test(e.name))
+      .map((e) => e.name)
+      .sort();
   }
 
   async function cleanupLeftovers(): Promise<string[]> {

@@ -82,7 +82,8 @@ export function createHost(opts: HostOptions): Host {
   if (!/^[A-Za-z0-9_./-]+$/.test(socketDir)) throw new Error(`socket directory ${socketDir} contains unsafe characters; set TMPDIR`);
 
   const firstListen = listenAddress.split(",")[0]!.trim();
-  const probeHost = firstListen === "*" || firstListen === "0.0.0.0" || firstListen === "" ? "127.0.0.1" : firstListen === "::" ? "::1" : firstListen;
+  const probeHost =
+    firstListen === "*" || firstListen === "0.0.0.0" || firstListen === "" ? "127.0.0.1" : firstListen === "::" ? "::1" : firstListen;
 
   let initPromise: Promise<void> | undefined;
   let caPromise: Promise<AgentCA> | undefined;
@@ -95,9 +96,7 @@ export function createHost(opts: HostOptions): Host {
     for (let dir = path.dirname(root); ; dir = path.dirname(dir)) {
       const st = await stat(dir);
       const ok =
-        (st.mode & 0o001) !== 0 ||
-        (st.uid === runAs.uid && (st.mode & 0o100) !== 0) ||
-        (st.gid === runAs.gid && (st.mode & 0o010) !== 0);
+        (st.mode & 0o001) !== 0 || (st.uid === runAs.uid && (st.mode & 0o100) !== 0) || (st.gid === runAs.gid && (st.mode & 0o010) !== 0);
       if (!ok) throw new Error(`${dir} is not traversable by ${runAs.user} (uid ${runAs.uid}); PostgreSQL could not reach ${root}`);
       if (path.dirname(dir) === dir) break;
     }

@@ -54,7 +54,8 @@ export async function observeInstance(host: Host, id: string): Promise<RuntimeOb
     return {
       state: "crashed",
       ...(Number.isInteger(pf.pid) && pf.pid > 0 ? { pid: pf.pid } : {}),
-      message: Number.isInteger(pf.pid) && pf.pid > 0 ? `stale postmaster.pid: postmaster ${pf.pid} is not running` : "unreadable postmaster.pid",
+      message:
+        Number.isInteger(pf.pid) && pf.pid > 0 ? `stale postmaster.pid: postmaster ${pf.pid} is not running` : "unreadable postmaster.pid",
     };
   }
   const base = { pid: pf.pid, ...(pf.port ? { port: pf.port } : {}) };
@@ -63,7 +64,11 @@ export async function observeInstance(host: Host, id: string): Promise<RuntimeOb
     await withAgentClient(pf.socketDir, pf.port, (c) => c.query("SELECT 1"), 2000);
     return { state: "running", ...base };
   } catch (e) {
-    return { state: "running", ...base, message: `postmaster alive but not accepting connections (${pf.status ?? "unknown status"}): ${errMsg(e)}` };
+    return {
+      state: "running",
+      ...base,
+      message: `postmaster alive but not accepting connections (${pf.status ?? "unknown status"}): ${errMsg(e)}`,
+    };
   }
 }
 

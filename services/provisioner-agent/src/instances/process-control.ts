@@ -127,7 +127,8 @@ export async function stopInstance(host: Host, id: string): Promise<void> {
   if (host.isPostmasterIn(pid, real)) throw new Error(`instance ${id}: postmaster ${pid} still running after stop`);
   if (obs.port) {
     while (!(await tcpPortRefuses(host.probeHost, obs.port, 500))) {
-      if (Date.now() > deadline) throw new Error(`instance ${id}: stopped, but something still accepts connections on ${host.probeHost}:${obs.port}`);
+      if (Date.now() > deadline)
+        throw new Error(`instance ${id}: stopped, but something still accepts connections on ${host.probeHost}:${obs.port}`);
       await sleep(50);
     }
   }

@@ -55,7 +55,11 @@ export interface TierSettingsOptions {
  * shared_buffers and max_connections than the one below it, so a resize is
  * observable with `SHOW`.
  */
-export function tierSettings(tier: string, hostMemoryBytes: number = os.totalmem(), opts: TierSettingsOptions = {}): Record<string, string> {
+export function tierSettings(
+  tier: string,
+  hostMemoryBytes: number = os.totalmem(),
+  opts: TierSettingsOptions = {},
+): Record<string, string> {
   if (!isTierName(tier)) throw new Error(`unknown tier ${JSON.stringify(tier)}; expected one of ${TIER_NAMES.join(", ")}`);
   const scale = opts.scale ?? defaultMemoryScale(hostMemoryBytes);
   if (!(scale > 0)) throw new Error(`tierSettings: scale must be positive, got ${scale}`);

@@ -11,7 +11,14 @@ import { freePort, randomPassword, scramVerifier, tempDataDir } from "./helpers.
 const HOST = "db-recovery.example.test";
 
 async function query(port: number, password: string, sql: string): Promise<Record<string, unknown>[]> {
-  const c = new pg.Client({ host: "127.0.0.1", port, user: "dbadmin", password, database: "defaultdb", ssl: { rejectUnauthorized: false } });
+  const c = new pg.Client({
+    host: "127.0.0.1",
+    port,
+    user: "dbadmin",
+    password,
+    database: "defaultdb",
+    ssl: { rejectUnauthorized: false },
+  });
   c.on("error", () => {});
   await c.connect();
   try {
@@ -60,7 +67,11 @@ describe("crash safety and recovery", { timeout: 60_000 }, () => {
       await chown(m.socketDir, runAs.uid, runAs.gid);
     }
     await runCommand(bins.initdb, ["-D", tmp, "-U", "dbaas_agent", "-A", "trust", "--no-sync", "--locale=C"], { runAs });
-    await runCommand(bins.pgCtl, ["-D", tmp, "-w", "-l", "/dev/null", "-o", `-c listen_addresses= -c unix_socket_directories=${m.socketDir} -c port=1017`, "start"], { runAs });
+    await runCommand(
+      bins.pgCtl,
+      ["-D", tmp, "-w", "-l", "/dev/null", "-o", `-c listen_addresses= -c unix_socket_directories=${m.socketDir} -c port=1017`, "start"],
+      { runAs },
+    );
     const orphanPid = Number((await readFile(path.join(tmp, "postmaster.pid"), "utf8")).split("\n")[0]);
 
     const [a, b] = await Promise.all([m.ensureTemplate("17"), m.ensureTemplate("17")]);
@@ -164,6 +175,8 @@ describe("crash safety and recovery", { timeout: 60_000 }, () => {
     await expect(m.provision("nover", { major: "9" })).rejects.toThrow(/not installed/);
     await expect(m.start("keep", { port: 80, tier: "micro", hostname: HOST, scramVerifier: scramVerifier("x") })).rejects.toThrow(/port/);
     await expect(m.start("keep", { port: 5432, tier: "huge", hostname: HOST, scramVerifier: scramVerifier("x") })).rejects.toThrow(/tier/);
-    await expect(m.start("missing", { port: 5432, tier: "micro", hostname: HOST, scramVerifier: scramVerifier("x") })).rejects.toThrow(/not provisioned/);
+    await expect(m.start("missing", { port: 5432, tier: "micro", hostname: HOST, scramVerifier: scramVerifier("x") })).rejects.toThrow(
+      /not provisioned/,
+    );
   });
 });
