@@ -25,15 +25,16 @@ interface RawResponse {
 
 /** Sends `chunks` (with a pause between them) and collects what comes back until the server closes. */
 function send(port: number, ...chunks: Array<string | Buffer>): Promise<RawResponse> {
-  return exchange(port, chunks, false);
+  return exchange(port, chunks);
 }
 
 /** Sends `request` and half-closes at once, as `nc -N` does: the answer must still come back. */
 function sendAndEnd(port: number, request: string): Promise<RawResponse> {
-  return exchange(port, [request], true);
+  return exchange(port, [], request);
 }
 
-function exchange(port: number, chunks: Array<string | Buffer>, endAtOnce: boolean): Promise<RawResponse> {
+/** Writes `chunks` with pauses, or, given `last`, writes it and half-closes at once. */
+function exchange(port: number, chunks: Array<string | Buffer>, last?: string): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, "127.0.0.1");
     const received: Buffer[] = [];
@@ -51,8 +52,8 @@ function exchange(port: number, chunks: Array<string | Buffer>, endAtOnce: boole
       const status = Number(/^HTTP\/1\.1 (\d{3}) /.exec(statusLine ?? "")?.[1] ?? 0);
       resolve({ status, headers, body: Buffer.from(raw.slice(split + 4), "latin1").toString("utf8"), raw });
     });
-    if (endAtOnce) {
-      socket.end(chunks[0]);
+    if (last !== undefined) {
+      socket.end(last);
       return;
     }
     void (async () => {

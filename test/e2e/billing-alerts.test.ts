@@ -159,7 +159,7 @@ describe("billing alerts, end to end", () => {
   });
 
   it("DELETE removes an alert (204); again, or from another organization, is 404", async () => {
-    const [fired, pending] = (await owner.get(PATH)).body.data.alerts as { id: string }[];
+    const [fired, pending] = (await owner.get(PATH)).body.data.alerts as [{ id: string }, { id: string }];
     const stranger = createApi(stack.baseUrl);
     await stranger.signup("alr-stranger");
     expect((await stranger.delete(`${PATH}/${pending.id}`)).status).toBe(404);

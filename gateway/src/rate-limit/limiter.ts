@@ -27,12 +27,14 @@ export interface RateLimiter {
 const MINUTE = 60;
 const DAY = 86_400;
 
+const FREE_WINDOWS: readonly Window[] = [
+  { limit: 60, seconds: MINUTE },
+  { limit: 1_000, seconds: DAY },
+];
+
 /** Spec §8. A plan the gateway does not know gets the free plan's limits. */
 const PLAN_WINDOWS: Record<string, readonly Window[]> = {
-  free: [
-    { limit: 60, seconds: MINUTE },
-    { limit: 1_000, seconds: DAY },
-  ],
+  free: FREE_WINDOWS,
   pro: [
     { limit: 1_000, seconds: MINUTE },
     { limit: 100_000, seconds: DAY },
@@ -44,7 +46,7 @@ const PLAN_WINDOWS: Record<string, readonly Window[]> = {
 };
 
 export function planWindows(plan: string): readonly Window[] {
-  return PLAN_WINDOWS[plan] ?? PLAN_WINDOWS.free;
+  return PLAN_WINDOWS[plan] ?? FREE_WINDOWS;
 }
 
 export function ipWindows(perMinute: number, perDay: number): readonly Window[] {
@@ -63,11 +65,12 @@ export const windowStart = (nowS: number, w: Window) => Math.floor(nowS / w.seco
  * resets last, so Retry-After is when the request can really succeed.
  */
 export function decide(nowS: number, windows: readonly Window[], counts: readonly number[], allowed: boolean): Decision {
-  const states = windows.map((w, i) => ({
-    limit: w.limit,
-    remaining: Math.max(0, w.limit - counts[i]),
-    reset: windowStart(nowS, w) + w.seconds,
-  }));
+  const states = windows.map((w, i) => {
+    const count = counts[i];
+    // One count per window (this process's, or Redis's script's): a missing one is a bug, not an unused window.
+    if (count === undefined) throw new Error(`rate limit: ${counts.length} counts for ${windows.length} windows`);
+    return { limit: w.limit, remaining: Math.max(0, w.limit - count), reset: windowStart(nowS, w) + w.seconds };
+  });
   if (!allowed) {
     const exhausted = states.filter((s) => s.remaining === 0);
     const worst = exhausted.reduce((a, b) => (b.reset > a.reset ? b : a));
@@ -91,32 +94,41 @@ export function createLocalLimiter(clock: Clock): RateLimiter {
     for (const [key, c] of counters) if (c.expires <= nowS) counters.delete(key);
   };
 
-  const current = (subject: string, windows: readonly Window[], nowS: number) => {
-    const keys = windows.map((w) => `${subject}:${w.seconds}:${windowStart(nowS, w)}`);
-    const counts = keys.map((k) => {
-      const c = counters.get(k);
-      return c && c.expires > nowS ? c.count : 0;
+  /** Each window's counter key and count so far. */
+  const current = (subject: string, windows: readonly Window[], nowS: number) =>
+    windows.map((window) => {
+      const key = `${subject}:${window.seconds}:${windowStart(nowS, window)}`;
+      const c = counters.get(key);
+      return { window, key, count: c && c.expires > nowS ? c.count : 0 };
     });
-    return { keys, counts };
-  };
 
   return {
     async consume(subject, windows) {
       const nowS = Math.floor(clock.now().getTime() / 1000);
       sweep(nowS);
-      const { keys, counts } = current(subject, windows, nowS);
-      const allowed = windows.every((w, i) => counts[i] < w.limit);
+      const slots = current(subject, windows, nowS);
+      const allowed = slots.every((s) => s.count < s.window.limit);
       if (allowed) {
-        windows.forEach((w, i) => {
-          counts[i] += 1;
-          counters.set(keys[i], { count: counts[i], expires: windowStart(nowS, w) + w.seconds });
-        });
+        for (const s of slots) {
+          s.count += 1;
+          counters.set(s.key, { count: s.count, expires: windowStart(nowS, s.window) + s.window.seconds });
+        }
       }
-      return decide(nowS, windows, counts, allowed);
+      return decide(
+        nowS,
+        windows,
+        slots.map((s) => s.count),
+        allowed,
+      );
     },
     async peek(subject, windows) {
       const nowS = Math.floor(clock.now().getTime() / 1000);
-      return decide(nowS, windows, current(subject, windows, nowS).counts, true);
+      return decide(
+        nowS,
+        windows,
+        current(subject, windows, nowS).map((s) => s.count),
+        true,
+      );
     },
   };
 }

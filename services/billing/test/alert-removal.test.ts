@@ -90,7 +90,7 @@ describe("DeleteAlert", () => {
     const made = [];
     for (let i = 0; i < MAX_ALERTS_PER_ORGANIZATION; i++) made.push(await alert(org, 10 + i));
     expect((await rejection(alert(org, 5))).code).toBe(Code.FailedPrecondition);
-    await client.deleteAlert({ organizationId: org, id: made[0].id });
+    await client.deleteAlert({ organizationId: org, id: made[0]!.id });
     await alert(org, 5);
     expect((await client.listAlerts({ organizationId: org })).alerts).toHaveLength(MAX_ALERTS_PER_ORGANIZATION);
   });

@@ -112,7 +112,9 @@ async function notificationRow(notificationId: string) {
     "SELECT attempts, next_attempt_at, last_error, delivered_at, recipients, abandoned_at FROM alert_notifications WHERE notification_id = $1",
     [notificationId],
   );
-  return rows[0];
+  const row = rows[0];
+  if (!row) throw new Error(`no alert notification ${notificationId}`);
+  return row;
 }
 
 describe("CreateAlert", () => {
@@ -216,7 +218,8 @@ describe("checking alerts", () => {
     expect((await client.getUsage({ organizationId: org })).total).toBe(20);
     await run();
     expect(fake.calls.filter((c) => c.req.organizationId === org).map((c) => c.caller)).toEqual(["billing"]);
-    const [march] = callsFor(org);
+    // The one call the line above found.
+    const march = callsFor(org)[0]!;
     expect(march).toMatchObject({
       organizationId: org,
       notificationId: `alert-${id}-2025-03`,
@@ -247,7 +250,7 @@ describe("checking alerts", () => {
     expect(april.map((c) => [c.notificationId, c.subject])).toEqual([
       [`alert-${id}-2025-04`, "Spending alert: your organization passed 20.00 USD in 2025-04"],
     ]);
-    expect(april[0].text).toContain("Month-to-date total: 20.16 USD");
+    expect(april[0]?.text).toContain("Month-to-date total: 20.16 USD");
 
     const firings = await env.ctx.pool.query<{ period: string; total: string }>(
       "SELECT to_char(period, 'YYYY-MM') AS period, total FROM alert_firings WHERE alert_id = $1 ORDER BY period",

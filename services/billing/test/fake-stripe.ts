@@ -68,8 +68,8 @@ const error = (status: number, type: string, message: string, code?: string, par
 function metadataOf(form: Record<string, string>): Record<string, string> {
   const metadata: Record<string, string> = {};
   for (const [k, v] of Object.entries(form)) {
-    const m = /^metadata\[(.+)\]$/.exec(k);
-    if (m) metadata[m[1]] = v;
+    const key = /^metadata\[(.+)\]$/.exec(k)?.[1];
+    if (key !== undefined) metadata[key] = v;
   }
   return metadata;
 }
@@ -94,7 +94,7 @@ export async function startFakeStripe(secretKey: string): Promise<FakeStripe> {
     }
     if (!/^[a-z]{3}$/.test(form.currency ?? ""))
       return error(400, "invalid_request_error", "Invalid currency", "parameter_invalid_empty", "currency");
-    if (!customers.has(form.customer)) {
+    if (!customers.has(form.customer ?? "")) {
       return error(400, "invalid_request_error", `No such customer: '${form.customer}'`, "resource_missing", "customer");
     }
     const pm = paymentMethods.get(form.payment_method ?? "");
@@ -143,11 +143,10 @@ export async function startFakeStripe(secretKey: string): Promise<FakeStripe> {
   };
 
   const handle = (method: string, path: string, form: Record<string, string>): Answer => {
-    const retrieve = /^\/v1\/payment_methods\/([^/]+)$/.exec(path);
-    if (method === "GET" && retrieve) {
-      const stored = paymentMethods.get(decodeURIComponent(retrieve[1]));
-      if (!stored)
-        return error(404, "invalid_request_error", `No such PaymentMethod: '${retrieve[1]}'`, "resource_missing", "payment_method");
+    const retrieve = /^\/v1\/payment_methods\/([^/]+)$/.exec(path)?.[1];
+    if (method === "GET" && retrieve !== undefined) {
+      const stored = paymentMethods.get(decodeURIComponent(retrieve));
+      if (!stored) return error(404, "invalid_request_error", `No such PaymentMethod: '${retrieve}'`, "resource_missing", "payment_method");
       return { status: 200, body: stored };
     }
     if (method !== "POST") return error(404, "invalid_request_error", "Unrecognized request URL");
@@ -173,12 +172,11 @@ export async function startFakeStripe(secretKey: string): Promise<FakeStripe> {
       cards.set(pm.id, card);
       return { status: 200, body: pm };
     }
-    const attach = /^\/v1\/payment_methods\/([^/]+)\/attach$/.exec(path);
-    if (attach) {
-      const stored = paymentMethods.get(decodeURIComponent(attach[1]));
-      if (!stored)
-        return error(404, "invalid_request_error", `No such PaymentMethod: '${attach[1]}'`, "resource_missing", "payment_method");
-      if (!customers.has(form.customer)) {
+    const attach = /^\/v1\/payment_methods\/([^/]+)\/attach$/.exec(path)?.[1];
+    if (attach !== undefined) {
+      const stored = paymentMethods.get(decodeURIComponent(attach));
+      if (!stored) return error(404, "invalid_request_error", `No such PaymentMethod: '${attach}'`, "resource_missing", "payment_method");
+      if (!customers.has(form.customer ?? "")) {
         return error(400, "invalid_request_error", `No such customer: '${form.customer}'`, "resource_missing", "customer");
       }
       const declineOnAttach = cards.get(stored.id as string)?.declineOnAttach;
@@ -186,11 +184,10 @@ export async function startFakeStripe(secretKey: string): Promise<FakeStripe> {
       stored.customer = form.customer;
       return { status: 200, body: stored };
     }
-    const detach = /^\/v1\/payment_methods\/([^/]+)\/detach$/.exec(path);
-    if (detach) {
-      const stored = paymentMethods.get(decodeURIComponent(detach[1]));
-      if (!stored)
-        return error(404, "invalid_request_error", `No such PaymentMethod: '${detach[1]}'`, "resource_missing", "payment_method");
+    const detach = /^\/v1\/payment_methods\/([^/]+)\/detach$/.exec(path)?.[1];
+    if (detach !== undefined) {
+      const stored = paymentMethods.get(decodeURIComponent(detach));
+      if (!stored) return error(404, "invalid_request_error", `No such PaymentMethod: '${detach}'`, "resource_missing", "payment_method");
       // Stripe's wording, and no error code.
       if (stored.customer === null) {
         return error(
@@ -212,7 +209,7 @@ export async function startFakeStripe(secretKey: string): Promise<FakeStripe> {
     req.on("end", () => {
       const raw = Buffer.concat(chunks).toString("utf8");
       const form = Object.fromEntries(new URLSearchParams(raw));
-      const path = (req.url ?? "").split("?")[0];
+      const [path = ""] = (req.url ?? "").split("?");
       requests.push({ method: req.method ?? "", path, headers: req.headers, form });
       const send = ({ status, body }: Answer, replayed = false) => {
         res.writeHead(status, { "content-type": "application/json", ...(replayed ? { "idempotent-replayed": "true" } : {}) });
@@ -220,8 +217,11 @@ export async function startFakeStripe(secretKey: string): Promise<FakeStripe> {
         res.end(typeof body === "string" ? body : JSON.stringify(body));
       };
       if (hung.some((p) => p.test(path))) return;
-      const failure = failures.findIndex((f) => f.path.test(path));
-      if (failure >= 0) return send(failures.splice(failure, 1)[0].answer);
+      const failure = failures.find((f) => f.path.test(path));
+      if (failure) {
+        failures.splice(failures.indexOf(failure), 1);
+        return send(failure.answer);
+      }
       if (req.headers.authorization !== `Bearer ${secretKey}`) {
         return send(error(401, "invalid_request_error", `Invalid API Key provided: ${String(req.headers.authorization).slice(7, 15)}****`));
       }

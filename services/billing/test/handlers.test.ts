@@ -75,7 +75,7 @@ describe("RecordStatusEvents", () => {
     await client.recordStatusEvents({ events: times.map(([s, t]) => ev(shuffled, "db-a", "medium", s, t)).reverse() });
     // Separate deliveries, the stop arriving before the start.
     for (const i of [5, 1, 3, 0, 2, 4]) {
-      const [s, t] = times[i];
+      const [s, t] = times[i]!;
       await client.recordStatusEvents({ events: [ev(oneByOne, "db-a", "medium", s, t)] });
     }
     // 3 h + 8 h at medium (0.12/h).
@@ -116,8 +116,8 @@ describe("RecordStatusEvents", () => {
       "events[0].status",
       "events[0].occurred_at",
     ]);
-    expect(violationsOf(err)[1].message).toBe("must be 1-128 printable characters without spaces");
-    expect(violationsOf(err)[4].message).toBe("must be a timestamp between 1970-01-01 and 9999-12-31");
+    expect(violationsOf(err)[1]?.message).toBe("must be 1-128 printable characters without spaces");
+    expect(violationsOf(err)[4]?.message).toBe("must be a timestamp between 1970-01-01 and 9999-12-31");
   });
 
   it("rejects an empty batch and an oversized one", async () => {

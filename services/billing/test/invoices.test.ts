@@ -76,7 +76,7 @@ async function invoices(organizationId: string): Promise<Invoice[]> {
 async function only(organizationId: string): Promise<Invoice> {
   const list = await invoices(organizationId);
   expect(list).toHaveLength(1);
-  return list[0];
+  return list[0]!;
 }
 
 async function addCard(organizationId: string, token: string) {
@@ -409,7 +409,7 @@ describe("charging invoices", () => {
     await run();
     const resent = sentFor().slice(1);
     expect(resent).toHaveLength(1);
-    expect(resent[0].idempotencyKey).toBe(key);
+    expect(resent[0]?.idempotencyKey).toBe(key);
     const paid = await only(org);
     expect(paid.status).toBe("paid");
     expect(iso(paid.paidAt)).toBe("2025-04-01T00:10:00.000Z");
@@ -484,20 +484,21 @@ describe("ListInvoices and GetInvoicePdf", () => {
       ["2025-02", 0.36, mine],
       ["2025-01", 0.24, mine],
     ]);
-    const [other] = await invoices(theirs);
+    const february = list[0]!;
+    const other = (await invoices(theirs))[0]!;
     expect(other.organizationId).toBe(theirs);
     expect(await invoices(newOrg())).toEqual([]);
 
-    const { pdf, filename } = await client.getInvoicePdf({ organizationId: mine, id: list[0].id });
-    expect(filename).toBe(`invoice-2025-02-${list[0].id}.pdf`);
+    const { pdf, filename } = await client.getInvoicePdf({ organizationId: mine, id: february.id });
+    expect(filename).toBe(`invoice-2025-02-${february.id}.pdf`);
     const { shown } = await checkPdf(pdf);
-    expect(shown).toEqual(expect.arrayContaining(["dbaas", list[0].id, mine, "paid", "Compute, medium", "3", "0.36", "USD 0.36"]));
+    expect(shown).toEqual(expect.arrayContaining(["dbaas", february.id, mine, "paid", "Compute, medium", "3", "0.36", "USD 0.36"]));
 
     for (const [organizationId, id] of [
-      [theirs, list[0].id],
+      [theirs, february.id],
       [mine, other.id],
       [mine, "inv-doesnotexist0000"],
-    ]) {
+    ] as const) {
       const err = await rejection(client.getInvoicePdf({ organizationId, id }));
       expect(err.code).toBe(Code.NotFound);
       expect(err.rawMessage).toBe("invoice not found");

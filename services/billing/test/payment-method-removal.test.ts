@@ -192,7 +192,7 @@ describe("DeletePaymentMethod", () => {
       [org, visa.id],
       [org, other.id],
       [org, "pm-doesnotexist0000"],
-    ]) {
+    ] as const) {
       const err = await rejection(remove(organizationId, id));
       expect([err.code, err.rawMessage]).toEqual([Code.NotFound, "payment method not found"]);
     }

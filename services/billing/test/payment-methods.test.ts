@@ -133,7 +133,7 @@ describe("AddPaymentMethod", () => {
 
     // 255 printable characters is the longest token that reaches the processor (which declines this one).
     const longest = await rejection(client.addPaymentMethod({ organizationId: org, type: "card", token: "t".repeat(255) }));
-    expect(violationsOf(longest)[0].message).toMatch(/^was declined by the payment processor/);
+    expect(violationsOf(longest)[0]?.message).toMatch(/^was declined by the payment processor/);
   });
 
   it("makes exactly one of several concurrent first adds the default", async () => {
@@ -281,7 +281,7 @@ describe("UpdatePaymentMethod", () => {
     const methods: PaymentMethod[] = [];
     for (let i = 0; i < 6; i++) methods.push(await add(org, "tok_visa"));
     for (let round = 0; round < 5; round++) {
-      const targets = Array.from({ length: 12 }, (_, i) => methods[(i * 5 + round) % methods.length].id);
+      const targets = Array.from({ length: 12 }, (_, i) => methods[(i * 5 + round) % methods.length]!.id);
       const results = await Promise.all([
         ...targets.map((id) => client.updatePaymentMethod({ organizationId: org, id, isDefault: true })),
         add(org, "tok_mastercard"),

@@ -60,7 +60,7 @@ export async function checkPdf(bytes: Uint8Array): Promise<CheckedPdf> {
   const trailer = /^trailer\n<<([\s\S]*?)>>\nstartxref\n/.exec(text.slice(at));
   expect(trailer, "trailer after the xref table").not.toBeNull();
   expect(trailer![1]).toMatch(new RegExp(`/Size ${size}\\b`));
-  const root = /\/Root (\d+) 0 R/.exec(trailer![1]);
+  const root = /\/Root (\d+) 0 R/.exec(trailer?.[1] ?? "");
   expect(root, "trailer names the catalogue").not.toBeNull();
   expect(text).toMatch(new RegExp(`(^|\\n)${root![1]} 0 obj\\n<<\\n/Type /Catalog\\n`));
 

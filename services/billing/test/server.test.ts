@@ -84,8 +84,9 @@ describe("billing over HTTP/2", () => {
 
     const { invoices } = await client.listInvoices({ organizationId });
     expect(invoices.map((i) => [i.period, i.amount, i.status])).toEqual([["2025-02", 2.4, "paid"]]);
-    const { pdf, filename } = await client.getInvoicePdf({ organizationId, id: invoices[0].id });
-    expect(filename).toBe(`invoice-2025-02-${invoices[0].id}.pdf`);
+    const invoice = invoices[0]!;
+    const { pdf, filename } = await client.getInvoicePdf({ organizationId, id: invoice.id });
+    expect(filename).toBe(`invoice-2025-02-${invoice.id}.pdf`);
     // The high bytes of the binary marker line (pdfkit's) survive the trip.
     expect([...pdf.subarray(9, 15)]).toEqual([0x25, 0xff, 0xff, 0xff, 0xff, 0x0a]);
     expect((await checkPdf(pdf)).shown).toContain("USD 2.40");

@@ -252,7 +252,7 @@ describe("Stripe adapter: charges", () => {
         },
       ],
     ]);
-    expect(stripe.requests[0].headers).toMatchObject({
+    expect(stripe.requests[0]?.headers).toMatchObject({
       authorization: `Bearer ${KEY}`,
       "content-type": "application/x-www-form-urlencoded",
       "idempotency-key": "dbaas-invoice-inv-tok_visa_charge1-1",
@@ -282,7 +282,7 @@ describe("Stripe adapter: charges", () => {
     const req = await chargeable("tok_chargeCustomerFail");
     expect(await processor().charge(req)).toEqual({ paid: false, reason: "the card was declined" });
     const [intent] = [...stripe.paymentIntents.values()].filter((pi) => pi.customer === req.customerRef);
-    expect(intent.status).toBe("requires_payment_method");
+    expect(intent?.status).toBe("requires_payment_method");
 
     const visa = await chargeable("tok_visa_charge3");
     const p = processor();
@@ -381,7 +381,7 @@ describe("invoices charged through the Stripe adapter", () => {
   it("pays an invoice with a PaymentIntent on the customer's default card", async () => {
     const { org, card } = await withMarchUsage("tok_visa_inv1");
     await run("2025-04-01T00:00:00Z");
-    const [invoice] = (await client.listInvoices({ organizationId: org })).invoices;
+    const invoice = (await client.listInvoices({ organizationId: org })).invoices[0]!;
     expect(invoice).toMatchObject({ period: "2025-03", amount: 0.45, status: "paid" });
     const { rows } = await env.ctx.pool.query(
       `SELECT pm.processor_ref, c.customer_ref FROM payment_methods pm JOIN processor_customers c USING (organization_id)
@@ -402,12 +402,12 @@ describe("invoices charged through the Stripe adapter", () => {
   it("makes a declined invoice past due and pays it with a new default", async () => {
     const { org } = await withMarchUsage("tok_chargeCustomerFail_inv");
     await run("2025-04-01T00:00:00Z");
-    const [invoice] = (await client.listInvoices({ organizationId: org })).invoices;
+    const invoice = (await client.listInvoices({ organizationId: org })).invoices[0]!;
     expect(invoice.status).toBe("past_due");
     expect((await client.getStanding({ organizationId: org })).hasPastDueInvoice).toBe(true);
     const visa = (await client.addPaymentMethod({ organizationId: org, type: "card", token: "tok_visa_inv2" })).paymentMethod!;
     await client.updatePaymentMethod({ organizationId: org, id: visa.id, isDefault: true });
-    expect((await client.listInvoices({ organizationId: org })).invoices[0].status).toBe("paid");
+    expect((await client.listInvoices({ organizationId: org })).invoices[0]?.status).toBe("paid");
     expect(intentsOf(invoice.id).map((pi) => pi.status)).toEqual(["requires_payment_method", "succeeded"]);
   });
 
@@ -419,20 +419,20 @@ describe("invoices charged through the Stripe adapter", () => {
     } finally {
       crash = false;
     }
-    const [open] = (await client.listInvoices({ organizationId: org })).invoices;
+    const open = (await client.listInvoices({ organizationId: org })).invoices[0]!;
     expect(open.status).toBe("open");
     expect(log.lines.find((l) => l.msg === "charging an invoice failed; retried later")?.fields).toMatchObject({ invoice_id: open.id });
     expect(intentsOf(open.id)).toHaveLength(1);
 
     await run("2025-04-01T00:10:00Z");
     const [paid] = (await client.listInvoices({ organizationId: org })).invoices;
-    expect(paid.status).toBe("paid");
+    expect(paid?.status).toBe("paid");
     const sends = stripe.requests.filter((r) => r.path === "/v1/payment_intents" && r.form["metadata[invoice_id]"] === open.id);
     expect(sends.map((r) => r.headers["idempotency-key"])).toEqual([`dbaas-invoice-${open.id}-1`, `dbaas-invoice-${open.id}-1`]);
     const intents = intentsOf(open.id);
     expect(intents).toHaveLength(1);
     const stored = await env.ctx.pool.query("SELECT charge_ref FROM charge_attempts WHERE invoice_id = $1", [open.id]);
-    expect(stored.rows).toEqual([{ charge_ref: intents[0].id }]);
+    expect(stored.rows).toEqual([{ charge_ref: intents[0]?.id }]);
   });
 });
 
@@ -466,7 +466,7 @@ describe("AddPaymentMethod through the Stripe adapter", () => {
     const attached = stripe.requests.filter((r) => r.path.endsWith("/attach"));
     expect(rows.rows).toEqual(attached.map((r) => ({ processor: "stripe", processor_ref: r.path.split("/")[3] })));
     const customer = await env.ctx.pool.query("SELECT processor, customer_ref FROM processor_customers WHERE organization_id = $1", [org]);
-    expect(customer.rows).toEqual([{ processor: "stripe", customer_ref: attached[0].form.customer }]);
+    expect(customer.rows).toEqual([{ processor: "stripe", customer_ref: attached[0]?.form.customer }]);
   });
 
   it("creates a single customer for concurrent first adds", async () => {
@@ -525,7 +525,7 @@ describe("AddPaymentMethod through the Stripe adapter", () => {
       expect(err.code).toBe(Code.Internal);
       expect(err.rawMessage).toBe("the payment processor refused the request");
       expect(log.lines.map((l) => l.msg)).toEqual(["payment processor call failed"]);
-      expect(log.lines[0].fields).toMatchObject({ retryable: false, error: expect.any(ProcessorError) });
+      expect(log.lines[0]?.fields).toMatchObject({ retryable: false, error: expect.any(ProcessorError) });
       const logged = JSON.stringify(log.lines.map((l) => ({ ...l, fields: { ...l.fields, error: String(l.fields.error) } })));
       expect(logged).toContain("HTTP 401");
       expect(logged).not.toMatch(/sk_live|sk_test|tok_/);

@@ -30,7 +30,7 @@ export async function countAlerts(db: Db, organizationId: string): Promise<numbe
     "SELECT count(*)::int AS n FROM alerts WHERE organization_id = $1 AND removed_at IS NULL",
     [organizationId],
   );
-  return rows[0].n;
+  return rows[0]!.n;
 }
 
 /** The organization's alerts that are not removed, oldest first. */

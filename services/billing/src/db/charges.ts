@@ -110,7 +110,7 @@ export async function insertAttempt(
     "SELECT coalesce(max(attempt), 0) + 1 AS attempt FROM charge_attempts WHERE invoice_id = $1",
     [a.invoiceId],
   );
-  const attempt = rows[0].attempt;
+  const attempt = rows[0]!.attempt;
   const idempotencyKey = `dbaas-invoice-${a.invoiceId}-${attempt}`;
   await db.query(
     `INSERT INTO charge_attempts (invoice_id, attempt, idempotency_key, processor, customer_ref, payment_method_id,

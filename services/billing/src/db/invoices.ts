@@ -95,7 +95,7 @@ export async function hasPastDueInvoice(db: Db, organizationId: string): Promise
     "SELECT EXISTS (SELECT 1 FROM invoices WHERE organization_id = $1 AND status = 'past_due') AS found",
     [organizationId],
   );
-  return rows[0].found;
+  return rows[0]!.found;
 }
 
 export interface NewInvoice {
@@ -129,7 +129,8 @@ export async function insertInvoice(
       "SELECT amount_cents FROM invoices WHERE organization_id = $1 AND period = $2::date",
       [invoice.organizationId, day(invoice.period)],
     );
-    return { inserted: false, existingAmountCents: Number(rows[0].amount_cents) };
+    // The row the conflict was with: invoices are never deleted.
+    return { inserted: false, existingAmountCents: Number(rows[0]!.amount_cents) };
   }
   await db.query(
     `INSERT INTO invoice_lines (invoice_id, position, description, quantity, unit, amount_cents)

@@ -135,7 +135,7 @@ export async function hasDefaultPaymentMethod(db: Db, organizationId: string): P
     "SELECT EXISTS (SELECT 1 FROM payment_methods WHERE organization_id = $1 AND is_default) AS found",
     [organizationId],
   );
-  return rows[0].found;
+  return rows[0]!.found;
 }
 
 /** How many payment methods the organization has, removed ones not counted. */
@@ -144,7 +144,7 @@ export async function countPaymentMethods(db: Db, organizationId: string): Promi
     "SELECT count(*)::int AS n FROM payment_methods WHERE organization_id = $1 AND removed_at IS NULL",
     [organizationId],
   );
-  return rows[0].n;
+  return rows[0]!.n;
 }
 
 /** Removes a method (call under lockPaymentMethods, having found it): it stops being listed, charged and the default. */

@@ -47,7 +47,7 @@ export async function insertStatusChanges(db: pg.Pool | pg.PoolClient, changes: 
       changes.map((c) => c.occurredAt.toISOString()),
     ],
   );
-  return result.rows[0].recorded;
+  return result.rows[0]!.recorded;
 }
 
 interface ChangeRow {
