@@ -92,7 +92,9 @@ export function eitherMaintenance(...switches: MaintenanceSwitch[]): Maintenance
       const on = switches.map((s) => s.state()).filter((s) => s.on);
       return on.length === 0 ? OFF : { on: true, retryAfter: Math.max(...on.map((s) => s.retryAfter)) };
     },
-    close: () => switches.forEach((s) => s.close()),
+    close: () => {
+      for (const s of switches) s.close();
+    },
   };
 }
 

@@ -104,7 +104,13 @@ describe("rate limits in Redis", () => {
     try {
       await until("redis ok", async () => link.usable());
       let calls = 0;
-      const counted: RedisLink = { ...link, run: (command) => (calls++, link.run(command)) };
+      const counted: RedisLink = {
+        ...link,
+        run: (command) => {
+          calls++;
+          return link.run(command);
+        },
+      };
       const limiter = createRedisLimiter(counted, prefix, frozen, createLocalLimiter(frozen));
       const free = planWindows("free");
       const decisions = await Promise.all([

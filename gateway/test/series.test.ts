@@ -9,7 +9,12 @@ async function run(steps: RequestHandler[]): Promise<{ status: number; body: str
   const app = express();
   app.get(
     "/",
-    series(steps.map((s, i) => (req, res, next) => (trail.push(`step${i}`), s(req, res, next)))),
+    series(
+      steps.map((s, i) => (req, res, next) => {
+        trail.push(`step${i}`);
+        return s(req, res, next);
+      }),
+    ),
     (_req, res) => void res.send("fell through"),
   );
   const onError: ErrorRequestHandler = (err, _req, res, _next) => void res.status(500).send((err as Error).message);

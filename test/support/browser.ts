@@ -169,7 +169,10 @@ export async function launchBrowser(): Promise<Browser> {
         const loaded = new Promise<void>((done) => {
           const off = on(
             "Page.loadEventFired",
-            mine(() => (off(), done())),
+            mine(() => {
+              off();
+              done();
+            }),
           );
         });
         const { errorText } = await call("Page.navigate", { url });

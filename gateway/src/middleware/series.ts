@@ -13,9 +13,15 @@ export function series(handlers: RequestHandler[]): RequestHandler {
   return (req: Request, res: Response, next: NextFunction) => {
     let i = 0;
     const step = (err?: unknown): void => {
-      if (err !== undefined && err !== null) return next(err);
+      if (err !== undefined && err !== null) {
+        next(err);
+        return;
+      }
       const handler = handlers[i++];
-      if (handler === undefined) return next();
+      if (handler === undefined) {
+        next();
+        return;
+      }
       try {
         const result: unknown = handler(req, res, step);
         if (result instanceof Promise) result.catch(next);

@@ -72,7 +72,9 @@ export function createRedisLimiter(link: RedisLink, prefix: string, clock: Clock
       await Promise.all(
         [...groups.values()].map(async (members) => {
           const answers = await count(members.map((i) => asks[i]!));
-          members.forEach((i, j) => (decisions[i] = answers[j]!));
+          members.forEach((i, j) => {
+            decisions[i] = answers[j]!;
+          });
         }),
       );
       return decisions;

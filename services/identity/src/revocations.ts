@@ -95,7 +95,11 @@ class Queue implements Subscription {
   ack(seq: number): void {
     if (seq <= this.acked) return;
     this.acked = Math.min(seq, this.pushed);
-    this.ackWaiters = this.ackWaiters.filter((w) => (w.seq <= this.acked ? (w.settle(true), false) : true));
+    this.ackWaiters = this.ackWaiters.filter((w) => {
+      if (w.seq > this.acked) return true;
+      w.settle(true);
+      return false;
+    });
   }
 
   /** Whether the subscriber acknowledged `seq` within `timeoutMs` (false once the subscription ended). */

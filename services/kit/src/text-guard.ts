@@ -82,7 +82,9 @@ function fieldProbe(field: DescField): Probe | undefined {
         const inner = field.message;
         return (m, path, depth, found) => {
           const list = (valueOf(field, m) ?? []) as Record<string, unknown>[];
-          list.forEach((v, i) => probeOf(inner)(v, `${at(path)}[${i}]`, depth + 1, found));
+          list.forEach((v, i) => {
+            probeOf(inner)(v, `${at(path)}[${i}]`, depth + 1, found);
+          });
         };
       }
       return undefined;

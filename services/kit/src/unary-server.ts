@@ -198,7 +198,9 @@ async function answer(
     const error = e instanceof ConnectError ? e : new ConnectError("internal error", Code.Internal, undefined, undefined, e);
     status = codeToHttpStatus(error.code);
     responseHeader.set(headerContentType, contentTypeUnaryJson);
-    error.metadata.forEach((value, key) => responseHeader.set(key, value));
+    error.metadata.forEach((value, key) => {
+      responseHeader.set(key, value);
+    });
     body = errorToJsonBytes(error, limits.jsonOptions);
   } finally {
     if (deadline) clearTimeout(deadline);

@@ -84,7 +84,9 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
   if (remaining !== undefined && remaining <= 0) throw new ConnectError("the operation timed out", Code.DeadlineExceeded);
   if (req.signal.aborted) throw ConnectError.from(req.signal.reason, Code.Canceled);
   const headers: http2.OutgoingHttpHeaders = {};
-  req.header.forEach((value, key) => (headers[key] = value));
+  req.header.forEach((value, key) => {
+    headers[key] = value;
+  });
   if (remaining !== undefined) headers["connect-timeout-ms"] = String(remaining);
   const body = toBinary(req.method.input, req.message);
   let stream: http2.ClientHttp2Stream;

@@ -45,13 +45,22 @@ async function startProxy(port: number): Promise<{ url: string; cut(): void }> {
     for (const s of [down, up]) {
       sockets.add(s);
       s.on("error", () => {});
-      s.on("close", () => (down.destroy(), up.destroy(), sockets.delete(s)));
+      s.on("close", () => {
+        down.destroy();
+        up.destroy();
+        sockets.delete(s);
+      });
     }
     down.pipe(up).pipe(down);
   });
   const proxyPort = await listen(proxy);
   cleanup.push(() => new Promise((r) => proxy.close(r)));
-  return { url: `http://127.0.0.1:${proxyPort}`, cut: () => sockets.forEach((s) => s.resetAndDestroy()) };
+  return {
+    url: `http://127.0.0.1:${proxyPort}`,
+    cut: () => {
+      for (const s of sockets) s.resetAndDestroy();
+    },
+  };
 }
 
 /**
