@@ -179,7 +179,10 @@ export async function runWriter(api: Api, ledger: Ledger, w: number, opts: Write
         ledger,
         `create ${name}`,
         (key) => api.call("POST", "/v1/databases", { name, region: opts.region, tier: "micro" }, { "idempotency-key": key }),
-        async () => (found = await findByName(api, name)) !== undefined,
+        async () => {
+          found = await findByName(api, name);
+          return found !== undefined;
+        },
       );
       const id = r.outcome === "acked" ? r.answer!.body.data.id : found?.id;
       if (id) {

@@ -97,8 +97,11 @@ async function launchStack(env: Record<string, string>, dataDir: string): Promis
   let output = "";
   const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
   // Output keeps arriving after start-up (restarts, stale-run notes): tests read it through output().
-  child.stdout!.on("data", (chunk: Buffer) => void (output += chunk.toString()));
-  child.stderr!.on("data", (chunk: Buffer) => void (output += chunk.toString()));
+  const collect = (chunk: Buffer) => {
+    output += chunk.toString();
+  };
+  child.stdout!.on("data", collect);
+  child.stderr!.on("data", collect);
   await new Promise<void>((ready, fail) => {
     const timer = setTimeout(() => fail(new Error(`stack not ready after 120 s:\n${output.slice(-4000)}`)), 120_000);
     const onData = () => {

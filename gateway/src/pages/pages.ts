@@ -88,16 +88,18 @@ const gzipAsync = promisify(gzip);
 /** Reads a file once (on its first request) and keeps it, with its gzip form once asked for. */
 function loader(file: string): () => Promise<Loaded> {
   let loaded: Promise<Loaded> | undefined;
-  return () =>
-    (loaded ??= readFile(file).then((body) => {
+  return () => {
+    loaded ??= readFile(file).then((body) => {
       const type = TYPES[extname(file)] ?? "application/octet-stream";
       if (type.startsWith("image/") || body.length < 1024) return { type, body };
       let compressed: Promise<Buffer> | undefined;
       return { type, body, gzipped: () => (compressed ??= gzipAsync(body, { level: 9 })) };
-    })).catch((err: unknown) => {
+    });
+    return loaded.catch((err: unknown) => {
       loaded = undefined;
       throw err;
     });
+  };
 }
 
 async function send(req: Request, res: Response, asset: Asset, load: () => Promise<Loaded>): Promise<void> {

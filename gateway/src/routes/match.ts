@@ -44,7 +44,10 @@ export function createRouteTable<T>(routes: ReadonlyArray<{ method: Method; path
         at = at.param.node;
       } else {
         let next = at.literal.get(segment);
-        if (!next) at.literal.set(segment, (next = node<T>()));
+        if (!next) {
+          next = node<T>();
+          at.literal.set(segment, next);
+        }
         at = next;
       }
     }

@@ -18,7 +18,10 @@ const compiled = new WeakMap<TSchema, ValidateFunction>();
 /** One validator per schema object, compiled on first use. */
 function validatorOf(schema: TSchema): ValidateFunction {
   let validate = compiled.get(schema);
-  if (!validate) compiled.set(schema, (validate = ajv.compile(schema)));
+  if (!validate) {
+    validate = ajv.compile(schema);
+    compiled.set(schema, validate);
+  }
   return validate;
 }
 

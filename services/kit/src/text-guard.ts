@@ -147,7 +147,10 @@ export function textGuardInterceptor(): Interceptor {
   const batches = new WeakMap<DescMethod, boolean>();
   const isBatch = (method: DescMethod) => {
     let batch = batches.get(method);
-    if (batch === undefined) batches.set(method, (batch = isBatchOfSiblingRequests(method)));
+    if (batch === undefined) {
+      batch = isBatchOfSiblingRequests(method);
+      batches.set(method, batch);
+    }
     return batch;
   };
   return (next) => async (req) => {
