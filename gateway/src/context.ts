@@ -53,7 +53,7 @@ function withUpstreamDefaults<S extends DescService>(
   endUserAuth: boolean,
 ): Client<S> {
   const wrapped: Record<string, unknown> = {};
-  for (const [name, method] of Object.entries(client as Record<string, Function>)) {
+  for (const [name, method] of Object.entries(client as Record<string, (...args: unknown[]) => unknown>)) {
     wrapped[name] = async (request: unknown, options?: CallOptions) => {
       try {
         return await method.call(client, request, { timeoutMs, ...options });

@@ -14,13 +14,13 @@ import { ROUTES } from "../src/routes/table.ts";
 const doc = openApiDocument(ROUTES, "https://api.example.net") as Record<string, any>;
 const pathOf = (expressPath: string) => expressPath.replace(/:(\w+)/g, "{$1}");
 
-const escape = (key: string) => key.replace(/~/g, "~0").replace(/\//g, "~1");
+const escapePointer = (key: string) => key.replace(/~/g, "~0").replace(/\//g, "~1");
 
 /** JSON pointers to every place below `node` that holds a JSON Schema. */
 function schemasIn(node: unknown, at: string): string[] {
   if (typeof node !== "object" || node === null) return [];
   return Object.entries(node).flatMap(([key, value]) =>
-    key === "schema" && typeof value === "object" ? [`${at}/${key}`] : schemasIn(value, `${at}/${escape(key)}`),
+    key === "schema" && typeof value === "object" ? [`${at}/${key}`] : schemasIn(value, `${at}/${escapePointer(key)}`),
   );
 }
 

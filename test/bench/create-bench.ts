@@ -69,7 +69,7 @@ async function main() {
 
   process.stdout.write(`starting the local stack and creating ${COUNT} databases…\n`);
   const stack = await startStack({ env: { LOG_LEVEL: "silent", AGENT_CAPACITY: String(COUNT + 5) } });
-  let create;
+  let create: ReturnType<typeof summary>;
   try {
     create = summary(await createToRunning(stack.baseUrl, COUNT));
   } finally {

@@ -78,7 +78,6 @@ type Outcome = "acked" | "resolved" | "failed";
  * with the same Idempotency-Key.
  */
 async function settle(
-  api: Api,
   ledger: Ledger,
   what: string,
   send: (key: string) => Promise<Answer>,
@@ -175,7 +174,6 @@ export async function runWriter(api: Api, ledger: Ledger, w: number, opts: Write
       const name = nextName();
       let found: any;
       const r = await settle(
-        api,
         ledger,
         `create ${name}`,
         (key) => api.call("POST", "/v1/databases", { name, region: opts.region, tier: "micro" }, { "idempotency-key": key }),
@@ -195,7 +193,6 @@ export async function runWriter(api: Api, ledger: Ledger, w: number, opts: Write
       if (opts.stopping()) break;
       const name = nextName();
       const renamed = await settle(
-        api,
         ledger,
         `rename ${id}`,
         () => api.call("PATCH", `/v1/databases/${id}`, { name }),
@@ -205,7 +202,6 @@ export async function runWriter(api: Api, ledger: Ledger, w: number, opts: Write
       if (opts.stopping()) break;
       if (!(await awaitStatus(api, id, ["running"]))) continue;
       const stopped = await settle(
-        api,
         ledger,
         `stop ${id}`,
         (key) => api.call("POST", `/v1/databases/${id}/stop`, {}, { "idempotency-key": key }),
@@ -214,7 +210,6 @@ export async function runWriter(api: Api, ledger: Ledger, w: number, opts: Write
       if (stopped.outcome !== "failed") ledger.expected.get(id)!.desired = "stopped";
       if (!(await awaitStatus(api, id, ["stopped"]))) continue;
       const started = await settle(
-        api,
         ledger,
         `start ${id}`,
         (key) => api.call("POST", `/v1/databases/${id}/start`, {}, { "idempotency-key": key }),

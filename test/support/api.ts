@@ -191,8 +191,6 @@ export function createConformanceChecker(doc: Json): ConformanceChecker {
         const where = `${res.method} ${route ? route.template : `${path} (not in the document)`} → ${res.status}`;
         throw new Error(`OpenAPI conformance: ${where}: ${what}\nbody: ${res.text.slice(0, 500)}`);
       };
-      let response: Json;
-      let responsePointer: string;
       const operation = route?.item[method] as Json | undefined;
       if (!route || !operation) {
         const allowed = route ? UNDOCUMENTED_METHOD_STATUSES : UNDOCUMENTED_PATH_STATUSES;
@@ -213,8 +211,8 @@ export function createConformanceChecker(doc: Json): ConformanceChecker {
         fail(`status not documented (documented: ${Object.keys(operation.responses).join(", ")})`);
       }
       const raw = operation.responses[key] as Json;
-      response = resolve(raw);
-      responsePointer =
+      const response = resolve(raw);
+      const responsePointer =
         typeof raw.$ref === "string" ? raw.$ref.slice(1) : `/paths/${escapePointer(route.template)}/${method}/responses/${key}`;
 
       const headers = Object.entries((response.headers ?? {}) as Record<string, Json>).map(

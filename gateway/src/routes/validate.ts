@@ -5,7 +5,16 @@ import { body as closedBody, extraOf, type QueryValues } from "../schema.ts";
 import type { IdParam } from "./ids.ts";
 import type { Route } from "./route.ts";
 
-type JsonSchema = Record<string, any>;
+/** The JSON Schema keywords this module words its messages from (a TypeBox schema is plain JSON Schema). */
+interface JsonSchema {
+  type?: string;
+  format?: string;
+  items?: JsonSchema;
+  enum?: unknown[];
+  minimum?: number;
+  maximum?: number;
+  default?: string | number;
+}
 
 // RFC 3339, which is what `format: date-time` promises a client.
 const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;

@@ -11,7 +11,7 @@ import {
   Role,
   type Principal,
   type Revocation,
-  WatchRevocationsResponseSchema,
+  type WatchRevocationsResponseSchema,
 } from "@dbaas/proto/identity";
 import { PUBLIC_CODES } from "../../src/errors.ts";
 import { billingRoutes } from "./billing-stub.ts";

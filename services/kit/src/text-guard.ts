@@ -47,7 +47,7 @@ function probeOf(desc: DescMessage): Probe {
 const hasNul = (v: unknown) => typeof v === "string" && v.includes("\0");
 
 /** Reads the field's value from a protobuf-es message, whether it is in a oneof or not. */
-function valueOf(field: DescField, message: Record<string, unknown>): unknown {
+function fieldValue(field: DescField, message: Record<string, unknown>): unknown {
   if (!field.oneof) return message[field.localName];
   const group = message[field.oneof.localName] as { case?: string; value?: unknown } | undefined;
   return group?.case === field.localName ? group.value : undefined;
@@ -60,19 +60,19 @@ function fieldProbe(field: DescField): Probe | undefined {
     case "scalar":
       if (field.scalar !== ScalarType.STRING) return undefined;
       return (m, path, _d, found) => {
-        if (hasNul(valueOf(field, m))) found.push(at(path));
+        if (hasNul(fieldValue(field, m))) found.push(at(path));
       };
     case "message": {
       const inner = field.message;
       return (m, path, depth, found) => {
-        const v = valueOf(field, m);
+        const v = fieldValue(field, m);
         if (v !== undefined && v !== null) probeOf(inner)(v as Record<string, unknown>, at(path), depth + 1, found);
       };
     }
     case "list":
       if (field.listKind === "scalar" && field.scalar === ScalarType.STRING) {
         return (m, path, _d, found) => {
-          const list = (valueOf(field, m) ?? []) as unknown[];
+          const list = (fieldValue(field, m) ?? []) as unknown[];
           list.forEach((v, i) => {
             if (hasNul(v)) found.push(`${at(path)}[${i}]`);
           });
@@ -81,7 +81,7 @@ function fieldProbe(field: DescField): Probe | undefined {
       if (field.listKind === "message") {
         const inner = field.message;
         return (m, path, depth, found) => {
-          const list = (valueOf(field, m) ?? []) as Record<string, unknown>[];
+          const list = (fieldValue(field, m) ?? []) as Record<string, unknown>[];
           list.forEach((v, i) => {
             probeOf(inner)(v, `${at(path)}[${i}]`, depth + 1, found);
           });
@@ -94,7 +94,7 @@ function fieldProbe(field: DescField): Probe | undefined {
       const inner = field.mapKind === "message" ? field.message : undefined;
       if (!keyIsString && !valueIsString && !inner) return undefined;
       return (m, path, depth, found) => {
-        const map = (valueOf(field, m) ?? {}) as Record<string, unknown>;
+        const map = (fieldValue(field, m) ?? {}) as Record<string, unknown>;
         for (const [k, v] of Object.entries(map)) {
           if ((keyIsString && hasNul(k)) || (valueIsString && hasNul(v))) found.push(at(path));
           else if (inner) probeOf(inner)(v as Record<string, unknown>, at(path), depth + 1, found);

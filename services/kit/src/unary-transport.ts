@@ -9,7 +9,7 @@ import {
   type UnaryRequest,
   type UnaryResponse,
 } from "@connectrpc/connect";
-import { Http2SessionManager } from "@connectrpc/connect-node";
+import type { Http2SessionManager } from "@connectrpc/connect-node";
 import { abandonStream, requestFailure, sessionState, streamFailure, type StreamOutcome } from "./h2-sessions.ts";
 import { contentTypeUnaryProto, errorFromJsonBytes, requestHeader, validateResponse } from "@connectrpc/connect/protocol-connect";
 

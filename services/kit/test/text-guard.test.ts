@@ -1,4 +1,4 @@
-import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { AgentService } from "@dbaas/proto/agent";
 import { BillingService } from "@dbaas/proto/billing";

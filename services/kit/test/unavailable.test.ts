@@ -47,7 +47,7 @@ beforeAll(async () => {
           return {};
         },
         // A stream that is not ready keeps UNAVAILABLE: nothing was done, and no client resends a stream.
-        // eslint-disable-next-line require-yield
+        // biome-ignore lint/correctness/useYield: a stream that fails before its first message.
         async *watchRevocations() {
           ran("watchRevocations");
           throw new ConnectError("revocation feed is not available yet", Code.Unavailable);

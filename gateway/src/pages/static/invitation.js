@@ -1,6 +1,6 @@
 // The invitation page: reads the one-time token from the link, sends the invitee's
 // name and password to POST /v1/invitations/accept and shows the result or the API's error.
-(function () {
+(() => {
   "use strict";
   const $ = (id) => document.getElementById(id);
   const form = $("accept");
@@ -14,7 +14,7 @@
 
   // The API's error envelope: its message, then one line per field it names.
   function describe(body, status) {
-    const e = body && body.error;
+    const e = body?.error;
     if (!e || typeof e.message !== "string") return "The request failed (HTTP " + status + "). Try again later.";
     const details = Array.isArray(e.details) ? e.details.map((d) => d.field + ": " + d.message) : [];
     return [e.message].concat(details).join("\n");
@@ -54,7 +54,7 @@
         body: body,
       });
       const json = await res.json().catch(() => undefined);
-      if (!res.ok || !json || !json.data) {
+      if (!res.ok || !json?.data) {
         showError(describe(json, res.status));
         return;
       }

@@ -59,6 +59,7 @@ const DATABASE_COLUMNS = [
 ] as const satisfies readonly (keyof DatabaseRow)[];
 // Fails to compile when DatabaseRow gains a field the list above lacks.
 type OnlyNever<T extends never> = T;
+// biome-ignore lint/correctness/noUnusedVariables: a compile-time check, never used as a type.
 type AllColumnsNamed = OnlyNever<Exclude<keyof DatabaseRow, (typeof DATABASE_COLUMNS)[number]>>;
 
 /**
