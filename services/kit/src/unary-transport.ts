@@ -34,6 +34,9 @@ export interface UnaryTransportOptions {
  * machinery — async-iterable bodies, a linked AbortController per call that is
  * aborted (a DOMException) when every call ends — which costs more CPU than
  * the call itself at gateway rates. Streaming calls go to `streams`.
+ *
+ * Kept by hand for measured speed: `npm run bench:gateway` (docs/benchmarks.md,
+ * "Second session"); `INTERNAL_RPC_FAST_PATH=0` switches to connect-node's own.
  */
 export function createUnaryTransport(opts: UnaryTransportOptions): Transport {
   const { sessionManager, streams, interceptors } = opts;
