@@ -49,6 +49,11 @@ export async function createChangeFeed(databaseUrl: string, log: Logger): Promis
       await c.end().catch(() => {});
       throw err;
     }
+    // Closed while this attempt was connecting: nobody would ever end it.
+    if (closed) {
+      await c.end().catch(() => {});
+      return;
+    }
     client = c;
   };
   await connect();
@@ -62,7 +67,9 @@ export async function createChangeFeed(databaseUrl: string, log: Logger): Promis
     onDatabase: (id, fn) => subscribe(`${DATABASE_CHANNEL}:${id}`, fn),
     async close() {
       closed = true;
-      await client?.end().catch(() => {});
+      const c = client;
+      client = undefined;
+      await c?.end().catch(() => {});
     },
   };
 }

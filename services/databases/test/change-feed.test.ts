@@ -40,7 +40,11 @@ async function startRelay(target: URL) {
       await closed;
     },
     restore: listen,
-    close: () => new Promise<void>((resolve) => server!.close(() => resolve())),
+    close: () => {
+      const closed = new Promise<void>((resolve) => server!.close(() => resolve()));
+      for (const s of sockets) s.destroy();
+      return closed;
+    },
   };
 }
 
