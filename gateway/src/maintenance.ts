@@ -67,13 +67,19 @@ export async function readMaintenanceFile(file: string): Promise<MaintenanceStat
   }
 }
 
-/** Polls the file form of the switch; an unreadable file keeps the last known state. */
-export function watchMaintenanceFile(file: string, log: Logger, intervalMs = 1_000): MaintenanceSwitch {
+/**
+ * Polls `read` every `intervalMs` so requests read the switch without a round
+ * trip. `read` answers undefined (or throws) when it cannot tell: then the
+ * last known state holds — an operator who switched maintenance on does not
+ * want it lifted by an outage.
+ */
+function pollSwitch(read: () => Promise<MaintenanceState | undefined>, log: Logger, intervalMs: number, fields = {}): MaintenanceSwitch {
   let current = OFF;
   const poll = async () => {
     try {
-      const next = await readMaintenanceFile(file);
-      if (next.on !== current.on) log.warn(next.on ? "maintenance mode on" : "maintenance mode off", { file });
+      const next = await read();
+      if (next === undefined) return;
+      if (next.on !== current.on) log.warn(next.on ? "maintenance mode on" : "maintenance mode off", fields);
       current = next;
     } catch {
       // The last known state holds.
@@ -83,6 +89,11 @@ export function watchMaintenanceFile(file: string, log: Logger, intervalMs = 1_0
   const timer = setInterval(() => void poll(), intervalMs);
   timer.unref();
   return { state: () => current, close: () => clearInterval(timer) };
+}
+
+/** Polls the file form of the switch; an unreadable file keeps the last known state. */
+export function watchMaintenanceFile(file: string, log: Logger, intervalMs = 1_000): MaintenanceSwitch {
+  return pollSwitch(() => readMaintenanceFile(file), log, intervalMs, { file });
 }
 
 /** On while any of `switches` is on (a gateway reading both Redis and a file), with the longest Retry-After. */
@@ -101,25 +112,7 @@ export function eitherMaintenance(...switches: MaintenanceSwitch[]): Maintenance
 /** Without Redis there is no switch to read: never in maintenance. */
 export const noMaintenance: MaintenanceSwitch = { state: () => OFF, close: () => {} };
 
-/**
- * Polls the switch so requests read it without a round trip. While Redis is
- * unreachable the last known state holds: an operator who switched
- * maintenance on does not want it lifted by an outage.
- */
+/** The Redis form of the switch; while Redis is unreachable (marked down by run()) the last known state holds. */
 export function watchMaintenance(link: RedisLink, prefix: string, log: Logger, intervalMs = 1_000): MaintenanceSwitch {
-  let current = OFF;
-  const poll = async () => {
-    if (!link.usable()) return;
-    try {
-      const next = await link.run((client) => readMaintenance(client, prefix));
-      if (next.on !== current.on) log.warn(next.on ? "maintenance mode on" : "maintenance mode off");
-      current = next;
-    } catch {
-      // Marked down by run(); the last known state holds.
-    }
-  };
-  void poll();
-  const timer = setInterval(() => void poll(), intervalMs);
-  timer.unref();
-  return { state: () => current, close: () => clearInterval(timer) };
+  return pollSwitch(async () => (link.usable() ? await link.run((client) => readMaintenance(client, prefix)) : undefined), log, intervalMs);
 }

@@ -9,7 +9,7 @@
  * "support"; the public gateway has no such route.
  */
 import { ConnectError } from "@connectrpc/connect";
-import { createInternalClient, DATABASE_STATUS, localStackLayout, localUrl, operatorSecret } from "@dbaas/kit";
+import { DATABASE_STATUS, localStackLayout, localUrl, operatorClient } from "@dbaas/kit";
 import { DatabasesService } from "@dbaas/proto/databases";
 
 const id = process.argv[2];
@@ -17,17 +17,7 @@ if (!id || !/^db-[a-z0-9]+$/.test(id)) {
   process.stderr.write("usage: npm run support:restore -- <database-id>   (e.g. db-k3x9…)\n");
   process.exit(2);
 }
-let secret: string;
-try {
-  secret = operatorSecret();
-} catch (err) {
-  process.stderr.write(`${(err as Error).message}\n`);
-  process.exit(2);
-}
-const client = createInternalClient(DatabasesService, process.env.DATABASES_URL ?? localUrl(localStackLayout().databases), {
-  secret,
-  caller: "support",
-});
+const client = operatorClient(DatabasesService, process.env.DATABASES_URL ?? localUrl(localStackLayout().databases));
 try {
   const { database } = await client.restoreDatabase({ id }, { timeoutMs: 10_000 });
   process.stdout.write(

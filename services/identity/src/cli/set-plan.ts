@@ -9,7 +9,7 @@
  * $DBAAS_DATA_DIR/internal-auth-secret). Calls UpdateOrganization as caller "support".
  */
 import { ConnectError } from "@connectrpc/connect";
-import { createInternalClient, localStackLayout, localUrl, operatorSecret, PLAN } from "@dbaas/kit";
+import { localStackLayout, localUrl, operatorClient, PLAN } from "@dbaas/kit";
 import { IdentityService } from "@dbaas/proto/identity";
 
 const [organizationId, plan] = process.argv.slice(2);
@@ -17,17 +17,7 @@ if (!organizationId || !plan) {
   process.stderr.write("usage: npm run set-plan -- <organization-id> <free|pro|enterprise|internal>\n");
   process.exit(2);
 }
-let secret: string;
-try {
-  secret = operatorSecret();
-} catch (err) {
-  process.stderr.write(`${(err as Error).message}\n`);
-  process.exit(2);
-}
-const client = createInternalClient(IdentityService, process.env.IDENTITY_URL ?? localUrl(localStackLayout().identity), {
-  secret,
-  caller: "support",
-});
+const client = operatorClient(IdentityService, process.env.IDENTITY_URL ?? localUrl(localStackLayout().identity));
 try {
   // The enum and, for an identity that predates it, the name; a name the kit does not know goes as given, for identity to refuse.
   const { organization } = await client.updateOrganization({ organizationId, planEnum: PLAN.value(plan), plan }, { timeoutMs: 10_000 });

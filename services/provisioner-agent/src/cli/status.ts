@@ -11,16 +11,15 @@
  * as caller "support". Exits 1 when an agent does not answer.
  */
 import { ConnectError } from "@connectrpc/connect";
-import { createInternalClient, localStackLayout, localUrl, operatorSecret } from "@dbaas/kit";
+import { localStackLayout, localUrl, operatorClient } from "@dbaas/kit";
 import { ProvisionerService } from "@dbaas/proto/provisioner";
 
 async function main(): Promise<number> {
   const urls = process.argv.slice(2);
   const targets = urls.length > 0 ? urls : localStackLayout().agents.map((a) => localUrl(a.port));
-  const secret = operatorSecret();
   let failed = 0;
   for (const url of targets) {
-    const client = createInternalClient(ProvisionerService, url, { secret, caller: "support" });
+    const client = operatorClient(ProvisionerService, url);
     try {
       const status = await client.getAgentStatus({}, { timeoutMs: 10_000 });
       const running = status.instances.filter((i) => i.state === "running").length;
