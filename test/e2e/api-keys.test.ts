@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApi } from "../support/api.ts";
+import { SPEC_2_7 } from "../support/spec-roles.ts";
 import { invitationToken, startSmtpServer, type SmtpServer } from "../support/smtp.ts";
 import { startStack, type Stack } from "../support/stack.ts";
 
@@ -70,32 +71,7 @@ describe("API keys for every member, end to end", () => {
   });
 
   it("every member creates a key; without scopes it gets what the creator's role allows", async () => {
-    const want: Record<"owner" | Role, string[]> = {
-      owner: [
-        "databases:read",
-        "databases:write",
-        "backups:write",
-        "metrics:read",
-        "members:read",
-        "members:write",
-        "settings:write",
-        "billing:read",
-        "billing:write",
-        "organization:delete",
-      ],
-      admin: [
-        "databases:read",
-        "databases:write",
-        "backups:write",
-        "metrics:read",
-        "members:read",
-        "members:write",
-        "settings:write",
-        "billing:read",
-      ],
-      developer: ["databases:read", "databases:write", "backups:write", "metrics:read", "members:read"],
-      viewer: ["databases:read", "metrics:read", "members:read"],
-    };
+    const want = SPEC_2_7;
     for (const who of ["owner", "admin", "developer", "viewer"] as const) {
       const res = await as[who].post(PATH, { name: `${who}'s key` });
       expect(res.status, JSON.stringify(res.body)).toBe(201);

@@ -13,35 +13,9 @@ import { Role } from "@dbaas/proto/identity";
 import type { Permission } from "../../src/routes/route.ts";
 import { createWorld, join, uniqueEmail, type RealIdentity, type RoleName, type World } from "./identity.ts";
 import { SECRET, type Stubs } from "./stubs.ts";
+import { SPEC_2_7 } from "@dbaas/test/support/spec-roles";
 
-/** Spec 2.7, row by row, in the scope names of DESIGN.md. */
-export const SPEC_2_7: Record<RoleName, Permission[]> = {
-  //       view dbs          create/delete dbs   backups          metrics         (view team)     manage members   settings          view billing    manage billing   delete org
-  owner: [
-    "databases:read",
-    "databases:write",
-    "backups:write",
-    "metrics:read",
-    "members:read",
-    "members:write",
-    "settings:write",
-    "billing:read",
-    "billing:write",
-    "organization:delete",
-  ],
-  admin: [
-    "databases:read",
-    "databases:write",
-    "backups:write",
-    "metrics:read",
-    "members:read",
-    "members:write",
-    "settings:write",
-    "billing:read",
-  ],
-  developer: ["databases:read", "databases:write", "backups:write", "metrics:read", "members:read"],
-  viewer: ["databases:read", "metrics:read", "members:read"],
-};
+export { SPEC_2_7 };
 
 /** The scoped key is the owner's, restricted to one scope. */
 export const KEY_SCOPES: Permission[] = ["databases:read"];
