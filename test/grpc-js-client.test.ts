@@ -36,7 +36,14 @@ beforeAll(async () => {
   const clock = { now: () => new Date(NOW) };
   server = await startServer({
     port: 0,
-    routes: routes({ pool, clock, log: createLogger("billing-test"), processor: createTestProcessor(clock) }),
+    routes: routes({
+      pool,
+      clock,
+      log: createLogger("billing-test"),
+      processor: createTestProcessor(clock),
+      storageMaxGapMs: 60_000,
+      usageSampleRetentionDays: 40,
+    }),
     internalSecret: SECRET,
     log: createLogger("billing-test"),
   });

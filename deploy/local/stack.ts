@@ -10,7 +10,7 @@
 import { randomBytes } from "node:crypto";
 import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { layoutProblems, localStackLayout, localUrl, stackPorts } from "@dbaas/kit";
 import { metadataHealthy, metadataUrl } from "./metadata-postgres.ts";
 import { portFree, portOwner } from "./port-owner.ts";
@@ -140,6 +140,8 @@ async function main() {
         AGENT_REGIONS: a.regions,
         AGENT_PORT_RANGE: `${a.instancePorts[0]}-${a.instancePorts[1]}`,
         AGENT_DATA_DIR: join(dataDir, "agents", a.id),
+        // One store shared by every agent, so a restore can run on any of them (an s3:// URL given to the runner wins).
+        BACKUP_STORE_URL: process.env.BACKUP_STORE_URL || pathToFileURL(join(dataDir, "backups")).href,
         DATABASES_URL: url(layout.databases),
       },
       () => h2Health(a.port),

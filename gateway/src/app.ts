@@ -1,4 +1,4 @@
-import { tracingEnabled } from "@dbaas/kit";
+import { answerMetrics, Registry, tracingEnabled } from "@dbaas/kit";
 import express, { type ErrorRequestHandler, type Express, type Request, type RequestHandler, type Response } from "express";
 import type { GatewayContext } from "./context.ts";
 import { classify, maintenance, methodNotAllowed, routeNotFound } from "./errors.ts";
@@ -6,6 +6,7 @@ import { createHealth } from "./health.ts";
 import { runIdempotent } from "./idempotency/idempotency.ts";
 import { authenticate, requirePermission } from "./middleware/auth.ts";
 import { parseJsonBody } from "./middleware/body.ts";
+import { httpMetrics, markRoute, metricsAllowed } from "./middleware/prometheus.ts";
 import { cors } from "./middleware/cors.ts";
 import { sendError, sendReply, type Reply } from "./middleware/envelope.ts";
 import { countFailure, createHeadroom, limitAlongside, limitByIp, limitByOrganization, type Headroom } from "./middleware/rate-limit.ts";
@@ -43,18 +44,22 @@ function pipeline(ctx: GatewayContext, route: Route, headroom: Headroom): Reques
 }
 
 /**
- * Everything after the preamble as one handler: health, the maintenance
- * switch, then the route table — the matched route's pipeline, or 405 with
+ * Everything after the preamble as one handler: health, metrics (to internal
+ * scrapers only, outside /v1: middleware/prometheus.ts), the maintenance switch, then the route table — the matched route's pipeline, or 405 with
  * `Allow` for a known path and 404 for anything else. One handler rather
  * than one Express layer per route: Express would try each declared route's
  * pattern in turn on every request.
  */
-function dispatch(ctx: GatewayContext, table: RouteTable<RequestHandler>): RequestHandler {
+function dispatch(ctx: GatewayContext, table: RouteTable<RequestHandler>, metrics: Registry): RequestHandler {
   const health = createHealth(ctx);
   return (req, res, next) => {
     const path = req.path;
     if ((path === "/healthz" || path === "/healthz/") && (req.method === "GET" || req.method === "HEAD")) {
       health().then((report) => res.json(report), next);
+      return;
+    }
+    if (path === "/metrics" && req.method === "GET" && metricsAllowed(req)) {
+      answerMetrics(metrics, res);
       return;
     }
     // Outside /v1 (health) load balancers must still reach while the API is switched off.
@@ -118,11 +123,18 @@ function accessLog(ctx: GatewayContext): RequestHandler {
   };
 }
 
-/** The gateway's HTTP surface, without listening: tests mount it on an ephemeral port. */
-export function createApp(ctx: GatewayContext): Express {
+/**
+ * The gateway's HTTP surface, without listening: tests mount it on an ephemeral port.
+ * `metrics`: the process's registry (main makes it with the default process metrics).
+ */
+export function createApp(ctx: GatewayContext, metrics: Registry = new Registry()): Express {
   const headroom = createHeadroom();
   const table = createRouteTable(
-    ROUTES.map((route) => ({ method: route.method, path: route.path, value: series(pipeline(ctx, route, headroom)) })),
+    ROUTES.map((route) => ({
+      method: route.method,
+      path: route.path,
+      value: series([markRoute(route.path), ...pipeline(ctx, route, headroom)]),
+    })),
   );
   const app = express();
   app.disable("x-powered-by");
@@ -133,6 +145,7 @@ export function createApp(ctx: GatewayContext): Express {
   // What every request goes through first, as one handler (see series.ts).
   app.use(
     series([
+      httpMetrics(ctx, metrics),
       ...(tracingEnabled() ? [tracing()] : []),
       requestId(),
       // Not even installed when it would log nothing: it costs a listener and a closure per request.
@@ -140,7 +153,7 @@ export function createApp(ctx: GatewayContext): Express {
       ...(ctx.config.corsOrigins.length > 0 ? [cors(ctx.config.corsOrigins, table.methodsOf)] : []),
       // /docs and the invitation page (outside /v1): one map lookup for every other request.
       pages(),
-      dispatch(ctx, table),
+      dispatch(ctx, table, metrics),
     ]),
   );
   app.use(errorHandler(ctx));

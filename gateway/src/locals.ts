@@ -15,6 +15,8 @@ declare global {
        * Content-Security-Policy replaces the API's, and the page sets its own Cache-Control.
        */
       pagePolicy?: string;
+      /** The matched route's template (`/v1/databases/:id`): the label of its HTTP metrics. */
+      route?: string;
     }
   }
 }

@@ -1,5 +1,5 @@
 import type { AddressInfo } from "node:net";
-import { onShutdown, startTelemetry } from "@dbaas/kit";
+import { createMetricsRegistry, onShutdown, startTelemetry } from "@dbaas/kit";
 import { createApp } from "./app.ts";
 import { readConfig } from "./config.ts";
 import { createContext } from "./context.ts";
@@ -8,7 +8,7 @@ import { createGatewayServer } from "./server.ts";
 const stopTelemetry = await startTelemetry("gateway");
 const config = readConfig();
 const ctx = createContext(config);
-const app = createApp(ctx);
+const app = createApp(ctx, createMetricsRegistry());
 
 const server = createGatewayServer(ctx, app);
 await new Promise<void>((resolve, reject) => {

@@ -15,6 +15,7 @@ import type { Permission } from "../src/routes/route.ts";
 import { ROUTES } from "../src/routes/table.ts";
 import { api, startGateway, waitForRevocationFeed, type TestGateway } from "./support/gateway.ts";
 import { mailedToken, PASSWORD, startRealIdentity, uniqueEmail, type RealIdentity, type RoleName } from "./support/identity.ts";
+import { seedBackups } from "./support/backups-stub.ts";
 import { KEY_SCOPES, matrixFixtures, SPEC_2_7, type MatrixWorld } from "./support/matrix-world.ts";
 import { startStubs, type Stubs } from "./support/stubs.ts";
 
@@ -36,7 +37,7 @@ interface Request {
 
 interface ProtectedExpectation {
   permission: Permission;
-  success: 200 | 201 | 204;
+  success: 200 | 201 | 202 | 204;
   /** "resource": the path names a resource of the target organization, another's answers 404. */
   scope: "resource" | "organization";
   /** Identity allows only the owner, whatever the permission (transfer, delete). */
@@ -70,6 +71,13 @@ const freshPaymentMethod = (w: MatrixWorld) => fixtures.freshPaymentMethod(w);
 const setupWorld = (label: string, opts: { database: boolean }) => fixtures.setupWorld(label, opts);
 
 const resource = (w: MatrixWorld, suffix = "") => `/v1/databases/${w.database}${suffix}`;
+
+/** A running database without a backup under way: one backup at a time, so each request gets its own. */
+async function runningDatabase(w: MatrixWorld): Promise<string> {
+  const id = await freshDatabase(w);
+  stubs.state.databases.get(id)!.db.status = "running";
+  return id;
+}
 
 const MATRIX: Record<string, ProtectedExpectation | PublicExpectation> = {
   "POST /v1/auth/signup": {
@@ -167,6 +175,35 @@ const MATRIX: Record<string, ProtectedExpectation | PublicExpectation> = {
     success: 200,
     scope: "resource",
     request: async (t) => ({ path: resource(t.world, "/operations") }),
+  },
+  "GET /v1/databases/:id/backups": {
+    permission: "databases:read",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: resource(t.world, "/backups") }),
+  },
+  // "View metrics" (spec 2.7): every role.
+  "GET /v1/databases/:id/metrics": {
+    permission: "metrics:read",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: resource(t.world, "/metrics") }),
+  },
+  // "Manage backups" (spec 2.7): owner, admin, developer.
+  "POST /v1/databases/:id/backups": {
+    permission: "backups:write",
+    success: 202,
+    scope: "resource",
+    request: async (t) => ({ path: `/v1/databases/${await runningDatabase(t.world)}/backups` }),
+  },
+  "POST /v1/databases/:id/restore": {
+    permission: "backups:write",
+    success: 201,
+    scope: "resource",
+    request: async (t) => {
+      seedBackups(stubs.state, t.world.database);
+      return { path: resource(t.world, "/restore"), body: { name: `restored-${++serial}` } };
+    },
   },
   "GET /v1/databases/:id/ca-certificate": {
     permission: "databases:read",

@@ -248,6 +248,65 @@ describe("request bodies", () => {
   });
 });
 
+describe("backups and restore (DESIGN.md, Backups and point-in-time restore)", () => {
+  const restore = (body: unknown) => send("POST", "/v1/databases/db-abc/restore", body);
+
+  it.each<[string, unknown, unknown]>([
+    ["no name", {}, [{ field: "name", message: "is required" }]],
+    [
+      "an unknown field",
+      { name: "copy", target_time: "2025-03-01T10:00:00Z" },
+      [{ field: "target_time", message: "is not a field of this request (it takes: name, restore_time, tier, region)" }],
+    ],
+    [
+      "a tier not in the catalogue",
+      { name: "copy", tier: "huge" },
+      [{ field: "tier", message: expect.stringMatching(/^must be one of: /) }],
+    ],
+    [
+      "a region not in the catalogue",
+      { name: "copy", region: "mars1" },
+      [{ field: "region", message: "must be one of: fsn1, nbg1, hel1" }],
+    ],
+    ...[
+      "yesterday",
+      "2025-03-01",
+      "2025-03-01 10:00:00Z",
+      "2025-03-01T10:00:00",
+      "2025-02-30T10:00:00Z",
+      "2025-02-29T10:00:00Z",
+      "2025-13-01T10:00:00Z",
+      "2025-03-01T24:00:00Z",
+      "2025-03-01T10:60:00Z",
+      "2025-03-01T10:00:00+24:00",
+      1740823200,
+    ].map((t): [string, unknown, unknown] => [
+      `restore_time ${JSON.stringify(t)}`,
+      { name: "copy", restore_time: t },
+      [{ field: "restore_time", message: expect.stringMatching(/^must be an ISO 8601 timestamp$/) }],
+    ]),
+  ])("%s is 422, before any service is asked", async (_what, body, details) => {
+    const res = await restore(body);
+    expect(res.status).toBe(422);
+    expect(res.body.error.details).toEqual(details);
+    expect(calls).toEqual([]);
+  });
+
+  it("a date-time that names a real instant reaches the service (a leap day, an offset, nanoseconds)", async () => {
+    for (const t of ["2024-02-29T23:59:59Z", "2025-03-01T10:00:00.123456789+05:30", "2025-03-01t10:00:00z"]) {
+      expect((await restore({ name: "copy", restore_time: t })).status, t).toBe(404);
+    }
+    expect(calls).toEqual(["databases.restoreToTime", "databases.restoreToTime", "databases.restoreToTime"]);
+  });
+
+  it("taking a backup takes no body", async () => {
+    const res = await send("POST", "/v1/databases/db-abc/backups", { type: "manual" });
+    expect(res.status).toBe(422);
+    expect(res.body.error.details).toEqual([{ field: "type", message: "is not a field of this request (it takes none)" }]);
+    expect(calls).toEqual([]);
+  });
+});
+
 describe("query parameters", () => {
   it("NUL or an unknown value in a filter is 422 listing the values; NUL where a number goes is 400", async () => {
     const status = await send("GET", "/v1/databases?status=%00");
@@ -296,6 +355,11 @@ describe("the OpenAPI document publishes the same rules", () => {
     expect(create.region.enum).toEqual(REGIONS.map((r) => r.code));
     expect(create.version.enum).toEqual([...POSTGRES_VERSIONS]);
     expect(bodyOf("post", "/v1/databases/{id}/resize").properties.tier.enum).toEqual(TIERS.map((t) => t.name));
+    const restore = bodyOf("post", "/v1/databases/{id}/restore");
+    expect(restore.properties.tier.enum).toEqual(TIERS.map((t) => t.name));
+    expect(restore.properties.region.enum).toEqual(REGIONS.map((r) => r.code));
+    expect(restore.properties.restore_time).toMatchObject({ type: "string", format: "date-time" });
+    expect(restore.required).toEqual(["name"]);
     expect(bodyOf("post", "/v1/organization/members").properties.role.enum).toEqual([...GRANTABLE_ROLES]);
     expect(bodyOf("patch", "/v1/organization/members/{id}").properties.role.enum).toEqual([...GRANTABLE_ROLES]);
     expect(bodyOf("patch", "/v1/organization").properties.plan.enum).toEqual([...PLANS]);

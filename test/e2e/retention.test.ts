@@ -44,8 +44,12 @@ describe("retention and failure", () => {
     await api.signup("purge");
     const db = await createRunning(api, "purge-me");
     expect(existsSync(instanceDir(db.id))).toBe(true);
+    // Its first backup is in the store; a deleted database's backups stay until its data is purged, then go with it.
+    const backups = join(stack.dataDir, "backups", db.id);
+    await waitFor(async () => existsSync(join(backups, "wal")), 60_000, "archived WAL in the store");
     expect((await api.delete(`/v1/databases/${db.id}`)).status).toBe(204);
     await waitFor(async () => !existsSync(instanceDir(db.id)), 30_000, "data directory purged");
+    expect(existsSync(backups)).toBe(false);
     // The name is free again and the port can be reused by the next database.
     const again = await createRunning(api, "purge-me");
     expect(again.id).not.toBe(db.id);

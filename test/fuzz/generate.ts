@@ -77,8 +77,15 @@ function realIds(op: Operation, fixture: Fixture): string[] {
   const p = op.path;
   if (p.startsWith("/v1/databases/{")) {
     // Reads, renames, start/stop/restart/resize of the fixture database are harmless; deleting it is not,
-    // and reset-password waits for the agent (up to 15 s) for nothing.
-    if (op.method === "DELETE" || p.endsWith("/reset-password")) return [];
+    // reset-password waits for the agent (up to 15 s) for nothing, a restore makes a whole new database from the
+    // backups and a backup copies the data: they are fuzzed against ids that do not exist.
+    if (
+      op.method === "DELETE" ||
+      p.endsWith("/reset-password") ||
+      p.endsWith("/restore") ||
+      (op.method === "POST" && p.endsWith("/backups"))
+    )
+      return [];
     return ids.database ? [ids.database] : [];
   }
   // The owner cannot be demoted or removed (409): the one member every request may name.

@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -34,12 +34,16 @@ export interface StackOptions {
   agents?: string;
   dataDir?: string;
   env?: Record<string, string>;
+  /** The checkout whose `deploy/local/stack.ts` runs (its own node_modules); default: this one. */
+  root?: string;
 }
 
 export interface Stack {
   baseUrl: string;
   dataDir: string;
   env: Record<string, string>;
+  /** The checkout the runner was started from. */
+  root: string;
   output(): string;
   /** PID of a service process of the stack (e.g. "agent-fsn1", "databases"). */
   pid(service: string): Promise<number>;
@@ -70,6 +74,8 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     AGENT_CAPACITY: "30",
     METADATA_PG_PORT: String(services + 15),
     DBAAS_DATA_DIR: dataDir,
+    // The agents' shared backup store (what the runner defaults to), named here so tests can look into it.
+    BACKUP_STORE_URL: pathToFileURL(join(dataDir, "backups")).href,
     LOCAL_AGENTS: opts.agents ?? "fsn1,nbg1,hel1",
     AGENT_REPORT_INTERVAL_MS: "1000",
     // Stacks of different test files must not share rate-limit or idempotency keys in Redis.
@@ -78,19 +84,19 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     ...(opts.databaseUrl ? { DATABASE_URL: opts.databaseUrl } : {}),
     ...opts.env,
   };
-  return await launchStack(env, dataDir);
+  return await launchStack(env, dataDir, opts.root ?? root);
 }
 
 /** Starts the runner again with the environment of an earlier stack (same ports, data, metadata). */
 export function restartStack(previous: Stack): Promise<Stack> {
-  return launchStack(previous.env, previous.dataDir);
+  return launchStack(previous.env, previous.dataDir, previous.root);
 }
 
-async function launchStack(env: Record<string, string>, dataDir: string): Promise<Stack> {
+async function launchStack(env: Record<string, string>, dataDir: string, cwd: string): Promise<Stack> {
   const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
   if (!env.DATABASE_URL) delete childEnv.DATABASE_URL;
   const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "deploy/local/stack.ts"], {
-    cwd: root,
+    cwd,
     env: childEnv,
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -124,6 +130,7 @@ async function launchStack(env: Record<string, string>, dataDir: string): Promis
     },
     dataDir,
     env,
+    root: cwd,
     runnerPid: child.pid!,
     exited,
     output: () => output,

@@ -11,7 +11,8 @@ export interface PageMeta {
 /** What a route handler produces; the envelope is applied here, in one place. */
 export type Reply =
   | { kind: "data"; status: number; data: unknown }
-  | { kind: "list"; name: string; items: unknown[]; page: PageMeta }
+  /** `extra`: fields of `data` beside the items (a list's `extra` in the route table). */
+  | { kind: "list"; name: string; items: unknown[]; page: PageMeta; extra?: Record<string, unknown> }
   | { kind: "empty" }
   /** A download: a string is text sent as UTF-8 (a PEM), a Buffer goes out byte for byte (a PDF). */
   | { kind: "file"; contentType: string; filename: string; body: string | Buffer }
@@ -20,7 +21,15 @@ export type Reply =
 
 export const ok = (data: unknown): Reply => ({ kind: "data", status: 200, data });
 export const created = (data: unknown): Reply => ({ kind: "data", status: 201, data });
-export const list = (name: string, items: unknown[], page: PageMeta): Reply => ({ kind: "list", name, items, page });
+/** Accepted: the work goes on after the answer (a backup). */
+export const accepted = (data: unknown): Reply => ({ kind: "data", status: 202, data });
+export const list = (name: string, items: unknown[], page: PageMeta, extra?: Record<string, unknown>): Reply => ({
+  kind: "list",
+  name,
+  items,
+  page,
+  ...(extra && { extra }),
+});
 export const noContent = (): Reply => ({ kind: "empty" });
 export const file = (contentType: string, filename: string, body: string | Buffer): Reply => ({
   kind: "file",
@@ -58,7 +67,7 @@ export function sendReply(res: Response, reply: Reply): void {
     case "list": {
       const { page, perPage, total } = reply.page;
       sendJson(res, 200, {
-        data: { [reply.name]: reply.items },
+        data: { [reply.name]: reply.items, ...reply.extra },
         meta: { ...meta, page, per_page: perPage, total, total_pages: Math.ceil(total / perPage) },
       });
       return;

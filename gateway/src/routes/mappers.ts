@@ -1,6 +1,23 @@
-import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
-import { DATABASE_STATUS, PLAN, ROLE, type DatabaseStatusName, type PlanName, type RoleName, type Vocabulary } from "@dbaas/kit";
-import type { DatabaseStatus } from "@dbaas/proto/databases";
+import { create } from "@bufbuild/protobuf";
+import { TimestampSchema, timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import {
+  DATABASE_STATUS,
+  PLAN,
+  ROLE,
+  vocabulary,
+  type DatabaseStatusName,
+  type PlanName,
+  type RoleName,
+  type Vocabulary,
+} from "@dbaas/kit";
+import {
+  BackupStatusSchema,
+  BackupTypeSchema,
+  type BackupStatus,
+  type BackupType,
+  type DatabaseStatus,
+  type RestoredFrom,
+} from "@dbaas/proto/databases";
 import type { Plan, Principal, Role } from "@dbaas/proto/identity";
 import { list, type Reply } from "../middleware/envelope.ts";
 import { pagination, type QueryValues } from "../schema.ts";
@@ -8,6 +25,20 @@ import { pagination, type QueryValues } from "../schema.ts";
 /** ISO 8601 UTC, or null for an unset timestamp. */
 export function iso(ts: Timestamp | undefined): string | null {
   return ts ? timestampDate(ts).toISOString() : null;
+}
+
+/**
+ * The instant an RFC 3339 timestamp names (the request schema checked its
+ * form), to the nanosecond: `Date` keeps milliseconds, and a restore to
+ * 10:00:00.000123 must not become one to 10:00:00.000.
+ */
+export function timestampOf(rfc3339: string): Timestamp {
+  const ms = Date.parse(rfc3339);
+  const fraction = /\.(\d+)/.exec(rfc3339)?.[1] ?? "";
+  return create(TimestampSchema, {
+    seconds: BigInt(Math.floor(ms / 1000)),
+    nanos: Number(fraction.slice(0, 9).padEnd(9, "0")),
+  });
 }
 
 /** A message field the upstream contract promises; its absence is the upstream's bug, a 500. */
@@ -52,6 +83,26 @@ export const principalPlan = (principal: Principal): PlanName | undefined => PLA
 /** The public name of a database's status. */
 export const databaseStatusName = (db: { statusEnum: DatabaseStatus; status: string }): DatabaseStatusName =>
   nameOf(DATABASE_STATUS, db.statusEnum, db.status, "database status");
+
+/** A backup's type, by the names of DESIGN.md (the kit has no list of them: only the gateway names them). */
+export const BACKUP_TYPE = vocabulary<BackupType, "scheduled" | "manual">(BackupTypeSchema, ["scheduled", "manual"]);
+
+/** A backup's status. */
+export const BACKUP_STATUS = vocabulary<BackupStatus, "running" | "completed" | "failed">(BackupStatusSchema, [
+  "running",
+  "completed",
+  "failed",
+]);
+
+export const backupTypeName = (type: BackupType) => nameOf(BACKUP_TYPE, type, "", "backup type");
+
+export const backupStatusName = (status: BackupStatus) => nameOf(BACKUP_STATUS, status, "", "backup status");
+
+/** Where a restored database came from; undefined for every other database. */
+export function restoredFrom(from: RestoredFrom | undefined) {
+  if (from === undefined || from.databaseId === "") return undefined;
+  return { database_id: from.databaseId, restore_time: iso(present(from.restoreTime, "restored_from.restore_time")) };
+}
 
 /*
  * The request fields of a name the request schema admitted: the enum, and the

@@ -4,7 +4,7 @@ import { IDEMPOTENCY_KEY_FORMAT } from "../idempotency/idempotency.ts";
 import { SANE_REQUEST_ID } from "../middleware/request-id.ts";
 import type { TObject, TSchema } from "@sinclair/typebox";
 import type { IdParam } from "./ids.ts";
-import { RESPONSE_SCHEMAS, type JsonSchema } from "./responses.ts";
+import { LIST_EXTRA_FIELDS, RESPONSE_SCHEMAS, type JsonSchema } from "./responses.ts";
 import type { ErrorStatus, Route, SuccessResponse } from "./route.ts";
 
 /**
@@ -214,10 +214,11 @@ function successResponse(route: Route): JsonSchema {
     return { description: route.summary, headers, content: { "application/json": { schema: envelope(ref(res.data), "Meta") } } };
   }
   if ("list" in res) {
+    const extra = res.extra ? LIST_EXTRA_FIELDS[res.extra] : {};
     const data = {
       type: "object",
-      properties: { [res.list]: { type: "array", items: ref(res.item) } },
-      required: [res.list],
+      properties: { [res.list]: { type: "array", items: ref(res.item) }, ...extra },
+      required: [res.list, ...Object.keys(extra)],
       additionalProperties: false,
     };
     return { description: route.summary, headers, content: { "application/json": { schema: envelope(data, "ListMeta") } } };

@@ -1,4 +1,5 @@
 import { ALERT_CHANNELS, DATABASE_STATUSES, PAYMENT_METHOD_TYPES, REGIONS, ROLES, SCOPES, SUPPORT_PLANS, TIERS } from "@dbaas/kit";
+import { BACKUP_STATUS, BACKUP_TYPE } from "./mappers.ts";
 
 /**
  * JSON Schemas (2020-12, as OpenAPI 3.1 uses) of what each route puts in
@@ -66,6 +67,30 @@ const apiKeyFields = {
   expires_at: nullableDateTime("Null: never expires."),
 };
 
+const restoredFrom = {
+  restored_from: {
+    ...ref("RestoredFrom"),
+    description: "Set on a database made by `POST /v1/databases/{id}/restore`; absent otherwise.",
+  },
+};
+
+const createdDatabase = {
+  id: id("db-"),
+  name: str(),
+  type: { const: "postgres" },
+  region,
+  tier,
+  version,
+  status: databaseStatus,
+  host: str(),
+  port: int(),
+  database: str(),
+  username: str(),
+  password: str(),
+  connection_string: str("With the password in clear."),
+  created_at: dateTime(),
+};
+
 const SCHEMAS = {
   Database: object(
     "A database as GET and PATCH return it: the connection string's password masked.",
@@ -85,33 +110,67 @@ const SCHEMAS = {
       connection_string: str("`postgresql://<username>:********@<host>:<port>/<database>?sslmode=require`."),
       created_at: dateTime(),
       updated_at: dateTime(),
+      ...restoredFrom,
     },
-    ["status_reason"],
+    ["status_reason", "restored_from"],
   ),
-  CreatedDatabase: object("A new database, with its password: shown this once.", {
-    id: id("db-"),
-    name: str(),
-    type: { const: "postgres" },
-    region,
-    tier,
-    version,
-    status: databaseStatus,
-    host: str(),
-    port: int(),
-    database: str(),
-    username: str(),
-    password: str(),
-    connection_string: str("With the password in clear."),
-    created_at: dateTime(),
+  CreatedDatabase: object("A new database, with its password: shown this once.", createdDatabase),
+  DatabaseListItem: object(
+    "A database as lists show it.",
+    {
+      id: id("db-"),
+      name: str(),
+      region,
+      tier,
+      version,
+      status: databaseStatus,
+      created_at: dateTime(),
+      ...restoredFrom,
+    },
+    ["restored_from"],
+  ),
+  RestoredFrom: object("The database and the instant a restored database was made from.", {
+    database_id: id("db-"),
+    restore_time: dateTime("It holds exactly the transactions committed up to this instant."),
   }),
-  DatabaseListItem: object("A database as lists show it.", {
-    id: id("db-"),
-    name: str(),
-    region,
-    tier,
-    version,
-    status: databaseStatus,
-    created_at: dateTime(),
+  RestoredDatabase: object("A new database restored from another's backups, with its password: shown this once.", {
+    ...createdDatabase,
+    restored_from: ref("RestoredFrom"),
+  }),
+  Backup: object("A base backup of a database.", {
+    id: id("bkp-"),
+    type: oneOf(BACKUP_TYPE.names, "`scheduled`: daily (and the first, when the database first ran); `manual`: asked for."),
+    status: oneOf(BACKUP_STATUS.names, "`completed`: stored with the WAL it needs, usable for a restore."),
+    started_at: dateTime(),
+    completed_at: nullableDateTime("When it completed or failed; null while running."),
+    size_bytes: { type: "integer", minimum: 0, description: "Compressed bytes stored; 0 until completed." },
+    failure_reason: { type: ["string", "null"], description: "Why it failed; null otherwise." },
+  }),
+  Metrics: object("A database's metrics (DESIGN.md, Metrics).", {
+    start: dateTime(),
+    end: dateTime(),
+    step: int("Seconds between points."),
+    metrics: arrayOf(ref("Metric")),
+  }),
+  Metric: object("One metric: its series, one per label set.", {
+    name: str(
+      "cpu_percent, memory_bytes, storage_bytes, connections, transactions_per_second, rows_per_second, cache_hit_ratio, deadlocks, network_bytes_per_second, replication_lag_bytes or wal_archive_lag_seconds.",
+    ),
+    unit: str(),
+    series: arrayOf(ref("MetricSeries")),
+  }),
+  MetricSeries: object("The points of one label set; a bucket without samples has no point.", {
+    labels: {
+      type: "object",
+      additionalProperties: { type: "string" },
+      description:
+        "`state` (connections): active, idle, idle_in_transaction; `op` (rows_per_second): fetched, inserted, updated, deleted; `direction` (network_bytes_per_second): in, out.",
+    },
+    points: arrayOf({ type: "array", prefixItems: [int("Unix seconds: the bucket's start."), num()], minItems: 2, maxItems: 2 }),
+  }),
+  WalArchiving: object("Whether the database's WAL reaches the backup store: what keeps the restore window moving.", {
+    status: oneOf(["healthy", "failing"]),
+    error: { type: ["string", "null"], description: "Why archiving is failing (store unreachable, spool full); null while healthy." },
   }),
   DatabaseStatus: object("The database's status after start, stop or restart was accepted.", {
     id: id("db-"),
@@ -128,7 +187,11 @@ const SCHEMAS = {
   }),
   Operation: object("One operation run on a database.", {
     id: id("op-"),
-    type: oneOf(["create", "start", "stop", "restart", "resize", "delete", "restore"]),
+    type: oneOf(
+      ["create", "start", "stop", "restart", "resize", "delete", "restore", "backup", "wal_archive"],
+      "`restore`: a deleted database brought back, or a database made from another's backups; " +
+        "`backup`: a base backup; `wal_archive`: WAL archiving started failing (failed, with why) or resumed (succeeded).",
+    ),
     status: oneOf(["running", "succeeded", "failed"]),
     started_at: dateTime(),
     finished_at: nullableDateTime("Null while running."),
@@ -261,6 +324,23 @@ const SCHEMAS = {
 } satisfies Record<string, JsonSchema>;
 
 export type SchemaName = keyof typeof SCHEMAS;
+
+/**
+ * Fields some lists carry in `data` beside their items (`listOf`'s `extra`),
+ * each required: the backups' restore window and the state of WAL archiving.
+ */
+const LIST_EXTRAS = {
+  RestoreWindow: {
+    earliest_restore_time: nullableDateTime("The earliest instant a restore can reach; null until a backup completed."),
+    latest_restore_time: nullableDateTime("The latest instant a restore can reach (within 90 s of now while archiving is healthy)."),
+    wal_archiving: ref("WalArchiving"),
+  },
+} satisfies Record<string, Record<string, JsonSchema>>;
+
+export type ListExtraName = keyof typeof LIST_EXTRAS;
+
+/** The properties of each `extra` of a list, by name. */
+export const LIST_EXTRA_FIELDS: Readonly<Record<ListExtraName, Record<string, JsonSchema>>> = LIST_EXTRAS;
 
 /** The schemas of `components.schemas`, by name. */
 export const RESPONSE_SCHEMAS: Readonly<Record<SchemaName, JsonSchema>> = SCHEMAS;

@@ -5,7 +5,7 @@ import type { Reply } from "../middleware/envelope.ts";
 import type { Static, TObject } from "@sinclair/typebox";
 import type { QueryValues } from "../schema.ts";
 import type { IdParam } from "./ids.ts";
-import type { SchemaName } from "./responses.ts";
+import type { ListExtraName, SchemaName } from "./responses.ts";
 
 /** Scope names of DESIGN.md; identity computes which of them a principal has. */
 export const PERMISSIONS = SCOPES;
@@ -50,18 +50,23 @@ export type ErrorStatus = 400 | 401 | 402 | 403 | 404 | 409 | 413 | 422 | 429 | 
 
 /** What a route answers on success. */
 export type SuccessResponse =
-  /** `{data, meta}`, `data` as the named schema. */
-  | { status: 200 | 201; data: SchemaName }
-  /** `{data: {<name>: [...]}, meta}` with page meta. */
-  | { status: 200; list: string; item: SchemaName }
+  /** `{data, meta}`, `data` as the named schema (202: accepted, still under way). */
+  | { status: 200 | 201 | 202; data: SchemaName }
+  /** `{data: {<name>: [...]}, meta}` with page meta; `extra` names the fields some lists carry beside their items. */
+  | { status: 200; list: string; item: SchemaName; extra?: ListExtraName }
   | { status: 204 }
   /** A file in its own content type, not the envelope. */
   | { status: 200; file: string }
   /** JSON that is a document in its own right (the OpenAPI description). */
   | { status: 200; document: SchemaName };
 
-export const json = (status: 200 | 201, data: SchemaName): SuccessResponse => ({ status, data });
-export const listOf = (list: string, item: SchemaName): SuccessResponse => ({ status: 200, list, item });
+export const json = (status: 200 | 201 | 202, data: SchemaName): SuccessResponse => ({ status, data });
+export const listOf = (list: string, item: SchemaName, extra?: ListExtraName): SuccessResponse => ({
+  status: 200,
+  list,
+  item,
+  ...(extra && { extra }),
+});
 export const NO_CONTENT: SuccessResponse = { status: 204 };
 export const fileOf = (contentType: string): SuccessResponse => ({ status: 200, file: contentType });
 

@@ -5,7 +5,9 @@ import { fileOf, json, listOf, NO_CONTENT, protectedRoute, publicRoute, type Rou
 import { BILLING_ROUTES } from "./table-billing.ts";
 import * as apiKeys from "./v1/api-keys.ts";
 import * as auth from "./v1/auth.ts";
+import * as backups from "./v1/backups.ts";
 import * as databases from "./v1/databases.ts";
+import * as metrics from "./v1/metrics.ts";
 import * as organization from "./v1/organization.ts";
 
 /**
@@ -165,6 +167,50 @@ export const ROUTES: readonly Route[] = [
     response: listOf("operations", "Operation"),
     query: databases.operationsQuery,
     handler: databases.listOperations,
+  }),
+  protectedRoute({
+    method: "GET",
+    path: "/v1/databases/:id/backups",
+    params: { id: ID.database },
+    summary: "List a database's base backups, newest first, with its restore window and the state of WAL archiving.",
+    permission: "databases:read",
+    response: listOf("backups", "Backup", "RestoreWindow"),
+    query: backups.listQuery,
+    handler: backups.listBackups,
+  }),
+  protectedRoute({
+    method: "POST",
+    path: "/v1/databases/:id/backups",
+    params: { id: ID.database },
+    summary: "Take a base backup now (202, status running); one at a time, of a running database (409 otherwise).",
+    permission: "backups:write",
+    response: json(202, "Backup"),
+    handler: backups.createBackup,
+  }),
+  protectedRoute({
+    method: "POST",
+    path: "/v1/databases/:id/restore",
+    params: { id: ID.database },
+    summary:
+      "Restore to a point in time as a NEW database (own id, host, certificate and password, shown this once): " +
+      "exactly the transactions committed up to restore_time. Counts against the free allowance like a create.",
+    permission: "backups:write",
+    response: json(201, "RestoredDatabase"),
+    errors: [402],
+    body: backups.restoreBody,
+    handler: backups.restoreDatabase,
+  }),
+  protectedRoute({
+    method: "GET",
+    path: "/v1/databases/:id/metrics",
+    params: { id: ID.database },
+    summary:
+      "A database's metrics over [start, end] (default: the last hour) at `step` seconds (default 60): one point per bucket with data. " +
+      "1-minute points are kept 7 days, hourly ones 30 days.",
+    permission: "metrics:read",
+    response: json(200, "Metrics"),
+    query: metrics.metricsQuery,
+    handler: metrics.getMetrics,
   }),
   protectedRoute({
     method: "GET",

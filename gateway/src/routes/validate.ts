@@ -17,10 +17,25 @@ interface JsonSchema {
 }
 
 // RFC 3339, which is what `format: date-time` promises a client.
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
+
+/**
+ * A real instant: `Date.parse` rolls 2025-02-30 over to 2 March and takes
+ * 24:00, which would restore a database to a time nobody asked for. A leap
+ * second (:60) is refused too: `Date` cannot hold it.
+ */
+function isDateTime(s: string): boolean {
+  const m = RFC3339.exec(s);
+  if (!m) return false;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  const days = month === 2 ? (leap ? 29 : 28) : [4, 6, 9, 11].includes(month) ? 30 : 31;
+  const offsetOk = m[8] === undefined || (Number(m[8]) <= 23 && Number(m[9]) <= 59);
+  return month >= 1 && month <= 12 && day >= 1 && day <= days && hour <= 23 && minute <= 59 && second <= 59 && offsetOk;
+}
 
 const ajv = new Ajv2020({ allErrors: true, strict: true });
-ajv.addFormat("date-time", { type: "string", validate: (s: string) => RFC3339.test(s) && !Number.isNaN(Date.parse(s)) });
+ajv.addFormat("date-time", { type: "string", validate: isDateTime });
 
 const compiled = new WeakMap<TSchema, ValidateFunction>();
 

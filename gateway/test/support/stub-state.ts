@@ -1,5 +1,6 @@
 import type { Alert, Invoice, PaymentMethod } from "@dbaas/proto/billing";
-import type { Database } from "@dbaas/proto/databases";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { Backup, Database, OperationSchema } from "@dbaas/proto/databases";
 import type { ApiKey, Principal, Revocation } from "@dbaas/proto/identity";
 
 /** When every record the stubs make was created. */
@@ -12,10 +13,22 @@ export interface StubInvoice {
   filename: string;
 }
 
+/** A database's backups as the databases service keeps them: newest first, the restore window, why archiving fails. */
+export interface StubBackups {
+  backups: Backup[];
+  earliest?: Date;
+  latest?: Date;
+  archiveError: string;
+}
+
 export interface StubState {
   tokens: Map<string, Principal>;
   authenticateCalls: number;
   databases: Map<string, { db: Database; password: string }>;
+  /** Per database id; none: no backup yet. */
+  backups: Map<string, StubBackups>;
+  /** Operations logged beyond the two every database lists (backups, restores, WAL archiving), per database id. */
+  operations: Map<string, Array<MessageInitShape<typeof OperationSchema>>>;
   apiKeys: ApiKey[];
   /** Every organization's payment methods, oldest first. */
   paymentMethods: PaymentMethod[];

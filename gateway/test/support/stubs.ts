@@ -14,6 +14,8 @@ import {
   type WatchRevocationsResponseSchema,
 } from "@dbaas/proto/identity";
 import { PUBLIC_CODES } from "../../src/errors.ts";
+import { backupRoutes } from "./backups-stub.ts";
+import { metricsRoutes } from "./metrics-stub.ts";
 import { billingRoutes } from "./billing-stub.ts";
 import { record, T0, type StubState } from "./stub-state.ts";
 
@@ -70,6 +72,39 @@ async function injected(id: string): Promise<void> {
 
 function connectionString(db: { username: string; host: string; port: number; database: string }, password: string): string {
   return `postgresql://${db.username}:${password}@${db.host}:${db.port}/${db.database}?sslmode=require`;
+}
+
+/** CreateDatabase's checks and record, shared with RestoreToTime (which answers exactly like it). */
+function newDatabase(state: StubState, req: { organizationId: string; name: string; region: string; tier: string; version: string }) {
+  const violations = [];
+  // The gateway refuses short names and unknown regions itself; this name stands for what only the service knows.
+  const refused = req.name === "stub-refuses";
+  if (req.name.length < 3 || refused) violations.push({ field: "name", message: "must be 3-63 characters" });
+  if (!["fsn1", "nbg1", "hel1"].includes(req.region) || refused) {
+    violations.push({ field: "region", message: "must be one of: fsn1, nbg1, hel1" });
+  }
+  if (violations.length > 0) throw invalidArgument(violations);
+  if (req.tier === "large") throw withReason("add a payment method first", Code.FailedPrecondition, "payment_required");
+  const id = `db-${String(state.databases.size + 1).padStart(4, "0")}`;
+  const db = create(DatabaseSchema, {
+    id,
+    organizationId: req.organizationId,
+    name: req.name,
+    region: req.region,
+    tier: req.tier,
+    version: req.version || "17",
+    status: "provisioning",
+    host: `${id}.db.example.test`,
+    port: 5432,
+    database: "defaultdb",
+    username: "dbadmin",
+    createdAt: timestampFromDate(T0),
+    updatedAt: timestampFromDate(T0),
+  });
+  db.connectionString = connectionString(db, "********");
+  const password = "s3cret-password-of-24-chars";
+  state.databases.set(id, { db, password });
+  return { database: db, password, connectionString: connectionString(db, password) };
 }
 
 function identityRoutes(state: StubState) {
@@ -190,35 +225,7 @@ function databasesRoutes(state: StubState) {
         record(state, "createDatabase", req);
         if (req.name.startsWith("slow-")) await new Promise((r) => setTimeout(r, 400));
         if (req.name === "flaky" && state.flaky) throw new ConnectError("try again later", Code.Unavailable);
-        const violations = [];
-        // The gateway refuses short names and unknown regions itself; this name stands for what only the service knows.
-        const refused = req.name === "stub-refuses";
-        if (req.name.length < 3 || refused) violations.push({ field: "name", message: "must be 3-63 characters" });
-        if (!["fsn1", "nbg1", "hel1"].includes(req.region) || refused) {
-          violations.push({ field: "region", message: "must be one of: fsn1, nbg1, hel1" });
-        }
-        if (violations.length > 0) throw invalidArgument(violations);
-        if (req.tier === "large") throw withReason("add a payment method first", Code.FailedPrecondition, "payment_required");
-        const id = `db-${String(state.databases.size + 1).padStart(4, "0")}`;
-        const db = create(DatabaseSchema, {
-          id,
-          organizationId: req.organizationId,
-          name: req.name,
-          region: req.region,
-          tier: req.tier,
-          version: req.version || "17",
-          status: "provisioning",
-          host: `${id}.db.example.test`,
-          port: 5432,
-          database: "defaultdb",
-          username: "dbadmin",
-          createdAt: timestampFromDate(T0),
-          updatedAt: timestampFromDate(T0),
-        });
-        db.connectionString = connectionString(db, "********");
-        const password = "s3cret-password-of-24-chars";
-        state.databases.set(id, { db, password });
-        return { database: db, password, connectionString: connectionString(db, password) };
+        return newDatabase(state, req);
       },
       async getDatabase(req) {
         return { database: (await find(req.organizationId, req.id)).db };
@@ -287,8 +294,9 @@ function databasesRoutes(state: StubState) {
               finishedAt: timestampFromDate(new Date(T0.getTime() + 30_000)),
             },
             { id: "op-2", databaseId: req.databaseId, type: "stop", status: "running", startedAt: timestampFromDate(T0) },
+            ...(state.operations.get(req.databaseId) ?? []),
           ],
-          total: 2,
+          total: 2 + (state.operations.get(req.databaseId)?.length ?? 0),
           page: req.page,
           perPage: req.perPage,
         };
@@ -300,6 +308,8 @@ function databasesRoutes(state: StubState) {
       async restoreDatabase() {
         throw new ConnectError("not in the stub", Code.Unimplemented);
       },
+      ...backupRoutes(state, find, newDatabase),
+      ...metricsRoutes(state, find),
       async listRegions() {
         return { regions: [{ code: "fsn1", name: "Falkenstein, DE" }] };
       },
@@ -322,6 +332,8 @@ export async function startStubs(secret = SECRET): Promise<Stubs> {
     tokens: new Map(),
     authenticateCalls: 0,
     databases: new Map(),
+    backups: new Map(),
+    operations: new Map(),
     apiKeys: [],
     paymentMethods: [],
     invoices: [],

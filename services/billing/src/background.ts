@@ -4,6 +4,7 @@ import { relayAlertNotifications } from "./alerts/relay.ts";
 import type { AppContext } from "./context.ts";
 import { chargeDueInvoices } from "./invoices/charge.ts";
 import { closeEndedPeriods } from "./invoices/close.ts";
+import { purgeUsageSamples } from "./metering/retention.ts";
 import { detachRemovedPaymentMethods } from "./payment-methods/detach.ts";
 
 /** Runs `run` at once, then every `intervalMs` after it finished, until `signal` aborts. */
@@ -19,7 +20,8 @@ async function repeat(signal: AbortSignal, intervalMs: number, run: () => Promis
  * closes the months that have ended by the context's clock, then charges what
  * is due (new invoices, lost answers, past-due ones once a day), then detaches
  * at the processor the removed payment methods it still holds (a detach that
- * failed when the method was removed). A failed run
+ * failed when the method was removed), then purges usage samples past
+ * USAGE_SAMPLE_RETENTION_DAYS by the context's clock. A failed run
  * is logged and the next one picks up where it stopped; an abort lets the
  * invoice at hand finish, so the returned promise settles with no charge half
  * stored.
@@ -37,6 +39,12 @@ export function startInvoicing(ctx: AppContext, signal: AbortSignal, intervalMs:
       await detachRemovedPaymentMethods(ctx, { signal });
     } catch (err) {
       ctx.log.warn("detaching removed payment methods failed; will retry", { error: err });
+    }
+    try {
+      const purged = await purgeUsageSamples(ctx);
+      if (purged > 0) ctx.log.info("usage samples past retention deleted", { count: purged });
+    } catch (err) {
+      ctx.log.warn("usage samples purge failed; will retry", { error: err });
     }
   });
 }

@@ -17,6 +17,10 @@ export interface Config {
   identityUrl: string | undefined;
   /** How often alerts are checked against month-to-date totals and their notices relayed. */
   alertCheckIntervalMs: number;
+  /** The longest a storage sample's size is held for when the next sample is late (see metering/accrual.ts). */
+  storageMaxGapMs: number;
+  /** How long usage samples are kept (and how late one may arrive): older ones are purged, and ignored at ingest. */
+  usageSampleRetentionDays: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -41,10 +45,16 @@ function readProcessor(env: Env): ProcessorConfig {
   return { kind, secretKey: requireEnv(env, "STRIPE_SECRET_KEY"), apiBase };
 }
 
-function readInterval(env: Env, name: string): number {
-  const ms = envInt(env, name, 60_000);
+function readInterval(env: Env, name: string, fallback = 60_000): number {
+  const ms = envInt(env, name, fallback);
   if (ms <= 0) throw new ConfigError(`${name} must be a positive number of milliseconds, got ${ms}`);
   return ms;
+}
+
+function readRetentionDays(env: Env): number {
+  const days = envInt(env, "USAGE_SAMPLE_RETENTION_DAYS", 40);
+  if (days <= 0) throw new ConfigError(`USAGE_SAMPLE_RETENTION_DAYS must be a positive number of days, got ${days}`);
+  return days;
 }
 
 /** Reads the billing service's settings, failing fast on a missing one. */
@@ -59,5 +69,8 @@ export function readConfig(env: Env = process.env): Config {
     invoiceCloseIntervalMs: readInterval(env, "INVOICE_CLOSE_INTERVAL_MS"),
     identityUrl: identityUrl === "" ? undefined : checkUrl("IDENTITY_URL", identityUrl),
     alertCheckIntervalMs: readInterval(env, "ALERT_CHECK_INTERVAL_MS"),
+    // Twice the agents' default sampling interval (30 s): one late or lost sample is bridged, an outage is not.
+    storageMaxGapMs: readInterval(env, "STORAGE_SAMPLE_MAX_GAP_MS", 60_000),
+    usageSampleRetentionDays: readRetentionDays(env),
   };
 }

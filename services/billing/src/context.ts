@@ -15,6 +15,10 @@ export interface AppContext {
   processor: PaymentProcessor;
   /** Where alert notices go; unset without IDENTITY_URL. */
   identity?: Client<typeof IdentityService>;
+  /** The longest a storage sample's size is held for when the next one is late. */
+  storageMaxGapMs: number;
+  /** How long usage samples are kept; older ones are ignored at ingest. */
+  usageSampleRetentionDays: number;
 }
 
 /** The context of `config`; `overrides` swap dependencies (a test's clock, pool, processor or identity client). */
@@ -31,5 +35,7 @@ export function createContext(config: Config, overrides: Partial<AppContext> = {
       (config.identityUrl === undefined
         ? undefined
         : createInternalClient(IdentityService, config.identityUrl, { secret: config.internalSecret, caller: "billing" })),
+    storageMaxGapMs: overrides.storageMaxGapMs ?? config.storageMaxGapMs,
+    usageSampleRetentionDays: overrides.usageSampleRetentionDays ?? config.usageSampleRetentionDays,
   };
 }

@@ -1,4 +1,13 @@
-import { databaseHealth, databaseOutage, migrate, onShutdown, startServer, startTelemetry } from "@dbaas/kit";
+import {
+  createMetricsRegistry,
+  databaseHealth,
+  databaseOutage,
+  migrate,
+  onShutdown,
+  outboxMetrics,
+  startServer,
+  startTelemetry,
+} from "@dbaas/kit";
 import { startAlerting, startInvoicing } from "./background.ts";
 import { readConfig } from "./config.ts";
 import { createContext } from "./context.ts";
@@ -9,10 +18,14 @@ const stopTelemetry = await startTelemetry("billing");
 const config = readConfig();
 const ctx = createContext(config);
 await migrate(ctx.pool, config.schema, MIGRATIONS_DIR);
+const metrics = createMetricsRegistry();
+// Billing's outbox: spending-alert notices waiting for identity to accept them.
+outboxMetrics(metrics, ctx.pool, { table: "alert_notifications", pending: "delivered_at IS NULL AND abandoned_at IS NULL" });
 const server = await startServer({
   port: config.port,
   routes: routes(ctx),
   internalSecret: config.internalSecret,
+  metrics,
   log: ctx.log,
   interceptors: [databaseOutage("billing", ctx.log)],
   health: () => databaseHealth(ctx.pool),

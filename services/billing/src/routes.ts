@@ -9,10 +9,12 @@ import { getUsage } from "./handlers/get-usage.ts";
 import { getInvoicePdf, listInvoices } from "./handlers/invoices.ts";
 import { addPaymentMethod, listPaymentMethods, updatePaymentMethod } from "./handlers/payment-methods.ts";
 import { recordStatusEvents } from "./handlers/record-status-events.ts";
+import { recordUsageSamples } from "./handlers/record-usage-samples.ts";
 
 export const routes = (ctx: AppContext) => (router: ConnectRouter) =>
   router.service(BillingService, {
     recordStatusEvents: recordStatusEvents(ctx),
+    recordUsageSamples: recordUsageSamples(ctx),
     getUsage: getUsage(ctx),
     addPaymentMethod: addPaymentMethod(ctx),
     listPaymentMethods: listPaymentMethods(ctx),

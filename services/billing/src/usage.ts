@@ -1,6 +1,8 @@
 import type pg from "pg";
-import { TIERS, tierByName } from "@dbaas/kit";
+import { STORAGE_PRICE_GB_MONTH, TIERS, TRANSFER_FREE_GB_PER_MONTH, TRANSFER_PRICE_GB, tierByName } from "@dbaas/kit";
 import { listStatusChangesForPeriod, type StatusChange } from "./db/status-events.ts";
+import { readMeteredMonths, storedBytesNow, type MeteredMonth } from "./db/usage-samples.ts";
+import { hoursInMonth, monthKey, monthOf } from "./months.ts";
 
 /** The status in which a database accrues compute charges; every other status stops the meter. */
 export const RUNNING = "running";
@@ -81,50 +83,68 @@ export function priceComputeByTier(intervals: readonly RunningInterval[], decima
     .map((t) => ({ tier: t.tier, ...priceCompute(t.intervals, decimals) }));
 }
 
-// Nothing feeds these meters yet: storage GB-months and transfer GB will come
-// from the provisioner agents' storage and data-transfer samples, replica hours
-// from replica status changes once databases have replicas. Until then they are
-// reported as zero rather than left out, so the report's shape is stable.
+/** Half-up division of non-negative integers. */
+const divideRounded = (n: bigint, d: bigint) => (n + d / 2n) / d;
+
+const BYTES_PER_GB = 1_000_000_000n;
+const microUsd = (price: number) => BigInt(Math.round(price * 1_000_000));
+
+/**
+ * Storage of a month: byte-milliseconds accrued from the samples as
+ * GB-months (GB-hours / hours in the month, 4 decimals) at the catalogue's
+ * price, the amount rounded once to `decimals`.
+ */
+export function priceStorage(byteMs: bigint, monthStart: Date, decimals = 4): PricedLine {
+  const byteMsPerGbMonth = BYTES_PER_GB * BigInt(MS_PER_HOUR) * BigInt(hoursInMonth(monthStart));
+  const quantity = divideRounded(byteMs * 10_000n, byteMsPerGbMonth);
+  const amount = divideRounded(byteMs * microUsd(STORAGE_PRICE_GB_MONTH) * 10n ** BigInt(decimals), byteMsPerGbMonth * 1_000_000n);
+  return { quantity: Number(quantity) / 10_000, amount: Number(amount) / 10 ** decimals };
+}
+
+/** A month's egress: all of it in GB, what is beyond the free allowance, and the price of that. */
+export interface PricedTransfer {
+  gb: number;
+  billableGb: number;
+  amount: number;
+}
+
+/** Egress bytes of a month in GB (4 decimals); the first TRANSFER_FREE_GB_PER_MONTH GB are free, the rest priced. */
+export function priceTransfer(egressBytes: bigint, decimals = 4): PricedTransfer {
+  const free = BigInt(TRANSFER_FREE_GB_PER_MONTH) * BYTES_PER_GB;
+  const billable = egressBytes > free ? egressBytes - free : 0n;
+  const gb = (bytes: bigint) => Number(divideRounded(bytes * 10_000n, BYTES_PER_GB)) / 10_000;
+  const amount = divideRounded(billable * microUsd(TRANSFER_PRICE_GB) * 10n ** BigInt(decimals), BYTES_PER_GB * 1_000_000n);
+  return { gb: gb(egressBytes), billableGb: gb(billable), amount: Number(amount) / 10 ** decimals };
+}
+
+// Replica hours will come from replica status changes once databases have
+// replicas; until then they are reported as zero rather than left out, so the
+// report's shape is stable.
 const NOT_METERED_YET: PricedLine = { quantity: 0, amount: 0 };
 
-/** What an organization used within a period. */
+/** Nothing metered from samples. */
+export const NO_SAMPLES: MeteredMonth = { storageByteMs: 0n, egressBytes: 0n };
+
+/** What an organization used within a period of one month. */
 export interface Usage {
   running: RunningInterval[];
-  storage: PricedLine;
-  dataTransfer: PricedLine;
+  /** Storage and egress the samples accrued in the month. */
+  metered: MeteredMonth;
   replicas: PricedLine;
 }
 
 /** The usage within [from, to] out of changes listed for a period that contains it (see runningIntervals). */
-export function usageOf(changes: readonly StatusChange[], from: Date, to: Date): Usage {
-  return {
-    running: runningIntervals(changes, from, to),
-    storage: NOT_METERED_YET,
-    dataTransfer: NOT_METERED_YET,
-    replicas: NOT_METERED_YET,
-  };
+export function usageOf(changes: readonly StatusChange[], from: Date, to: Date, metered: MeteredMonth): Usage {
+  return { running: runningIntervals(changes, from, to), metered, replicas: NOT_METERED_YET };
 }
-
-/** An organization's usage within [from, to]: month to date, or a month that has ended. */
-export async function readUsage(db: pg.Pool | pg.PoolClient, organizationId: string, from: Date, to: Date): Promise<Usage> {
-  return usageOf(await listStatusChangesForPeriod(db, organizationId, from, to), from, to);
-}
-
-/** The calendar month (UTC) containing `now`, as [start, end) — `end` is the first instant of the next month. */
-export function monthOf(now: Date): { start: Date; end: Date } {
-  const y = now.getUTCFullYear();
-  const m = now.getUTCMonth();
-  return { start: new Date(Date.UTC(y, m, 1)), end: new Date(Date.UTC(y, m + 1, 1)) };
-}
-
-/** A month's name, `YYYY-MM`, from its first instant. */
-export const periodName = (start: Date) => start.toISOString().slice(0, 7);
 
 /** Month-to-date usage priced as a running meter (4 decimals), and its total. */
 export interface MonthToDate {
   period: { start: Date; end: Date };
   compute: PricedLine;
+  /** GB stored now, and what storage has cost so far this month. */
   storage: PricedLine;
+  /** GB sent to clients this month, and what it costs beyond the free allowance. */
   dataTransfer: PricedLine;
   replicas: PricedLine;
   total: number;
@@ -136,9 +156,15 @@ export interface MonthToDate {
  */
 export async function readMonthToDate(db: pg.Pool | pg.PoolClient, organizationId: string, now: Date): Promise<MonthToDate> {
   const period = monthOf(now);
-  const usage = await readUsage(db, organizationId, period.start, now);
+  const changes = await listStatusChangesForPeriod(db, organizationId, period.start, now);
+  const metered = (await readMeteredMonths(db, organizationId, period.start, period.end)).get(monthKey(period.start)) ?? NO_SAMPLES;
+  const usage = usageOf(changes, period.start, now, metered);
   const compute = priceCompute(usage.running);
-  const { storage, dataTransfer, replicas } = usage;
+  const storedGb = Number(divideRounded((await storedBytesNow(db, organizationId)) * 10_000n, BYTES_PER_GB)) / 10_000;
+  const storage = { quantity: storedGb, amount: priceStorage(metered.storageByteMs, period.start).amount };
+  const transfer = priceTransfer(metered.egressBytes);
+  const dataTransfer = { quantity: transfer.gb, amount: transfer.amount };
+  const { replicas } = usage;
   // Every amount is a whole number of 1e-4 USD; summing those units avoids float drift.
   const totalUnits = [compute, storage, dataTransfer, replicas].reduce((sum, l) => sum + Math.round(l.amount * 10_000), 0);
   return { period, compute, storage, dataTransfer, replicas, total: totalUnits / 10_000 };

@@ -53,6 +53,15 @@ describe("billing config", () => {
     expect(() => readConfig({ ...base, INVOICE_CLOSE_INTERVAL_MS: "1m" })).toThrow(ConfigError);
   });
 
+  it("holds a storage sample's size for at most a minute past it unless STORAGE_SAMPLE_MAX_GAP_MS says otherwise", () => {
+    expect(readConfig(base).storageMaxGapMs).toBe(60_000);
+    expect(readConfig({ ...base, STORAGE_SAMPLE_MAX_GAP_MS: "120000" }).storageMaxGapMs).toBe(120_000);
+    expect(readConfig(base).usageSampleRetentionDays).toBe(40);
+    expect(readConfig({ ...base, USAGE_SAMPLE_RETENTION_DAYS: "60" }).usageSampleRetentionDays).toBe(60);
+    expect(() => readConfig({ ...base, USAGE_SAMPLE_RETENTION_DAYS: "0" })).toThrow(/USAGE_SAMPLE_RETENTION_DAYS/);
+    expect(() => readConfig({ ...base, STORAGE_SAMPLE_MAX_GAP_MS: "0" })).toThrow(/STORAGE_SAMPLE_MAX_GAP_MS must be a positive/);
+  });
+
   it("reads identity's address for alert notices, optional, and checks alerts every minute unless told otherwise", () => {
     expect(readConfig(base)).toMatchObject({ identityUrl: undefined, alertCheckIntervalMs: 60_000 });
     expect(readConfig({ ...base, IDENTITY_URL: "http://127.0.0.1:8081", ALERT_CHECK_INTERVAL_MS: "500" })).toMatchObject({

@@ -30,7 +30,7 @@ export class ManualClock implements Clock {
  */
 export async function createTestContext(
   now: string,
-  opts: { log?: Logger; processor?: (clock: Clock) => PaymentProcessor } = {},
+  opts: { log?: Logger; processor?: (clock: Clock) => PaymentProcessor; storageMaxGapMs?: number } = {},
 ): Promise<{
   ctx: AppContext;
   clock: ManualClock;
@@ -44,7 +44,14 @@ export async function createTestContext(
   const clock = new ManualClock(new Date(now));
   const processor = (opts.processor ?? createTestProcessor)(clock);
   return {
-    ctx: { pool, clock, log: opts.log ?? createLogger("billing-test"), processor },
+    ctx: {
+      pool,
+      clock,
+      log: opts.log ?? createLogger("billing-test"),
+      processor,
+      storageMaxGapMs: opts.storageMaxGapMs ?? 60_000,
+      usageSampleRetentionDays: 40,
+    },
     clock,
     url: db.url,
     async close() {

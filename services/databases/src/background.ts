@@ -1,10 +1,12 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { withTransaction } from "@dbaas/kit";
+import { scheduleBackups } from "./backup-schedule.ts";
 import type { AppContext } from "./context.ts";
 import { lockStranded, markExpiredForPurge, setStatus } from "./db/databases.ts";
 import { notifyAgent } from "./db/notify.ts";
 import { finishOperations } from "./db/operations.ts";
-import { relayOutboxOnce } from "./outbox-relay.ts";
+import { maintainSamples } from "./metrics/retention.ts";
+import { purgeDeliveredOutbox, relayOutboxOnce, relayUsageOnce } from "./outbox-relay.ts";
 import { TRANSITIONAL_STATUSES } from "./statuses.ts";
 
 /** Marks deleted databases past their retention window (by the context's clock) for purging by their agent. */
@@ -36,25 +38,28 @@ export async function failStrandedOperations(ctx: AppContext): Promise<number> {
 }
 
 /**
- * The databases service's background work until `signal` aborts, in two
+ * The databases service's background work until `signal` aborts, in
  * independent loops so a billing outage never holds up the sweeps: the outbox
  * relay (every `intervalMs`, at once while there is a backlog, backing off
- * while billing fails) and the sweeps (stranded operations every few seconds,
- * retention at `purgeSweepIntervalMs`).
+ * while billing fails), the sweeps (stranded operations every few seconds,
+ * retention at `purgeSweepIntervalMs`), the backup schedule (a pass at
+ * once, then every `backupScheduleIntervalMs`) and the samples' roll-up and
+ * purge with the delivered outbox rows' purge (every
+ * `samplesMaintenanceIntervalMs`). Usage samples relay beside status events.
  */
 export function startBackgroundWork(ctx: AppContext, signal: AbortSignal, intervalMs = 500): Promise<void> {
   const pause = (ms: number) => sleep(ms, undefined, { signal }).catch(() => {});
 
-  const relay = async () => {
+  const relay = async (what: string, once: (ctx: AppContext) => Promise<number>) => {
     let failures = 0;
     while (!signal.aborted) {
       let delivered = 0;
       try {
-        delivered = await relayOutboxOnce(ctx);
-        if (failures > 0) ctx.log.info("billing reachable again; outbox draining");
+        delivered = await once(ctx);
+        if (failures > 0) ctx.log.info("billing reachable again; outbox draining", { what });
         failures = 0;
       } catch (err) {
-        if (failures++ === 0) ctx.log.warn("outbox delivery failed; will retry", { error: err });
+        if (failures++ === 0) ctx.log.warn("outbox delivery failed; will retry", { what, error: err });
       }
       if (delivered === 0) await pause(Math.min(intervalMs * 2 ** Math.min(failures, 5), 10_000));
     }
@@ -79,5 +84,41 @@ export function startBackgroundWork(ctx: AppContext, signal: AbortSignal, interv
     }
   };
 
-  return Promise.all([relay(), sweeps()]).then(() => {});
+  const backups = async () => {
+    while (!signal.aborted) {
+      try {
+        const started = await scheduleBackups(ctx);
+        if (started > 0) ctx.log.info("scheduled backups started", { count: started });
+      } catch (err) {
+        ctx.log.warn("backup schedule failed; will retry", { error: err });
+      }
+      await pause(ctx.cfg.backupScheduleIntervalMs);
+    }
+  };
+
+  const samples = async () => {
+    while (!signal.aborted) {
+      try {
+        await maintainSamples(ctx);
+      } catch (err) {
+        ctx.log.warn("samples roll-up or purge failed; will retry", { error: err });
+      }
+      try {
+        const purged = await purgeDeliveredOutbox(ctx);
+        if (purged > 0) ctx.log.info("delivered outbox rows past retention deleted", { count: purged });
+      } catch (err) {
+        ctx.log.warn("outbox purge failed; will retry", { error: err });
+      }
+      await pause(ctx.cfg.samplesMaintenanceIntervalMs);
+    }
+  };
+
+  // Status events and usage samples relay apart: a billing that rejects one kind never holds up the other.
+  return Promise.all([
+    relay("status events", relayOutboxOnce),
+    relay("usage samples", relayUsageOnce),
+    sweeps(),
+    backups(),
+    samples(),
+  ]).then(() => {});
 }

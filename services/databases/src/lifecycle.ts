@@ -2,8 +2,8 @@ import { conflict } from "@dbaas/kit";
 import { ObservedState } from "@dbaas/proto/agent";
 import { DELETED, type DesiredState, type RecordedStatus, type Status } from "./statuses.ts";
 
-/** What a caller (or support) can do to a database; the first seven are recorded as operations by that name. */
-export type Operation = "create" | "start" | "stop" | "restart" | "resize" | "delete" | "restore" | "rename" | "reset-password";
+/** What a caller (or support) can do to a database; all but rename and reset-password are recorded as operations by that name. */
+export type Operation = "create" | "start" | "stop" | "restart" | "resize" | "delete" | "restore" | "rename" | "reset-password" | "backup";
 
 export interface Transition {
   /** Statuses the operation may start from, or "any"; from another it is refused (409) naming the current one. */
@@ -34,6 +34,8 @@ export const TRANSITIONS = {
   restore: { from: [DELETED], to: "starting", desired: "running", verb: "restore" },
   rename: { from: "any", verb: "rename" },
   "reset-password": { from: ["running", "stopped"], verb: "reset the password of" },
+  // A base backup is taken from the running instance; its own record tracks it (backups.ts).
+  backup: { from: ["running"], verb: "back up" },
 } as const satisfies { readonly [op in Operation]: Transition };
 
 /** Whether `op` may start from `status`. */

@@ -1,4 +1,13 @@
-import { databaseHealth, databaseOutage, migrate, onShutdown, startServer, startTelemetry } from "@dbaas/kit";
+import {
+  createMetricsRegistry,
+  databaseHealth,
+  databaseOutage,
+  migrate,
+  onShutdown,
+  outboxMetrics,
+  startServer,
+  startTelemetry,
+} from "@dbaas/kit";
 import { startBackgroundWork } from "./background.ts";
 import { readConfig } from "./config.ts";
 import { createContext } from "./context.ts";
@@ -9,10 +18,13 @@ const stopTelemetry = await startTelemetry("databases");
 const config = readConfig();
 const ctx = await createContext(config);
 await migrate(ctx.pool, config.schema, MIGRATIONS_DIR);
+const metrics = createMetricsRegistry();
+outboxMetrics(metrics, ctx.pool, { table: "outbox", pending: "delivered_at IS NULL" });
 const server = await startServer({
   port: config.port,
   routes: routes(ctx),
   internalSecret: config.internalSecret,
+  metrics,
   log: ctx.log,
   interceptors: [databaseOutage("databases", ctx.log)],
   health: () => databaseHealth(ctx.pool),

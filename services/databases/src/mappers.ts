@@ -1,7 +1,19 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { DATABASE_STATUS } from "@dbaas/kit";
-import { DatabaseSchema, DatabaseStatus, OperationSchema, type Database, type Operation } from "@dbaas/proto/databases";
+import {
+  BackupSchema,
+  BackupStatus,
+  BackupType,
+  DatabaseSchema,
+  DatabaseStatus,
+  OperationSchema,
+  RestoredFromSchema,
+  type Backup,
+  type Database,
+  type Operation,
+} from "@dbaas/proto/databases";
+import type { BackupRow } from "./db/backups.ts";
 import type { DatabaseRow } from "./db/databases.ts";
 import type { OperationRow } from "./db/operations.ts";
 
@@ -59,6 +71,30 @@ export function toDatabase(row: DatabaseRow, domain: string): Database {
     createdAt: timestampFromDate(row.created_at),
     updatedAt: timestampFromDate(row.updated_at),
     statusReason: row.status_reason,
+    restoredFrom:
+      row.restored_from_id && row.restore_time
+        ? create(RestoredFromSchema, { databaseId: row.restored_from_id, restoreTime: timestampFromDate(row.restore_time) })
+        : undefined,
+  });
+}
+
+const BACKUP_TYPE: Record<BackupRow["type"], BackupType> = { scheduled: BackupType.SCHEDULED, manual: BackupType.MANUAL };
+const BACKUP_STATUS: Record<BackupRow["status"], BackupStatus> = {
+  running: BackupStatus.RUNNING,
+  completed: BackupStatus.COMPLETED,
+  failed: BackupStatus.FAILED,
+};
+
+export function toBackup(row: BackupRow): Backup {
+  return create(BackupSchema, {
+    id: row.id,
+    databaseId: row.database_id,
+    type: BACKUP_TYPE[row.type],
+    status: BACKUP_STATUS[row.status],
+    startedAt: timestampFromDate(row.started_at),
+    completedAt: row.completed_at ? timestampFromDate(row.completed_at) : undefined,
+    sizeBytes: BigInt(row.size_bytes),
+    failureReason: row.failure_reason,
   });
 }
 

@@ -2,15 +2,19 @@ import type { ConnectRouter } from "@connectrpc/connect";
 import { AgentService } from "@dbaas/proto/agent";
 import { DatabasesService } from "@dbaas/proto/databases";
 import type { AppContext } from "./context.ts";
-import { registerAgent, reportInstances } from "./handlers/agents.ts";
+import { registerAgent, reportBackups, reportInstances } from "./handlers/agents.ts";
+import { createBackup, listBackups } from "./handlers/backups.ts";
 import { getCaCertificate } from "./handlers/ca-certificate.ts";
 import { listRegions, listTiers, listVersions } from "./handlers/catalogue.ts";
 import { createDatabase } from "./handlers/create-database.ts";
 import { deleteDatabase, restoreDatabase } from "./handlers/delete-restore.ts";
 import { getDatabases } from "./handlers/get-databases.ts";
+import { getMetrics } from "./handlers/get-metrics.ts";
 import { listDatabases } from "./handlers/list-databases.ts";
 import { listOperations } from "./handlers/operations.ts";
+import { reportSamples } from "./handlers/report-samples.ts";
 import { resetPassword } from "./handlers/reset-password.ts";
+import { restoreToTime } from "./handlers/restore-to-time.ts";
 import { resizeDatabase, restartDatabase, startDatabase, stopDatabase } from "./handlers/start-stop-resize.ts";
 import { updateDatabase } from "./handlers/update-database.ts";
 import { watchAssignments } from "./handlers/watch-assignments.ts";
@@ -31,6 +35,10 @@ export const routes = (ctx: AppContext) => (router: ConnectRouter) => {
     resizeDatabase: resizeDatabase(ctx),
     resetPassword: resetPassword(ctx),
     listOperations: listOperations(ctx),
+    listBackups: listBackups(ctx),
+    createBackup: createBackup(ctx),
+    restoreToTime: restoreToTime(ctx),
+    getMetrics: getMetrics(ctx),
     getCaCertificate: getCaCertificate(ctx),
     listRegions: listRegions(),
     listTiers: listTiers(),
@@ -40,5 +48,7 @@ export const routes = (ctx: AppContext) => (router: ConnectRouter) => {
     registerAgent: registerAgent(ctx),
     watchAssignments: watchAssignments(ctx),
     reportInstances: reportInstances(ctx),
+    reportBackups: reportBackups(ctx),
+    reportSamples: reportSamples(ctx),
   });
 };

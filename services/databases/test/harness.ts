@@ -1,6 +1,7 @@
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { internalCredentialInterceptor, migrate, requireInternalAuth, type Logger } from "@dbaas/kit";
-import { AgentService, ObservedState, type InstanceSpec, type WatchAssignmentsResponse } from "@dbaas/proto/agent";
+import { AgentService, BackupState, ObservedState, type InstanceSpec, type WatchAssignmentsResponse } from "@dbaas/proto/agent";
 import { BillingService, type StatusEvent } from "@dbaas/proto/billing";
 import { FieldViolationSchema } from "@dbaas/proto/common";
 import { DatabasesService, type CreateDatabaseResponse } from "@dbaas/proto/databases";
@@ -172,7 +173,9 @@ export function countingFeed(feed: ChangeFeed): { feed: ChangeFeed; active(): nu
 
 /** Empties every table, for files whose tests must not see each other's agents. */
 export async function resetTables(h: Harness): Promise<void> {
-  await h.ctx.pool.query("TRUNCATE agents, databases, operations, outbox RESTART IDENTITY");
+  await h.ctx.pool.query(
+    "TRUNCATE agents, databases, operations, outbox, backups, restore_windows, samples, sample_minutes, sample_rollups RESTART IDENTITY",
+  );
 }
 
 export interface AgentOptions {
@@ -234,6 +237,53 @@ export async function report(h: Harness, agentId: string, databaseId: string, st
         message: o.message ?? "",
       },
     ],
+  });
+}
+
+/** One backup's news as a test's agent sends it. */
+export interface BackupNews {
+  id: string;
+  state: BackupState;
+  startedAt?: Date;
+  completedAt?: Date;
+  sizeBytes?: bigint;
+  message?: string;
+}
+
+/** Plays the agent's backup report for one database: backup news, the restore window, archiving health. */
+export async function reportBackups(
+  h: Harness,
+  agentId: string,
+  databaseId: string,
+  o: { backups?: BackupNews[]; window?: [Date, Date]; archiveError?: string; spoolBytes?: bigint } = {},
+): Promise<void> {
+  await h.agents.reportBackups({
+    agentId,
+    databases: [
+      {
+        databaseId,
+        backups: (o.backups ?? []).map((b) => ({
+          backupId: b.id,
+          state: b.state,
+          startedAt: b.startedAt && timestampFromDate(b.startedAt),
+          completedAt: b.completedAt && timestampFromDate(b.completedAt),
+          sizeBytes: b.sizeBytes ?? 0n,
+          message: b.message ?? "",
+        })),
+        earliestRestoreTime: o.window && timestampFromDate(o.window[0]),
+        latestRestoreTime: o.window && timestampFromDate(o.window[1]),
+        archiveError: o.archiveError ?? "",
+        spoolBytes: o.spoolBytes ?? 0n,
+      },
+    ],
+  });
+}
+
+/** The agent reports backup `id` of the database completed, with `window` as its restore window. */
+export async function completeBackup(h: Harness, agentId: string, databaseId: string, id: string, window?: [Date, Date]): Promise<void> {
+  await reportBackups(h, agentId, databaseId, {
+    backups: [{ id, state: BackupState.COMPLETED, completedAt: new Date(), sizeBytes: 1234n }],
+    window,
   });
 }
 

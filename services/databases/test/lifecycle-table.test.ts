@@ -32,6 +32,7 @@ describe("which status each operation may start from", () => {
     restore: [DELETED],
     rename: RECORDED,
     "reset-password": ["running", "stopped"],
+    backup: ["running"],
   };
 
   it.each(OPERATIONS)("%s", (op) => {
@@ -52,6 +53,7 @@ describe("which status each operation may start from", () => {
     expect(refusal("resize", "failed")).toBe("FailedPrecondition: cannot resize a database that is failed");
     expect(refusal("reset-password", "stopping")).toBe("FailedPrecondition: cannot reset the password of a database that is stopping");
     expect(refusal("restore", "running")).toBe("FailedPrecondition: cannot restore a database that is running");
+    expect(refusal("backup", "stopped")).toBe("FailedPrecondition: cannot back up a database that is stopped");
     expect(refusal("stop", "failed")).toBe("allowed");
     expect(transitionFrom("delete", "resizing")).toBe(TRANSITIONS.delete);
   });
@@ -71,6 +73,7 @@ describe("where each operation leads", () => {
       restore: ["starting", "running"],
       rename: ["-", "-"],
       "reset-password": ["-", "-"],
+      backup: ["-", "-"],
     });
     const shown = OPERATIONS.map((op) => TABLE[op].to).filter((s) => s !== undefined && s !== DELETED);
     expect(new Set(shown)).toEqual(new Set(TRANSITIONAL_STATUSES));

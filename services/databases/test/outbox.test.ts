@@ -2,7 +2,8 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ObservedState } from "@dbaas/proto/agent";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { relayOutboxOnce } from "../src/outbox-relay.ts";
+import { readConfig } from "../src/config.ts";
+import { purgeDeliveredOutbox, relayOutboxOnce } from "../src/outbox-relay.ts";
 import { createDb, createHarness, registerAgent, report, runningDb, type Harness } from "./harness.ts";
 
 let h: Harness;
@@ -163,5 +164,50 @@ describe("relayOutboxOnce", () => {
     const sent = h.billing.delivered().map((e) => e.eventId);
     expect([...sent].sort()).toEqual([...expected].sort());
     expect(new Set(sent).size).toBe(sent.length);
+  });
+});
+
+describe("purgeDeliveredOutbox", () => {
+  const HOUR = 3600_000;
+  // Rows written here, apart from the other tests' (all delivered by beforeEach, just now).
+  const row = async (eventId: string, deliveredHoursAgo: number | null, createdHoursAgo: number) => {
+    await h.ctx.pool.query(
+      `INSERT INTO outbox (event_id, topic, payload, created_at, delivered_at)
+       VALUES ($1, 'purge.test', '{}', now() - make_interval(hours => $2), now() - make_interval(hours => $3::int))`,
+      [eventId, createdHoursAgo, deliveredHoursAgo],
+    );
+  };
+  const left = async () =>
+    (await h.ctx.pool.query<{ event_id: string }>("SELECT event_id FROM outbox WHERE topic = 'purge.test' ORDER BY id")).rows.map(
+      (r) => r.event_id,
+    );
+
+  it("deletes rows delivered before the retention, in batches, and keeps pending and recent ones", async () => {
+    expect(h.ctx.cfg.outboxDeliveredRetentionHours).toBe(72);
+    for (let i = 0; i < 5; i++) await row(`old-${i}`, 100 + i, 200);
+    await row("pending-old", null, 500);
+    await row("recent", 71, 200);
+    await row("just-delivered", 0, 0);
+
+    // Batches of 2: three statements for the five old rows.
+    expect(await purgeDeliveredOutbox(h.ctx, 2)).toBe(5);
+    expect(await left()).toEqual(["pending-old", "recent", "just-delivered"]);
+    expect(await purgeDeliveredOutbox(h.ctx, 2)).toBe(0);
+
+    // By the context's clock: two hours on, the row delivered 71 hours ago is past 72; pending stays.
+    const later = { ...h.ctx, clock: { now: () => new Date(Date.now() + 2 * HOUR) } };
+    expect(await purgeDeliveredOutbox(later)).toBe(1);
+    expect(await left()).toEqual(["pending-old", "just-delivered"]);
+  });
+
+  it("takes OUTBOX_DELIVERED_RETENTION_HOURS from the environment", () => {
+    expect(
+      readConfig({
+        DATABASE_URL: "postgres://x",
+        INTERNAL_AUTH_SECRET: "s",
+        BILLING_URL: "http://billing",
+        OUTBOX_DELIVERED_RETENTION_HOURS: "24",
+      }).outboxDeliveredRetentionHours,
+    ).toBe(24);
   });
 });

@@ -84,10 +84,13 @@ describe("WatchAssignments", () => {
     expect((await afterCreate).instances.map((i) => [i.databaseId, i.desiredState])).toEqual([[database!.id, DesiredState.RUNNING]]);
 
     // Reported running by hand (not through `report`, which would open a second stream).
+    const afterRunning = stream.next();
     await h.agents.reportInstances({
       agentId: "w-live",
       instances: [{ databaseId: database!.id, state: ObservedState.RUNNING, observedGeneration: 1n, appliedCredentialsGeneration: 1n }],
     });
+    // Its first run starts its first backup, which the agent is to take.
+    expect((await afterRunning).instances[0]!.backupIds).toHaveLength(1);
     const afterStop = stream.next();
     await h.dbs.stopDatabase({ organizationId: ORG, id: database!.id });
     const stopped = (await afterStop).instances[0]!;

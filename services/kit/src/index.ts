@@ -19,3 +19,4 @@ export * from "./read-batcher.ts";
 export * from "./standing.ts";
 export * from "./limits.ts";
 export * from "./text-guard.ts";
+export * from "./prometheus.ts";

@@ -2,10 +2,12 @@ import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip, connectNodeAdapter } from "@connectrpc/connect-node";
+import { listenCleartext } from "./cleartext-listener.ts";
 import { handlersNeverUnavailable } from "./errors.ts";
 import { internalRpcFastPath } from "./fast-path.ts";
 import { requireInternalAuth } from "./internal-auth.ts";
 import type { Logger } from "./logger.ts";
+import { answerMetrics, rpcMetricsInterceptor, type Registry } from "./prometheus.ts";
 import { serverTracingInterceptor } from "./telemetry.ts";
 import { textGuardInterceptor } from "./text-guard.ts";
 import { createUnaryFastPath } from "./unary-server.ts";
@@ -20,6 +22,8 @@ export interface ServerOptions {
   log: Logger;
   /** Reported by GET /healthz (no credential needed: for load balancers and the stack runner). */
   health?: () => Promise<Record<string, unknown>>;
+  /** The process's registry (createMetricsRegistry): every RPC is measured on it, and GET /metrics serves it. */
+  metrics?: Registry;
   interceptors?: Interceptor[];
   /** Largest request message accepted, in bytes (connect's default, ~4 GiB, when unset). */
   readMaxBytes?: number;
@@ -44,12 +48,15 @@ export interface RunningServer {
  * UNAVAILABLE (handlersNeverUnavailable). `close()` refuses new calls, ends
  * streams, lets in-flight unary calls finish (up to 5 s) and then drops what
  * is left. INTERNAL_RPC_FAST_PATH=0 (or `fastPath: false`) leaves every call
- * to connect-node.
+ * to connect-node. HTTP/1.1 connections on the same port get /healthz and
+ * /metrics only (cleartext-listener.ts).
  */
 export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const host = opts.host ?? (process.env.HOST || "127.0.0.1");
   const shutdown = new AbortController();
   const interceptors = [
+    // Outermost: a call refused by auth or the text guard is counted too.
+    ...(opts.metrics ? [rpcMetricsInterceptor(opts.metrics)] : []),
     serverTracingInterceptor(),
     requireInternalAuth(opts.internalSecret),
     textGuardInterceptor(),
@@ -59,6 +66,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     handlersNeverUnavailable((err) => opts.log.error("a handler failed with UNAVAILABLE; answered as a failed dependency", { error: err })),
   ];
   const acceptCompression = [compressionGzip, compressionBrotli];
+  const plain = plainEndpoints(opts);
   const fastPath =
     (opts.fastPath ?? internalRpcFastPath())
       ? createUnaryFastPath({
@@ -75,24 +83,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     acceptCompression,
     readMaxBytes: opts.readMaxBytes,
     shutdownSignal: shutdown.signal,
-    fallback(req, res) {
-      if (req.url === "/healthz" && req.method === "GET") {
-        const check = opts.health ? opts.health() : Promise.resolve({});
-        check.then(
-          (detail) => {
-            res.writeHead(200, { "content-type": "application/json" });
-            res.end(JSON.stringify({ status: "ok", ...detail }));
-          },
-          (err: unknown) => {
-            res.writeHead(503, { "content-type": "application/json" });
-            res.end(JSON.stringify({ status: "unavailable", error: (err as Error).message }));
-          },
-        );
-        return;
-      }
-      res.writeHead(404);
-      res.end();
-    },
+    fallback: plain,
   });
   const server = http2.createServer(handler);
   if (fastPath) takeStreamsFirst(server, fastPath.serve);
@@ -101,11 +92,12 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     sessions.add(s);
     s.on("close", () => sessions.delete(s));
   });
+  const listener = listenCleartext(server, plain);
   await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(opts.port, host, () => resolve());
+    listener.server.once("error", reject);
+    listener.server.listen(opts.port, host, () => resolve());
   });
-  const port = (server.address() as AddressInfo).port;
+  const port = (listener.server.address() as AddressInfo).port;
   opts.log.info("listening", { port });
   let closing: Promise<void> | undefined;
   return {
@@ -115,7 +107,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     close() {
       closing ??= new Promise<void>((resolve) => {
         shutdown.abort();
-        server.close(() => resolve());
+        listener.close(() => resolve());
         for (const s of sessions) s.close();
         // A peer that never finishes its streams must not hold shutdown hostage.
         setTimeout(() => {
@@ -127,6 +119,38 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     },
   };
 }
+
+/**
+ * What the port answers besides RPCs, over HTTP/2 and HTTP/1.1 alike, without
+ * a credential: GET /healthz (load balancers, the stack runner) and, with a
+ * registry, GET /metrics (Prometheus text exposition). Anything else is 404.
+ */
+function plainEndpoints(opts: ServerOptions): PlainHandler {
+  return (req, res) => {
+    if (req.method === "GET" && req.url === "/healthz") {
+      const check = opts.health ? opts.health() : Promise.resolve({});
+      check.then(
+        (detail) => {
+          res.writeHead(200, { "content-type": "application/json" });
+          res.end(JSON.stringify({ status: "ok", ...detail }));
+        },
+        (err: unknown) => {
+          res.writeHead(503, { "content-type": "application/json" });
+          res.end(JSON.stringify({ status: "unavailable", error: (err as Error).message }));
+        },
+      );
+      return;
+    }
+    if (req.method === "GET" && req.url === "/metrics" && opts.metrics) {
+      answerMetrics(opts.metrics, res);
+      return;
+    }
+    res.writeHead(404);
+    res.end();
+  };
+}
+
+type PlainHandler = NonNullable<Parameters<typeof connectNodeAdapter>[0]["fallback"]>;
 
 /**
  * Puts `serve` in front of Node's http2 compat layer: a stream it takes never

@@ -1,18 +1,31 @@
-import { context, propagation, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
+import {
+  type Attributes,
+  type Context,
+  context,
+  propagation,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from "@opentelemetry/api";
 import { ConnectError, type Interceptor } from "@connectrpc/connect";
+import { traceDatabaseCalls } from "./db-tracing.ts";
 
 /**
  * Starts OpenTelemetry tracing when OTEL_EXPORTER_OTLP_ENDPOINT is set, and is a
  * no-op otherwise. Call it first in a service's main. The exporter follows the
  * standard OTEL_* variables (OTLP over HTTP, protobuf unless
- * OTEL_EXPORTER_OTLP_PROTOCOL=http/json). Returns a shutdown hook that flushes
- * pending spans.
+ * OTEL_EXPORTER_OTLP_PROTOCOL=http/json). PostgreSQL and Redis calls made
+ * within a trace become its spans (db-tracing.ts). Returns a shutdown hook
+ * that flushes pending spans.
  */
 export async function startTelemetry(serviceName: string): Promise<() => Promise<void>> {
   if (!process.env.OTEL_EXPORTER_OTLP_ENDPOINT) return async () => {};
   const { NodeSDK } = await import("@opentelemetry/sdk-node");
   const sdk = new NodeSDK({ serviceName, instrumentations: [] });
   sdk.start();
+  traceDatabaseCalls();
   enabled = true;
   return () => sdk.shutdown();
 }
@@ -27,6 +40,77 @@ let enabled = false;
  */
 export function tracingEnabled(): boolean {
   return enabled;
+}
+
+/**
+ * The W3C trace context (traceparent, tracestate) of the active span, to store
+ * with work that another process picks up later (an instance spec the agent
+ * converges); empty outside a trace or when the process does not trace.
+ */
+export function traceContext(): Record<string, string> {
+  const carrier: Record<string, string> = {};
+  propagation.inject(context.active(), carrier);
+  return carrier;
+}
+
+/**
+ * Runs `fn` outside any trace: for work a long-lived stream or loop does on its
+ * own account, whose queries would otherwise join whichever span happened to
+ * be active when it began.
+ */
+export function untraced<T>(fn: () => T): T {
+  return context.with(ROOT_CONTEXT, fn);
+}
+
+/** A piece of work continuing a stored trace context; its span starts with its first step. */
+export interface TracedWork {
+  /** Runs `fn` as the child span `name` of the work's span. */
+  step<T>(name: string, fn: () => Promise<T>): Promise<T>;
+  /** A zero-length child span marking a milestone (e.g. "instance ready"), when a step ran. */
+  mark(name: string): void;
+  /** Ends the work's span, as failed when `err` is given; nothing when no step ran. */
+  end(err?: unknown): void;
+}
+
+/**
+ * Work done here on behalf of a request made elsewhere and earlier: `carrier`
+ * is the request's `traceContext()`, stored with the work (empty: the work is
+ * a trace of its own). Spans exist only for work that takes a step, so
+ * checking that nothing needs doing makes none.
+ */
+export function tracedWork(name: string, carrier: Record<string, string>, attributes: Attributes = {}): TracedWork {
+  const parent = propagation.extract(ROOT_CONTEXT, carrier);
+  let span: Span | undefined;
+  let inside: Context = parent;
+  const t = tracer();
+  return {
+    async step(stepName, fn) {
+      if (!span) {
+        span = t.startSpan(name, { attributes }, parent);
+        inside = trace.setSpan(parent, span);
+      }
+      return await context.with(inside, () =>
+        t.startActiveSpan(stepName, { attributes }, async (s) => {
+          try {
+            return await fn();
+          } catch (err) {
+            s.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+            throw err;
+          } finally {
+            s.end();
+          }
+        }),
+      );
+    },
+    mark(markName) {
+      if (span) t.startSpan(markName, { attributes }, inside).end();
+    },
+    end(err) {
+      if (!span) return;
+      if (err) span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+      span.end();
+    },
+  };
 }
 
 const passThrough: Interceptor = (next) => next;

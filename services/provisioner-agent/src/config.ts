@@ -1,5 +1,6 @@
 import { hostname } from "node:os";
 import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import { ConfigError, envInt, envList, envString, requireEnv } from "@dbaas/kit";
 
 export interface Config {
@@ -21,6 +22,42 @@ export interface Config {
   reportIntervalMs: number;
   /** How many instances are worked on at once. */
   concurrency: number;
+  /** AGENT_SAMPLE_INTERVAL_MS (30 s): how often every running instance is measured and the samples reported. */
+  sampleIntervalMs: number;
+  /**
+   * Where backups and archived WAL go: `file:///abs/dir` or `s3://bucket/prefix`
+   * (BACKUP_STORE_URL; default `file://<DBAAS_DATA_DIR or ./.dbaas>/backups`, the
+   * local stack's shared store). Shared by every agent of a region, so a restore
+   * can run on any of them.
+   */
+  backupStoreUrl: string;
+  /** The environment an S3 store reads: BACKUP_S3_ENDPOINT and the AWS_* credentials and region. */
+  backupStoreEnv: Record<string, string | undefined>;
+  backup: {
+    /** BACKUP_SPOOL_MAX_BYTES (1 GiB): WAL waiting for upload per database before archiving pauses. */
+    maxSpoolBytes: number;
+    /** BACKUP_RETENTION_DAYS (7): the restore window. */
+    retentionDays: number;
+    /** BACKUP_PRUNE_INTERVAL_MS (1 h): how often retention runs. */
+    pruneIntervalMs: number;
+    /** BACKUP_CONCURRENCY (1): base backups at once on this agent. */
+    concurrency: number;
+  };
+}
+
+const STORE_ENV = ["BACKUP_S3_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION"] as const;
+
+/** The spool closes while it still has room for one 16 MiB segment, so it must hold at least two. */
+function spoolBound(env: Record<string, string | undefined>): number {
+  const n = envInt(env, "BACKUP_SPOOL_MAX_BYTES", 1024 ** 3);
+  if (n < 32 * 1024 ** 2) throw new ConfigError(`BACKUP_SPOOL_MAX_BYTES must be at least 33554432 (two WAL segments), got ${n}`);
+  return n;
+}
+
+function positive(env: Record<string, string | undefined>, name: string, fallback: number): number {
+  const n = envInt(env, name, fallback);
+  if (n <= 0) throw new ConfigError(`${name} must be positive, got ${n}`);
+  return n;
 }
 
 function parseRange(raw: string): [number, number] {
@@ -52,5 +89,14 @@ export function readConfig(env: Record<string, string | undefined> = process.env
     listenAddress: envString(env, "AGENT_LISTEN_ADDRESS", "127.0.0.1"),
     reportIntervalMs: envInt(env, "AGENT_REPORT_INTERVAL_MS", 3000),
     concurrency: envInt(env, "AGENT_CONCURRENCY", 4),
+    sampleIntervalMs: positive(env, "AGENT_SAMPLE_INTERVAL_MS", 30_000),
+    backupStoreUrl: envString(env, "BACKUP_STORE_URL", pathToFileURL(resolve(envString(env, "DBAAS_DATA_DIR", ".dbaas"), "backups")).href),
+    backupStoreEnv: Object.fromEntries(STORE_ENV.map((k) => [k, env[k]])),
+    backup: {
+      maxSpoolBytes: spoolBound(env),
+      retentionDays: positive(env, "BACKUP_RETENTION_DAYS", 7),
+      pruneIntervalMs: positive(env, "BACKUP_PRUNE_INTERVAL_MS", 3_600_000),
+      concurrency: positive(env, "BACKUP_CONCURRENCY", 1),
+    },
   };
 }

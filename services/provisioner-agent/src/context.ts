@@ -1,10 +1,15 @@
+import path from "node:path";
 import type { Client } from "@connectrpc/connect";
 import { AgentService } from "@dbaas/proto/agent";
-import { createInternalClient, createLogger, type Logger } from "@dbaas/kit";
+import { type Clock, createInternalClient, createLogger, type Logger, systemClock } from "@dbaas/kit";
 import { createAppliedStore, type AppliedStore } from "./applied-state.ts";
+import type { BlobStore } from "./backups/blob-store.ts";
+import { openBlobStore } from "./backups/open-store.ts";
 import type { Config } from "./config.ts";
 import { createInstanceManager } from "./instances/instance-manager.ts";
 import { createLocalProcessRuntime } from "./instances/local-runtime.ts";
+import { createConnectionProxy } from "./proxy/connection-proxy.ts";
+import type { ConnectionProxy } from "./proxy/counters.ts";
 import type { InstanceRuntime } from "./runtime.ts";
 
 /** What the agent's handlers and control loop depend on, built once per process; tests pass their own parts. */
@@ -16,24 +21,38 @@ export interface AppContext {
   applied: AppliedStore;
   /** The databases service's AgentService: registration, desired state, reports. */
   control: Client<typeof AgentService>;
+  /** Backups and archived WAL (BACKUP_STORE_URL); restores read other databases' backups from it. */
+  store: BlobStore;
+  /** The instances' unix socket directory: base backups and the restore window's samples connect there. */
+  socketDir: string;
+  /** Serves the databases' published ports (AGENT_LISTEN_ADDRESS) and counts their bytes (`counters(id)`). */
+  proxy: ConnectionProxy;
+  clock: Clock;
 }
 
 export function createContext(cfg: Config, overrides: Partial<AppContext> = {}): AppContext {
   const log = overrides.log ?? createLogger("agent", { agent_id: cfg.agentId });
+  const store = overrides.store ?? openBlobStore(cfg.backupStoreUrl, cfg.backupStoreEnv);
+  const proxy =
+    overrides.proxy ??
+    createConnectionProxy({ dir: path.join(cfg.dataDir, "proxy"), listenAddress: cfg.listenAddress, log: (msg) => log.info(msg) });
+  const instances = createInstanceManager({
+    dataDir: cfg.dataDir,
+    agentId: cfg.agentId,
+    runAsUser: cfg.runAsUser,
+    listenAddress: cfg.listenAddress,
+    store,
+    proxy,
+    log: (msg) => log.info(msg),
+  });
   return {
     cfg,
     log,
-    runtime:
-      overrides.runtime ??
-      createLocalProcessRuntime(
-        createInstanceManager({
-          dataDir: cfg.dataDir,
-          agentId: cfg.agentId,
-          runAsUser: cfg.runAsUser,
-          listenAddress: cfg.listenAddress,
-          log: (msg) => log.info(msg),
-        }),
-      ),
+    runtime: overrides.runtime ?? createLocalProcessRuntime(instances),
+    store,
+    socketDir: overrides.socketDir ?? instances.socketDir,
+    proxy,
+    clock: overrides.clock ?? systemClock,
     applied: overrides.applied ?? createAppliedStore(cfg.dataDir),
     control: overrides.control ?? createInternalClient(AgentService, cfg.databasesUrl, { secret: cfg.internalSecret, caller: "agent" }),
   };

@@ -1,14 +1,19 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { InstanceObservation } from "@dbaas/proto/agent";
+import { createBackupManager } from "./backups/backup-manager.ts";
 import type { AppContext } from "./context.ts";
+import { walSpoolRoot } from "./instances/host.ts";
+import { resolveRunAs } from "./instances/run-as.ts";
 import { createReconciler, type Reconciler } from "./reconciler.ts";
+import { createSampler } from "./samples/sampler.ts";
 
 /**
  * The agent's conversation with the control plane: register, watch desired
  * state, and report observations (immediately when something changed, and as
- * a periodic heartbeat). Every part retries with backoff, so the agent and
- * the databases service can restart in any order.
+ * a periodic heartbeat), backups (news at once, the rest every few
+ * seconds) and samples (every AGENT_SAMPLE_INTERVAL_MS). Every part retries with backoff, so the agent and the databases
+ * service can restart in any order.
  */
 export function startControlLoop(ctx: AppContext, signal: AbortSignal) {
   const { cfg, log, control, runtime } = ctx;
@@ -34,12 +39,49 @@ export function startControlLoop(ctx: AppContext, signal: AbortSignal) {
     flushing ??= flush().finally(() => (flushing = undefined));
   };
 
+  // Backups: every call sends the whole (small) state, so a lost report is repaired by the next one.
+  let sendingBackups: Promise<void> | undefined;
+  let backupsAgain = false;
+  const sendBackups = () => {
+    backupsAgain = true;
+    sendingBackups ??= (async () => {
+      for (let failures = 0; backupsAgain && !signal.aborted; ) {
+        backupsAgain = false;
+        const databases = backups.snapshot();
+        if (databases.length === 0) continue;
+        try {
+          await control.reportBackups({ agentId: cfg.agentId, databases }, { timeoutMs: 10_000 });
+          backups.delivered(databases);
+          failures = 0;
+        } catch (err) {
+          if (failures++ % 20 === 0) log.warn("backup report failed; retrying", { error: ConnectError.from(err).rawMessage });
+          backupsAgain = true;
+          await sleep(Math.min(500 * 2 ** failures, 5000), undefined, { signal }).catch(() => {});
+        }
+      }
+    })().finally(() => (sendingBackups = undefined));
+  };
+  const backups = createBackupManager({
+    store: ctx.store,
+    runtime,
+    socketDir: ctx.socketDir,
+    dataDir: cfg.dataDir,
+    spoolRoot: walSpoolRoot(cfg.dataDir),
+    runAs: resolveRunAs(cfg.runAsUser),
+    log: log.child({ component: "backups" }),
+    clock: ctx.clock,
+    settings: cfg.backup,
+    notify: sendBackups,
+  });
+  const backupsStarted = backups.start().catch((e) => log.error("backups did not start", { error: e }));
+
   const reconciler: Reconciler = createReconciler({
     runtime,
     applied: ctx.applied,
     log,
     concurrency: cfg.concurrency,
     report,
+    purgeBackups: (id) => backups.purge(id),
   });
 
   const register = async () => {
@@ -74,6 +116,7 @@ export function startControlLoop(ctx: AppContext, signal: AbortSignal) {
         for await (const msg of control.watchAssignments({ agentId: cfg.agentId }, { signal })) {
           attempt = 0;
           reconciler.setDesired(msg.instances);
+          backups.setDesired(msg.instances);
         }
       } catch (err) {
         if (signal.aborted) break;
@@ -97,14 +140,34 @@ export function startControlLoop(ctx: AppContext, signal: AbortSignal) {
     }
   };
 
-  const done = Promise.all([watch(), heartbeat()]);
+  const sampler = createSampler({
+    dataDir: cfg.dataDir,
+    list: () => runtime.list(),
+    counters: (id) => ctx.proxy.counters(id),
+    send: async (samples) => {
+      await control.reportSamples({ agentId: cfg.agentId, samples }, { timeoutMs: 10_000 });
+    },
+    clock: ctx.clock,
+    log: log.child({ component: "samples" }),
+  });
+
+  const done = Promise.all([watch(), heartbeat(), sampler.run(cfg.sampleIntervalMs, signal)]);
   return {
     reconciler,
-    /** Resolves after the loops ended and in-flight instance work finished. */
+    backups,
+    /** Resolves after the loops ended and in-flight instance and backup work finished (or was abandoned safely). */
     async stopped(): Promise<void> {
       await done;
       await reconciler.drain();
+      await backupsStarted;
+      await backups.quiesce();
       await flushing;
+      await sendingBackups;
+    },
+    /** Stops WAL uploading after a last pass: call it once the instances have stopped. */
+    async archivingStopped(): Promise<void> {
+      await backupsStarted;
+      await backups.stop();
     },
   };
 }

@@ -1,8 +1,9 @@
 import { create } from "@bufbuild/protobuf";
-import type { Logger } from "@dbaas/kit";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { type Logger, tracedWork, type TracedWork } from "@dbaas/kit";
 import { DesiredState, InstanceObservationSchema, ObservedState, type InstanceObservation, type InstanceSpec } from "@dbaas/proto/agent";
-import type { AppliedStore } from "./applied-state.ts";
-import type { InstanceRuntime, InstanceSettings } from "./runtime.ts";
+import type { AppliedState, AppliedStore } from "./applied-state.ts";
+import type { InstanceRuntime, InstanceSettings, RestoreRequest } from "./runtime.ts";
 
 /** After this many failed attempts at one spec generation the database is reported failed (and retried on). */
 const ATTEMPTS_BEFORE_FAILED = 3;
@@ -15,6 +16,16 @@ export interface ReconcilerOptions {
   concurrency: number;
   /** Called with each new observation, as soon as it is made. */
   report: (obs: InstanceObservation) => void;
+  /** Removes a purged database's backups from the blob store; runs before its data goes, so a crash retries it. */
+  purgeBackups?: (databaseId: string) => Promise<void>;
+}
+
+/** A restored database's source and target, as the runtime takes them. */
+function restoreRequest(spec: InstanceSpec): RestoreRequest | undefined {
+  const src = spec.restoreSource;
+  if (!src) return undefined;
+  if (!src.restoreTime) throw new Error(`restore from ${src.databaseId} has no restore time`);
+  return { sourceDatabaseId: src.databaseId, restoreTime: timestampDate(src.restoreTime) };
 }
 
 /**
@@ -31,6 +42,7 @@ export function createReconciler(opts: ReconcilerOptions) {
   const busy = new Set<string>();
   const dirty = new Set<string>();
   const failures = new Map<string, { generation: bigint; attempts: number }>();
+  let failedSteps = 0;
   const waiting: Array<() => void> = [];
   let active = 0;
   let stopped = false;
@@ -68,11 +80,34 @@ export function createReconciler(opts: ReconcilerOptions) {
   };
 
   async function converge(spec: InstanceSpec): Promise<void> {
-    const id = spec.databaseId;
-    const prior = await applied.read(id);
+    const prior = await applied.read(spec.databaseId);
     const upToDate = prior !== undefined && BigInt(prior.generation) >= spec.generation;
-    const settings: InstanceSettings = { port: spec.port, tier: spec.tier, hostname: spec.host, scramVerifier: spec.scramVerifier };
     const credentialsCurrent = prior !== undefined && BigInt(prior.credentialsGeneration) >= spec.credentialsGeneration;
+    // Work on a change joins the trace of the request that made it; work on an applied spec (a crashed
+    // instance started again) is a trace of its own. A converge with nothing to do makes no span.
+    const work = tracedWork("reconcile", upToDate && credentialsCurrent ? {} : spec.traceContext, {
+      "dbaas.database_id": spec.databaseId,
+      "dbaas.generation": String(spec.generation),
+    });
+    try {
+      await convergeTraced(spec, prior, upToDate, credentialsCurrent, work);
+      work.end();
+    } catch (err) {
+      work.end(err);
+      throw err;
+    }
+  }
+
+  /** The steps toward `spec`, each a span of `work`. */
+  async function convergeTraced(
+    spec: InstanceSpec,
+    prior: AppliedState | undefined,
+    upToDate: boolean,
+    credentialsCurrent: boolean,
+    work: TracedWork,
+  ): Promise<void> {
+    const id = spec.databaseId;
+    const settings: InstanceSettings = { port: spec.port, tier: spec.tier, hostname: spec.host, scramVerifier: spec.scramVerifier };
     const record = async () => {
       if (upToDate && credentialsCurrent) return;
       await applied.write(id, {
@@ -87,21 +122,24 @@ export function createReconciler(opts: ReconcilerOptions) {
         let state = await runtime.observe(id);
         if (state.state === "absent") {
           if (prior) throw new Error("the data directory of this database is missing on its host");
-          await runtime.create(id, { version: spec.version });
+          // A restored database is created from its source's backups; its first start replays them.
+          const restore = restoreRequest(spec);
+          await work.step("provision", () => runtime.create(id, { version: spec.version, ...(restore ? { restore } : {}) }));
           state = await runtime.observe(id);
         }
         if (state.state === "running" && !upToDate) {
           // A new generation of a running instance is a resize (its tier changed) or a restart.
-          if (prior !== undefined && prior.tier !== spec.tier) await runtime.resize(id, settings);
-          else await runtime.restart(id, settings);
+          if (prior !== undefined && prior.tier !== spec.tier) await work.step("resize", () => runtime.resize(id, settings));
+          else await work.step("restart", () => runtime.restart(id, settings));
         } else if (state.state !== "running") {
           if (state.state === "crashed") log.warn("instance found dead; starting it again", { database_id: id });
-          await runtime.start(id, settings);
+          await work.step("start", () => runtime.start(id, settings));
         } else if (!credentialsCurrent) {
-          await runtime.setPassword(id, spec.scramVerifier);
+          await work.step("set password", () => runtime.setPassword(id, spec.scramVerifier));
         }
         await record();
         observe(spec, ObservedState.RUNNING, spec.credentialsGeneration);
+        work.mark("instance ready");
         return;
       }
       case DesiredState.STOPPED:
@@ -110,15 +148,18 @@ export function createReconciler(opts: ReconcilerOptions) {
         if (state.state === "absent") {
           throw new Error("the data directory of this database is missing on its host");
         }
-        if (state.state === "running") await runtime.stop(id);
+        if (state.state === "running") await work.step("stop", () => runtime.stop(id));
         // A stopped instance takes the current verifier (and tier) when it next starts.
         await record();
         observe(spec, ObservedState.STOPPED, spec.credentialsGeneration);
         return;
       }
       case DesiredState.PURGED: {
-        await runtime.destroy(id);
-        await applied.remove(id);
+        await work.step("purge", async () => {
+          await opts.purgeBackups?.(id);
+          await runtime.destroy(id);
+          await applied.remove(id);
+        });
         observe(spec, ObservedState.PURGED, spec.credentialsGeneration);
         return;
       }
@@ -147,6 +188,7 @@ export function createReconciler(opts: ReconcilerOptions) {
           const attempts = f && f.generation === spec.generation ? f.attempts + 1 : 1;
           failures.set(id, { generation: spec.generation, attempts });
           const message = (err as Error).message;
+          failedSteps++;
           log.warn("reconcile step failed", { database_id: id, attempts, error: message });
           if (attempts >= ATTEMPTS_BEFORE_FAILED) {
             const prior = await applied.read(id);
@@ -175,6 +217,10 @@ export function createReconciler(opts: ReconcilerOptions) {
       for (const id of specs.keys()) void run(id);
     },
     /** The latest observation of every instance in the desired state, for the heartbeat report. */
+    /** Failed convergence attempts since the process started (reconcile_errors_total). */
+    failedSteps(): number {
+      return failedSteps;
+    },
     observations(): InstanceObservation[] {
       return [...specs.keys()].map((id) => observations.get(id)).filter((o): o is InstanceObservation => !!o);
     },

@@ -20,6 +20,19 @@ export interface InstanceSettings {
 }
 
 /**
+ * Create the instance from another database's backups (point-in-time
+ * restore) instead of an empty cluster. The databases service only asks for
+ * a `restoreTime` inside the source's restore window, so every WAL file up
+ * to that instant is in the blob store.
+ */
+export interface RestoreRequest {
+  /** The database whose blob-store prefix holds the base backups and WAL (it may be deleted, or on another agent). */
+  sourceDatabaseId: string;
+  /** The instance holds exactly the transactions the source committed up to this instant. */
+  restoreTime: Date;
+}
+
+/**
  * - `absent`: no data for this id (never created, destroyed, or lost).
  * - `stopped`: data kept, no server.
  * - `running`: a server runs (see `message` for one that does not accept connections yet).
@@ -30,7 +43,7 @@ export type InstanceState = "absent" | "stopped" | "running" | "crashed";
 /** What `observe` saw. */
 export interface RuntimeObservation {
   state: InstanceState;
-  /** Port the server listens on, when running. */
+  /** Port clients connect to (the published one), when running. */
   port?: number;
   /** Process id of the server where the runtime has one (running, or the dead one when crashed). */
   pid?: number;
@@ -50,6 +63,15 @@ export interface RuntimeObservation {
  *   nothing, `start` of a running one with the same settings only re-applies
  *   the password and access rules. The caller keeps no record of what it did
  *   beyond the spec generation it last applied.
+ * - **Restores** are a `create` with `restore` followed by the ordinary
+ *   `start`. `create` fetches the newest completed base backup of the source
+ *   taken before the target and the WAL after it (an interrupted fetch is
+ *   redone from scratch; the instance is not listed until its data is
+ *   complete); `start` replays that WAL up to the target, promotes, and only
+ *   then applies the verifier and lets clients in, so "done means done"
+ *   holds: once `start` resolves the restore is finished and the instance is
+ *   an ordinary one. A `start` or `restart` interrupted during the replay
+ *   resumes it (PostgreSQL carries on from its last restartpoint).
  * - **One operation per instance at a time.** Calls for the same id run in the
  *   order they were made, one after another; different ids run concurrently.
  *   `observe` is the exception: it answers at once, even while a slow start
@@ -57,7 +79,8 @@ export interface RuntimeObservation {
  * - **Done means done.** A method resolves only when its effect holds:
  *   `start`/`restart`/`resize` once a TLS login over TCP reaches password
  *   authentication with the settings given (and only that verifier works);
- *   `stop` once no server process is left and the port refuses connections;
+ *   `stop` once no server process is left and the port refuses connections
+ *   (and every commit before a clean stop has been archived);
  *   `destroy` once the data is gone; `setPassword` once new logins need the
  *   new password.
  * - **Errors** are thrown as `Error` with a message fit for an operator (and
@@ -77,8 +100,13 @@ export interface InstanceRuntime {
    * crash left half-done, builds what creates copy from. Idempotent.
    */
   prepare(): Promise<void>;
-  /** Creates the instance's data, not started. Fails if it exists with another version. */
-  create(id: string, opts: { version: string }): Promise<void>;
+  /**
+   * Creates the instance's data, not started. Fails if it exists with another
+   * version. With `restore`: from the source's newest base backup completed
+   * at or before `restoreTime` (which must be of `version`), or fails naming
+   * why ("no base backup of … before …", "version mismatch").
+   */
+  create(id: string, opts: { version: string; restore?: RestoreRequest }): Promise<void>;
   /** Starts a created, stopped or crashed instance; on a running one see the contract above. */
   start(id: string, settings: InstanceSettings): Promise<void>;
   /** Stops the server, keeping the data. A crashed instance is cleaned up to `stopped`. */

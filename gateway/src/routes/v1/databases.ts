@@ -7,26 +7,27 @@ import {
   REGIONS,
   TIERS,
 } from "@dbaas/kit";
-import type { Database, Operation } from "@dbaas/proto/databases";
+import type { CreateDatabaseResponse, Database, Operation } from "@dbaas/proto/databases";
 import { created, file, list, noContent, ok, type Reply } from "../../middleware/envelope.ts";
 import { body, displayText, oneOf, optional, pagination, PAGINATION, PAGINATION_QUERY, query, type Infer } from "../../schema.ts";
-import { databaseStatusFields, databaseStatusName, iso, orNull, present } from "../mappers.ts";
+import { databaseStatusFields, databaseStatusName, iso, orNull, present, restoredFrom } from "../mappers.ts";
 import type { AuthedCall } from "../route.ts";
 
 const REGION_CODES = REGIONS.map((r) => r.code);
 const TIER_NAMES = TIERS.map((t) => t.name);
 
-const name = (description: string) =>
+export const databaseName = (description: string) =>
   displayText(
     DATABASE_NAME_MIN_LENGTH,
     DATABASE_NAME_MAX_LENGTH,
     `${description} ${DATABASE_NAME_MIN_LENGTH}–${DATABASE_NAME_MAX_LENGTH} characters after trimming, unique among the organization's live databases.`,
   );
-const tier = (description: string) => oneOf(TIER_NAMES, `${description} (GET /v1/tiers).`);
+export const tier = (description: string) => oneOf(TIER_NAMES, `${description} (GET /v1/tiers).`);
+export const region = (description: string) => oneOf(REGION_CODES, `${description} (GET /v1/regions).`);
 
 export const createBody = body({
-  name: name("Name of the database."),
-  region: oneOf(REGION_CODES, "Region code (GET /v1/regions)."),
+  name: databaseName("Name of the database."),
+  region: region("Region code"),
   tier: tier("Instance tier"),
   version: optional(
     oneOf(POSTGRES_VERSIONS, `PostgreSQL major version (GET /v1/versions lists those with capacity); default ${DEFAULT_POSTGRES_VERSION}.`),
@@ -34,7 +35,7 @@ export const createBody = body({
 });
 
 export const updateBody = body({
-  name: optional(name("New name.")),
+  name: optional(databaseName("New name.")),
 });
 
 export const resizeBody = body({
@@ -52,6 +53,12 @@ export const operationsQuery = PAGINATION_QUERY;
 // The product serves PostgreSQL only; the record says so because clients of
 // multi-engine services expect the field.
 const TYPE = "postgres";
+
+/** `restored_from` on a restored database; nothing on others (as `status_reason` is absent while there is none). */
+function origin(db: Database) {
+  const from = restoredFrom(db.restoredFrom);
+  return from ? { restored_from: from } : {};
+}
 
 /** The full record of GET and PATCH: the connection string arrives masked, and no password exists here. */
 function record(db: Database) {
@@ -71,6 +78,7 @@ function record(db: Database) {
     connection_string: db.connectionString,
     created_at: iso(db.createdAt),
     updated_at: iso(db.updatedAt),
+    ...origin(db),
   };
 }
 
@@ -82,6 +90,31 @@ function listItem(db: Database) {
     tier: db.tier,
     version: db.version,
     status: databaseStatusName(db),
+    created_at: iso(db.createdAt),
+    ...origin(db),
+  };
+}
+
+/**
+ * A new database as create (and restore, which adds `restored_from`) answers:
+ * the only response besides reset-password that carries the password, in the clear.
+ */
+export function createdRecord(res: Pick<CreateDatabaseResponse, "database" | "password" | "connectionString">) {
+  const db = present(res.database, "database");
+  return {
+    id: db.id,
+    name: db.name,
+    type: TYPE,
+    region: db.region,
+    tier: db.tier,
+    version: db.version,
+    status: databaseStatusName(db),
+    host: db.host,
+    port: db.port,
+    database: db.database,
+    username: db.username,
+    password: res.password,
+    connection_string: res.connectionString,
     created_at: iso(db.createdAt),
   };
 }
@@ -108,24 +141,7 @@ export async function createDatabase(call: AuthedCall<Infer<typeof createBody>>)
     tier: body.tier,
     version: body.version ?? "",
   });
-  const db = present(res.database, "database");
-  // The only response besides reset-password that carries the password, in the clear.
-  return created({
-    id: db.id,
-    name: db.name,
-    type: TYPE,
-    region: db.region,
-    tier: db.tier,
-    version: db.version,
-    status: databaseStatusName(db),
-    host: db.host,
-    port: db.port,
-    database: db.database,
-    username: db.username,
-    password: res.password,
-    connection_string: res.connectionString,
-    created_at: iso(db.createdAt),
-  });
+  return created(createdRecord(res));
 }
 
 export async function getDatabase(call: AuthedCall<unknown>): Promise<Reply> {

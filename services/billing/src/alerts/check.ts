@@ -1,7 +1,8 @@
 import { CURRENCY, withTransaction } from "@dbaas/kit";
 import type { AppContext } from "../context.ts";
 import { fireAlerts, insertNotification, lockAlerts, organizationsWithUnfiredAlerts, type FiredAlert } from "../db/alerts.ts";
-import { monthOf, periodName, readMonthToDate } from "../usage.ts";
+import { monthOf, periodName } from "../months.ts";
+import { readMonthToDate } from "../usage.ts";
 
 /** Organizations read per query while checking; each is then checked in its own transaction. */
 const BATCH = 100;

@@ -174,3 +174,21 @@ export async function claimScheduledOrganization(
 export async function setNextPeriod(db: pg.PoolClient, organizationId: string, nextPeriod: Date): Promise<void> {
   await db.query("UPDATE invoice_schedule SET next_period = $2::date WHERE organization_id = $1", [organizationId, day(nextPeriod)]);
 }
+
+/**
+ * Schedules months for closing: each organization's next period moves back to
+ * the month given (`YYYY-MM-DD`, a first day) when that is earlier, so usage
+ * delivered late for a month already closed without an invoice is invoiced.
+ * Rows are locked in organization order, as status events lock them.
+ */
+export async function scheduleMonths(db: pg.PoolClient, earliest: Map<string, string>): Promise<void> {
+  if (earliest.size === 0) return;
+  const entries = [...earliest].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  await db.query(
+    `INSERT INTO invoice_schedule (organization_id, next_period)
+     SELECT * FROM unnest($1::text[], $2::date[])
+     ON CONFLICT (organization_id) DO UPDATE SET next_period = excluded.next_period
+      WHERE invoice_schedule.next_period > excluded.next_period`,
+    [entries.map(([org]) => org), entries.map(([, month]) => month)],
+  );
+}

@@ -1,39 +1,19 @@
 import type { HandlerContext } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
-import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { callerKey, TIERS, Validator } from "@dbaas/kit";
 import { RecordStatusEventsResponseSchema, type RecordStatusEventsRequest, type RecordStatusEventsResponse } from "@dbaas/proto/billing";
 import type { AppContext } from "../context.ts";
 import { insertStatusChanges, type StatusChange } from "../db/status-events.ts";
+import { checkId, checkTimestamp } from "../validation.ts";
 
 /** Bounds one call's statement and transaction; the outbox relay sends smaller batches. */
 export const MAX_EVENTS_PER_CALL = 1000;
 
 const TIER_NAMES = TIERS.map((t) => t.name);
-// Identifiers minted by other services: printable ASCII, no spaces.
-const ID_PATTERN = /^[\x21-\x7e]{1,128}$/;
 // Statuses are an open set on purpose: a status billing has not heard of yet
 // must still stop the meter rather than wedge the sender's outbox on a rejection.
 const STATUS_PATTERN = /^[a-z][a-z_]{0,31}$/;
-// Protobuf allows years 0001-9999, but no database existed before 1970.
-const MAX_TIMESTAMP_SECONDS = 253_402_300_799n; // 9999-12-31T23:59:59Z
-
-function checkId(v: Validator, field: string, value: string): void {
-  if (value === "") v.add(field, "is required");
-  else if (!ID_PATTERN.test(value)) v.add(field, "must be 1-128 printable characters without spaces");
-}
-
-function checkTimestamp(v: Validator, field: string, ts: Timestamp | undefined): ts is Timestamp {
-  if (!ts) {
-    v.add(field, "is required");
-    return false;
-  }
-  if (ts.seconds < 0n || ts.seconds > MAX_TIMESTAMP_SECONDS || ts.nanos < 0 || ts.nanos >= 1_000_000_000) {
-    v.add(field, "must be a timestamp between 1970-01-01 and 9999-12-31");
-    return false;
-  }
-  return true;
-}
 
 function validate(req: RecordStatusEventsRequest): StatusChange[] {
   const v = new Validator();

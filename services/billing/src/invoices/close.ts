@@ -1,27 +1,32 @@
 import type pg from "pg";
-import { CURRENCY, newId, withTransaction } from "@dbaas/kit";
+import { CURRENCY, newId, TRANSFER_FREE_GB_PER_MONTH, withTransaction } from "@dbaas/kit";
 import type { AppContext } from "../context.ts";
 import { claimScheduledOrganization, insertInvoice, setNextPeriod, type InvoiceLineRecord } from "../db/invoices.ts";
 import { listStatusChangesForPeriod } from "../db/status-events.ts";
-import { monthOf, periodName, priceComputeByTier, usageOf, type Usage } from "../usage.ts";
+import { readMeteredMonths } from "../db/usage-samples.ts";
+import { monthKey, monthOf, periodName } from "../months.ts";
+import { NO_SAMPLES, priceComputeByTier, priceStorage, priceTransfer, usageOf, type Usage } from "../usage.ts";
 
 const cents = (amount: number) => Math.round(amount * 100);
 
 /**
- * An invoice's lines for a month's usage: one per compute tier that ran, then
- * the other meters when they measured anything. Compute is priced straight to
- * cents (rounded once, half up, per line).
+ * An invoice's lines for a month's usage (`monthStart` its first instant): one
+ * per compute tier that ran, then storage in GB-months and the data transfer
+ * beyond the free allowance in GB, when they come to anything. Each is priced
+ * straight to cents (rounded once, half up, per line).
  */
-export function invoiceLines(usage: Usage): InvoiceLineRecord[] {
+export function invoiceLines(usage: Usage, monthStart: Date): InvoiceLineRecord[] {
   const lines: InvoiceLineRecord[] = priceComputeByTier(usage.running, 2).map((c) => ({
     description: `Compute, ${c.tier}`,
     quantity: c.quantity,
     unit: "hour",
     amountCents: cents(c.amount),
   }));
-  const others: [string, string, Usage["storage"]][] = [
-    ["Storage", "GB-month", usage.storage],
-    ["Data transfer", "GB", usage.dataTransfer],
+  const storage = priceStorage(usage.metered.storageByteMs, monthStart, 2);
+  const transfer = priceTransfer(usage.metered.egressBytes, 2);
+  const others: [string, string, Usage["replicas"]][] = [
+    ["Storage", "GB-month", storage],
+    [`Data transfer beyond ${TRANSFER_FREE_GB_PER_MONTH} GB free`, "GB", { quantity: transfer.billableGb, amount: transfer.amount }],
     ["Replicas", "hour", usage.replicas],
   ];
   for (const [description, unit, line] of others) {
@@ -33,14 +38,15 @@ export function invoiceLines(usage: Usage): InvoiceLineRecord[] {
 /**
  * Closes the organization's months from `from` up to `until` (exclusive),
  * issuing an invoice for each that comes to at least a cent. Status changes
- * are read once for the whole stretch. Returns the invoices issued.
+ * and metered months are read once for the whole stretch. Returns the invoices issued.
  */
 async function closeMonths(ctx: AppContext, db: pg.PoolClient, organizationId: string, from: Date, until: Date): Promise<number> {
   const changes = await listStatusChangesForPeriod(db, organizationId, from, until);
+  const metered = await readMeteredMonths(db, organizationId, from, until);
   const issuedAt = ctx.clock.now();
   let issued = 0;
   for (let start = from; start < until; start = monthOf(start).end) {
-    const lines = invoiceLines(usageOf(changes, start, monthOf(start).end));
+    const lines = invoiceLines(usageOf(changes, start, monthOf(start).end, metered.get(monthKey(start)) ?? NO_SAMPLES), start);
     const amountCents = lines.reduce((sum, l) => sum + l.amountCents, 0);
     if (amountCents === 0) continue;
     const id = newId("inv");

@@ -1,6 +1,6 @@
 // All SQL of the `databases` table: its rows, loads, locks and the changes the lifecycle makes.
 import type pg from "pg";
-import { notFound } from "@dbaas/kit";
+import { notFound, traceContext } from "@dbaas/kit";
 import type { DesiredState, RecordedStatus } from "../statuses.ts";
 import { insertStatusEvent } from "./outbox.ts";
 
@@ -27,6 +27,9 @@ export interface DatabaseRow {
   updated_at: Date;
   deleted_at: Date | null;
   purge_after: Date | null;
+  /** Set on a database created by a restore to a point in time: the source database and the instant. */
+  restored_from_id: string | null;
+  restore_time: Date | null;
 }
 
 /**
@@ -56,6 +59,8 @@ const DATABASE_COLUMNS = [
   "updated_at",
   "deleted_at",
   "purge_after",
+  "restored_from_id",
+  "restore_time",
 ] as const satisfies readonly (keyof DatabaseRow)[];
 // Fails to compile when DatabaseRow gains a field the list above lacks.
 type OnlyNever<T extends never> = T;
@@ -165,24 +170,47 @@ export interface NewDatabase {
   agentId: string;
   port: number;
   scramVerifier: string;
+  /** A restore to a point in time: the instance starts from this database's backups, up to this instant. */
+  restoredFrom?: { databaseId: string; restoreTime: Date };
 }
 
 export async function insertDatabase(db: pg.ClientBase, d: NewDatabase): Promise<DatabaseRow> {
   const { rows } = await db.query<DatabaseRow>(
     `INSERT INTO databases (id, organization_id, name, region, tier, version, status, agent_id, port,
-       desired_state, scram_verifier)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING *`,
-    [d.id, d.organizationId, d.name, d.region, d.tier, d.version, d.status, d.agentId, d.port, d.desired, d.scramVerifier],
+       desired_state, scram_verifier, restored_from_id, restore_time, trace_context)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING *`,
+    [
+      d.id,
+      d.organizationId,
+      d.name,
+      d.region,
+      d.tier,
+      d.version,
+      d.status,
+      d.agentId,
+      d.port,
+      d.desired,
+      d.scramVerifier,
+      d.restoredFrom?.databaseId ?? null,
+      d.restoredFrom?.restoreTime ?? null,
+      traceContext(),
+    ],
   );
   return rows[0]!;
 }
+
+/*
+ * Every change of what an agent is to do stores the trace context of the
+ * request making it (traceContext(): empty in a background job), which the
+ * agent's work on the change continues.
+ */
 
 /** A new spec for the agent: the desired state and tier given (others kept), the generation bumped. */
 export async function updateSpec(db: pg.ClientBase, id: string, change: { desired?: DesiredState; tier?: string }): Promise<DatabaseRow> {
   const { rows } = await db.query<DatabaseRow>(
     `UPDATE databases SET desired_state = COALESCE($2, desired_state), tier = COALESCE($3, tier),
-       generation = generation + 1, updated_at = now() WHERE id = $1 RETURNING *`,
-    [id, change.desired ?? null, change.tier ?? null],
+       generation = generation + 1, trace_context = $4, trace_context_at = now(), updated_at = now() WHERE id = $1 RETURNING *`,
+    [id, change.desired ?? null, change.tier ?? null, traceContext()],
   );
   return rows[0]!;
 }
@@ -202,9 +230,9 @@ export async function markDeleted(
 ): Promise<DatabaseRow> {
   const { rows } = await db.query<DatabaseRow>(
     `UPDATE databases SET desired_state = $2, deleted_at = $3::timestamptz,
-       purge_after = $3::timestamptz + make_interval(secs => $4), generation = generation + 1, updated_at = now()
+       purge_after = $3::timestamptz + make_interval(secs => $4), generation = generation + 1, trace_context = $5, trace_context_at = now(), updated_at = now()
      WHERE id = $1 RETURNING *`,
-    [id, desired, now, retentionSeconds],
+    [id, desired, now, retentionSeconds, traceContext()],
   );
   return rows[0]!;
 }
@@ -219,8 +247,8 @@ export async function lockDeleted(db: pg.ClientBase, id: string): Promise<Databa
 export async function undelete(db: pg.ClientBase, id: string, desired: DesiredState): Promise<DatabaseRow> {
   const { rows } = await db.query<DatabaseRow>(
     `UPDATE databases SET desired_state = $2, deleted_at = NULL, purge_after = NULL,
-       generation = generation + 1, updated_at = now() WHERE id = $1 RETURNING *`,
-    [id, desired],
+       generation = generation + 1, trace_context = $3, trace_context_at = now(), updated_at = now() WHERE id = $1 RETURNING *`,
+    [id, desired, traceContext()],
   );
   return rows[0]!;
 }
@@ -251,9 +279,9 @@ export async function setStatus(
 /** A new password's verifier for the agent, under a new credentials generation. */
 export async function setVerifier(db: pg.ClientBase, id: string, verifier: string): Promise<DatabaseRow> {
   const { rows } = await db.query<DatabaseRow>(
-    `UPDATE databases SET scram_verifier = $2, credentials_generation = credentials_generation + 1, updated_at = now()
+    `UPDATE databases SET scram_verifier = $2, credentials_generation = credentials_generation + 1, trace_context = $3, trace_context_at = now(), updated_at = now()
      WHERE id = $1 RETURNING *`,
-    [id, verifier],
+    [id, verifier, traceContext()],
   );
   return rows[0]!;
 }
@@ -281,12 +309,24 @@ export async function recordObserved(db: pg.ClientBase, id: string, credentials:
   );
 }
 
-/** The desired state of everything agent `agentId` hosts; purged instances whose purge it confirmed are history. */
-export async function assignedTo(db: Db, agentId: string): Promise<DatabaseRow[]> {
-  const { rows } = await db.query<DatabaseRow>(
-    `SELECT * FROM databases WHERE agent_id = $1
-       AND NOT (desired_state = 'purged' AND observed_generation >= generation)
-     ORDER BY id`,
+/**
+ * The desired state of everything agent `agentId` hosts, with the backups it
+ * is to take now (the running ones of a database meant to run); purged
+ * instances whose purge it confirmed are history.
+ */
+export async function assignedTo(
+  db: Db,
+  agentId: string,
+): Promise<(DatabaseRow & { backup_ids: string[]; spec_trace_context: Record<string, string> })[]> {
+  const { rows } = await db.query<DatabaseRow & { backup_ids: string[]; spec_trace_context: Record<string, string> }>(
+    `SELECT d.*, ARRAY(SELECT b.id FROM backups b WHERE b.database_id = d.id AND b.status = 'running' AND d.desired_state = 'running'
+                       ORDER BY b.id) AS backup_ids,
+       COALESCE((SELECT b.trace_context FROM backups b WHERE b.database_id = d.id AND b.status = 'running'
+                   AND d.desired_state = 'running' AND b.created_at > d.trace_context_at),
+                d.trace_context) AS spec_trace_context
+     FROM databases d WHERE d.agent_id = $1
+       AND NOT (d.desired_state = 'purged' AND d.observed_generation >= d.generation)
+     ORDER BY d.id`,
     [agentId],
   );
   return rows;
@@ -310,7 +350,7 @@ export async function lockRunningTiers(db: pg.ClientBase, organizationId: string
 /** Hands deleted databases whose retention ended by `now` to their agents for purging; answers those agents. */
 export async function markExpiredForPurge(db: pg.ClientBase, now: Date): Promise<string[]> {
   const { rows } = await db.query<{ agent_id: string }>(
-    `UPDATE databases SET desired_state = 'purged', generation = generation + 1, updated_at = now()
+    `UPDATE databases SET desired_state = 'purged', generation = generation + 1, trace_context = '{}', trace_context_at = now(), updated_at = now()
      WHERE desired_state = 'deleted' AND purge_after <= $1 RETURNING agent_id`,
     [now],
   );

@@ -1,5 +1,7 @@
 import { Validator, notFound } from "@dbaas/kit";
-import type { RegisterAgentRequest, ReportInstancesRequest } from "@dbaas/proto/agent";
+import type { RegisterAgentRequest, ReportBackupsRequest, ReportInstancesRequest } from "@dbaas/proto/agent";
+import { scheduleBackups } from "../backup-schedule.ts";
+import { applyBackupReport } from "../backups.ts";
 import type { AppContext } from "../context.ts";
 import { touchAgent, upsertAgent } from "../db/agents.ts";
 import { applyObservation } from "../observations.ts";
@@ -23,12 +25,32 @@ export function registerAgent(ctx: AppContext) {
   };
 }
 
-/** What an agent observed of its instances; it is heard from, which keeps it live for placement and its operations. */
+/**
+ * What an agent observed of its instances; it is heard from, which keeps it
+ * live for placement and its operations. A database that now runs may be due
+ * its first backup: the schedule looks at once rather than at its next pass.
+ */
 export function reportInstances(ctx: AppContext) {
   return async (req: ReportInstancesRequest) => {
     if (!(await touchAgent(ctx.pool, req.agentId, ctx.clock.now()))) throw notFound("agent (register first)");
+    let nowRunning = false;
     for (const obs of req.instances) {
-      await applyObservation(ctx, req.agentId, obs);
+      if (await applyObservation(ctx, req.agentId, obs)) nowRunning = true;
+    }
+    if (nowRunning) {
+      // The report is recorded; a failure here is the schedule's next pass's to retry.
+      await scheduleBackups(ctx).catch((err: unknown) => ctx.log.warn("backup schedule failed; will retry", { error: err }));
+    }
+    return {};
+  };
+}
+
+/** An agent's backup news: outcomes, pruned backups, each database's restore window and archiving health. */
+export function reportBackups(ctx: AppContext) {
+  return async (req: ReportBackupsRequest) => {
+    if (!(await touchAgent(ctx.pool, req.agentId, ctx.clock.now()))) throw notFound("agent (register first)");
+    for (const report of req.databases) {
+      await applyBackupReport(ctx, req.agentId, report);
     }
     return {};
   };

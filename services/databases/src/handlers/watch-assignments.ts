@@ -1,9 +1,11 @@
 import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext } from "@connectrpc/connect";
-import { notFound } from "@dbaas/kit";
+import { notFound, untraced } from "@dbaas/kit";
 import {
   DesiredState,
   InstanceSpecSchema,
+  RestoreSourceSchema,
   WatchAssignmentsResponseSchema,
   type WatchAssignmentsRequest,
   type WatchAssignmentsResponse,
@@ -27,7 +29,8 @@ const RESEND_MS = 15_000;
 /**
  * The agent's desired state: a snapshot of every instance it is to run, sent
  * at once and again after each change (woken by the change feed), or every
- * RESEND_MS regardless.
+ * RESEND_MS regardless. Each spec carries the trace context of the request
+ * that last changed it.
  */
 export function watchAssignments(ctx: AppContext) {
   const snapshot = async (agentId: string): Promise<WatchAssignmentsResponse> => {
@@ -44,6 +47,12 @@ export function watchAssignments(ctx: AppContext) {
           generation: BigInt(r.generation),
           credentialsGeneration: BigInt(r.credentials_generation),
           host: hostOf(r.id, ctx.cfg.databaseDomain),
+          restoreSource:
+            r.restored_from_id && r.restore_time
+              ? create(RestoreSourceSchema, { databaseId: r.restored_from_id, restoreTime: timestampFromDate(r.restore_time) })
+              : undefined,
+          backupIds: r.backup_ids,
+          traceContext: r.spec_trace_context,
         }),
       ),
     });
@@ -67,7 +76,8 @@ export function watchAssignments(ctx: AppContext) {
       while (!handlerCtx.signal.aborted) {
         if (dirty) {
           dirty = false;
-          yield await snapshot(req.agentId);
+          // The stream's own work, in no request's trace (its server span ended when the stream opened).
+          yield await untraced(() => snapshot(req.agentId));
         }
         await new Promise<void>((resolve) => {
           // A change noted while the last snapshot was being built or delivered: send again now.

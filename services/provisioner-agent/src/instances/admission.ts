@@ -5,6 +5,7 @@ import { ADMIN_ROLE, DEFAULT_DATABASE, withAgentClient } from "./agent-socket.ts
 import { errMsg } from "./files.ts";
 import type { Host } from "./host.ts";
 import { observeInstance, readPidFile } from "./observe.ts";
+import { PRIVATE_HOST } from "./private-address.ts";
 import { probeTlsLogin } from "./probe.ts";
 import { writeOpenHba } from "./server-config.ts";
 import type { AgentCA } from "./tls.ts";
@@ -22,8 +23,12 @@ const alterPassword = (c: pg.Client, verifier: string) =>
   // Utility statements take no bind parameters; escapeLiteral quotes safely.
   c.query(`ALTER ROLE ${ADMIN_ROLE} PASSWORD ${c.escapeLiteral(verifier)}`);
 
-/** ALTER ROLE with the verifier, then open pg_hba.conf and wait until TLS logins reach SCRAM. */
-export async function admitClients(host: Host, id: string, o: InstanceSettings, ca: AgentCA): Promise<void> {
+/**
+ * ALTER ROLE with the verifier, open pg_hba.conf, have the proxy serve the
+ * published port (forwarding to the server's `privatePort`), and wait until
+ * TLS logins through it reach SCRAM.
+ */
+export async function admitClients(host: Host, id: string, o: InstanceSettings, ca: AgentCA, privatePort: number): Promise<void> {
   const dir = host.instanceDir(id);
   const sock = host.socketDir;
   const loadedBefore = await withAgentClient(sock, o.port, async (c) => {
@@ -46,6 +51,7 @@ export async function admitClients(host: Host, id: string, o: InstanceSettings, 
     if (Date.now() > deadline) throw new Error(`instance ${id}: configuration reload not observed within 10 s`);
     await sleep(10);
   }
+  await host.proxy.serve(id, { port: o.port, target: { host: PRIVATE_HOST, port: privatePort } });
   let lastErr: unknown;
   for (;;) {
     try {

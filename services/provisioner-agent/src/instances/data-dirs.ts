@@ -1,6 +1,9 @@
 import { existsSync } from "node:fs";
 import { appendFile, chown, mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
+import type { BlobStore } from "../backups/blob-store.ts";
+import { stageRestore } from "../backups/restore.ts";
+import type { RestoreRequest } from "../runtime.ts";
 import { AGENT_SUPERUSER, ADMIN_ROLE, DEFAULT_DATABASE, withAgentClient } from "./agent-socket.ts";
 import { errMsg, fsyncDir, pathExists, prepareLogFile, rand, tail } from "./files.ts";
 import type { Host } from "./host.ts";
@@ -19,8 +22,12 @@ import { ID_RE } from "./validate.ts";
 export interface DataDirs {
   /** Builds (once; concurrent callers share the build) and returns the template directory of `major`. */
   ensureTemplate(major: string): Promise<string>;
-  /** Copies the template into the instance's directory; no-op if it exists with the same major. In the id's turn. */
-  provision(id: string, major: string): Promise<void>;
+  /**
+   * Copies the template into the instance's directory, or with `restore`
+   * fills it from the source's backups (backups/restore.ts); no-op if it
+   * exists with the same major. In the id's turn.
+   */
+  provision(id: string, major: string, restore?: RestoreRequest): Promise<void>;
   /** Stops the instance and deletes its data directory and log. In the id's turn. */
   purge(id: string): Promise<void>;
   /** Ids that have a complete data directory. */
@@ -29,8 +36,11 @@ export interface DataDirs {
   cleanupLeftovers(): Promise<string[]>;
 }
 
-/** `isQueued(id)`: an operation on `id` is under way, so its leftovers are its own to clean. */
-export function createDataDirs(host: Host, isQueued: (id: string) => boolean): DataDirs {
+/**
+ * `isQueued(id)`: an operation on `id` is under way, so its leftovers are its own to clean.
+ * `store`: where restores fetch backups from (none: restores fail).
+ */
+export function createDataDirs(host: Host, isQueued: (id: string) => boolean, store?: BlobStore): DataDirs {
   const { templatesDir, instancesDir, runAs, log } = host;
   /** Temp/purging paths owned by an operation in flight; cleanup must not touch them. */
   const inFlight = new Set<string>();
@@ -144,7 +154,7 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean): D
     }
   }
 
-  async function provision(id: string, major: string): Promise<void> {
+  async function provision(id: string, major: string, restore?: RestoreRequest): Promise<void> {
     const final = host.instanceDir(id);
     if (await pathExists(final)) {
       const have = await host.majorOf(final).catch(() => "?");
@@ -152,16 +162,25 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean): D
       return;
     }
     host.binariesFor(major);
-    const template = await ensureTemplate(major);
+    if (restore && !store) throw new Error(`instance ${id}: cannot restore from ${restore.sourceDatabaseId}: no backup store configured`);
+    const template = restore ? undefined : await ensureTemplate(major);
     await removeOwnLeftovers(id);
     const tmp = `${final}.tmp-${rand()}`;
     inFlight.add(tmp);
     try {
-      // cp -a keeps the run-as user's ownership and the 0700 mode PostgreSQL demands.
-      await runCommand("cp", ["-a", "--", template, tmp], { timeoutMs: 120_000 });
-      // The rename makes an agent crash harmless. Neither the copy nor the
-      // rename is synced: surviving a host power loss would cost a filesystem
-      // flush per create (~100 ms on ext4), and the template is synced once.
+      if (template) {
+        // cp -a keeps the run-as user's ownership and the 0700 mode PostgreSQL demands.
+        await runCommand("cp", ["-a", "--", template, tmp], { timeoutMs: 120_000 });
+      } else {
+        await mkdir(tmp, { mode: 0o700 });
+        if (runAs.switchUser) await chown(tmp, runAs.uid, runAs.gid);
+        await stageRestore({ store: store!, runAs, dir: tmp, version: major, request: restore!, log: (m) => log(`instance ${id}: ${m}`) });
+        // Fetched data is worth a flush: unlike a template copy it cannot be remade from this host alone.
+        await runCommand("sync", ["-f", tmp], { timeoutMs: 600_000 });
+      }
+      // The rename makes an agent crash harmless. A template copy and the
+      // rename are not synced: surviving a host power loss would cost a
+      // filesystem flush per create (~100 ms on ext4), and the template is synced once.
       await rename(tmp, final);
     } catch (e) {
       await rm(tmp, { recursive: true, force: true }).catch(() => {});
@@ -169,7 +188,7 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean): D
     } finally {
       inFlight.delete(tmp);
     }
-    log(`instance ${id}: provisioned (PostgreSQL ${major})`);
+    log(`instance ${id}: provisioned (PostgreSQL ${major}${restore ? `, restore from ${restore.sourceDatabaseId} pending` : ""})`);
   }
 
   async function purge(id: string): Promise<void> {

@@ -70,7 +70,7 @@ export async function prepareLogFile(runAs: RunAsIdentity, file: string): Promis
 /** Temp files of our atomic writes inside a data directory, left by a crash mid-write. */
 export async function removeStaleTempFiles(dir: string): Promise<void> {
   for (const name of await readdir(dir)) {
-    if (/^(?:\.server\.(?:crt|key)|\.req\.cnf|pg_hba\.conf|dbaas\.conf|postgresql\.conf)\.tmp-[0-9a-f]+$/.test(name)) {
+    if (/^(?:\.server\.(?:crt|key)|\.req\.cnf|pg_hba\.conf|dbaas\.conf|dbaas-archive\.conf|postgresql\.conf)\.tmp-[0-9a-f]+$/.test(name)) {
       await rm(path.join(dir, name), { force: true });
     }
   }

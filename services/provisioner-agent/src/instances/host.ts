@@ -3,10 +3,15 @@ import { realpathSync } from "node:fs";
 import { chmod, chown, lstat, mkdir, readFile, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { createConnectionProxy } from "../proxy/connection-proxy.ts";
+import type { ConnectionProxy } from "../proxy/counters.ts";
 import { findServerBinaries, type ServerBinaries } from "./binaries.ts";
 import { isServerProcessIn, serverProcessesIn } from "./procfs.ts";
 import { resolveRunAs, type RunAsIdentity } from "./run-as.ts";
 import { loadOrCreateCA, type AgentCA } from "./tls.ts";
+
+/** Per-instance WAL spools, `<root>/wal-spool/<id>`: basic_archive writes there, the agent's archiver uploads from there. */
+export const walSpoolRoot = (dataDir: string) => path.join(path.resolve(dataDir), "wal-spool");
 
 export interface HostOptions {
   /** Root for templates, instances, logs and the CA. Created if missing. */
@@ -15,8 +20,10 @@ export interface HostOptions {
   agentId: string;
   /** OS user for PostgreSQL when the agent runs as root. Default "nobody". */
   runAsUser?: string;
-  /** listen_addresses for instances. Default "127.0.0.1". */
+  /** Where the proxy serves published ports (listen_addresses syntax). Default "127.0.0.1". */
   listenAddress?: string;
+  /** The connection proxy serving the instances' published ports. Default: one of this host's, counting in `<dataDir>/proxy`. */
+  proxy?: ConnectionProxy;
   log?: (msg: string) => void;
 }
 
@@ -31,15 +38,20 @@ export interface Host {
   readonly instancesDir: string;
   /** Directory holding the instances' unix sockets (short: socket paths are limited to ~107 bytes). */
   readonly socketDir: string;
+  /** Where published ports are served (by the proxy); instances listen on a private address (private-address.ts). */
   readonly listenAddress: string;
-  /** Where readiness probes connect: a wildcard listen address is reached via loopback. */
+  /** Where readiness probes connect, as clients do: a wildcard listen address is reached via loopback. */
   readonly probeHost: string;
+  /** Serves each running instance's published port and counts its bytes. */
+  readonly proxy: ConnectionProxy;
   readonly runAs: RunAsIdentity;
   /** Server builds installed, by major version. */
   readonly binaries: ReadonlyMap<string, ServerBinaries>;
   readonly log: (msg: string) => void;
   instanceDir(id: string): string;
   logPath(id: string): string;
+  /** The instance's WAL spool (archive_directory), outside its data directory so base backups do not carry it. */
+  spoolDir(id: string): string;
   /** The binaries of `major`, or an error naming those installed. */
   binariesFor(major: string): ServerBinaries;
   /** PostgreSQL major of a data directory (its PG_VERSION). */
@@ -85,6 +97,9 @@ export function createHost(opts: HostOptions): Host {
   const probeHost =
     firstListen === "*" || firstListen === "0.0.0.0" || firstListen === "" ? "127.0.0.1" : firstListen === "::" ? "::1" : firstListen;
 
+  const log = opts.log ?? (() => {});
+  const proxy = opts.proxy ?? createConnectionProxy({ dir: path.join(root, "proxy"), listenAddress, log });
+
   let initPromise: Promise<void> | undefined;
   let caPromise: Promise<AgentCA> | undefined;
 
@@ -107,7 +122,7 @@ export function createHost(opts: HostOptions): Host {
       await mkdir(root, { recursive: true, mode: 0o711 });
       await checkTraversable();
       // Root-owned and not listable: the run-as user only needs to traverse.
-      for (const d of [templatesDir, instancesDir]) {
+      for (const d of [templatesDir, instancesDir, walSpoolRoot(root)]) {
         await mkdir(d, { recursive: true, mode: 0o711 });
         await chmod(d, 0o711);
       }
@@ -145,11 +160,13 @@ export function createHost(opts: HostOptions): Host {
     socketDir,
     listenAddress,
     probeHost,
+    proxy,
     runAs,
     binaries,
-    log: opts.log ?? (() => {}),
+    log,
     instanceDir: (id) => path.join(instancesDir, id),
     logPath: (id) => path.join(instancesDir, `${id}.log`),
+    spoolDir: (id) => path.join(walSpoolRoot(root), id),
     binariesFor(major) {
       const b = binaries.get(major);
       if (!b) throw new Error(`PostgreSQL ${major} is not installed; available: ${[...binaries.keys()].join(", ") || "none"}`);

@@ -1,15 +1,26 @@
-import type { InstanceSettings, RuntimeObservation } from "../runtime.ts";
+import type { BlobStore } from "../backups/blob-store.ts";
+import type { ConnectionProxy } from "../proxy/counters.ts";
+import type { InstanceSettings, RestoreRequest, RuntimeObservation } from "../runtime.ts";
 import { setPassword } from "./admission.ts";
 import { createDataDirs } from "./data-dirs.ts";
 import { createHost, type HostOptions } from "./host.ts";
 import { observeInstance, resourceUsage, type InstanceResourceUsage } from "./observe.ts";
-import { startInstance, stopInstance } from "./process-control.ts";
+import { publishedPortOf } from "./private-address.ts";
+import { resumeServing, startInstance, stopInstance } from "./process-control.ts";
+import { configPath } from "./server-config.ts";
 import { createSerializer } from "./serial.ts";
 import { assertId, assertSettings } from "./validate.ts";
 
 export interface ProvisionOptions {
   /** PostgreSQL major version, e.g. "17"; must be one of {@link InstanceManager.availableMajors}. */
   major: string;
+  /** Create from another database's backups (point-in-time restore) instead of the template. */
+  restore?: RestoreRequest;
+}
+
+export interface InstanceManagerOptions extends HostOptions {
+  /** The blob store restores fetch base backups and WAL from. */
+  store?: BlobStore;
 }
 
 /**
@@ -19,12 +30,13 @@ export interface ProvisionOptions {
  * serial.ts (one operation per instance at a time), data-dirs.ts (templates,
  * copies, purges, leftovers) on files.ts (atomic writes), process-control.ts
  * (start, stop, crash reaping), server-config.ts (postgresql.conf, pg_hba),
- * admission.ts (password and TLS admission), observe.ts (observation).
+ * admission.ts (password and TLS admission), observe.ts (observation),
+ * private-address.ts (where a server listens behind the proxy).
  */
 export interface InstanceManager {
   /** Builds (once) and returns the path of the template data directory for `major`. */
   ensureTemplate(major: string): Promise<string>;
-  /** Creates the instance's data directory from the template; no-op if it exists. */
+  /** Creates the instance's data directory from the template (or a source's backups); no-op if it exists. */
   provision(id: string, opts: ProvisionOptions): Promise<void>;
   /**
    * Starts the instance (or re-applies password and access rules if it is
@@ -40,7 +52,7 @@ export interface InstanceManager {
   restart(id: string, opts: InstanceSettings): Promise<void>;
   /** Resize: start() with the new tier, which restarts the instance only if settings change. */
   applyTier(id: string, opts: InstanceSettings): Promise<void>;
-  /** Current state from the data directory, postmaster.pid, /proc and a socket query. */
+  /** Current state from the data directory, postmaster.pid, /proc and a socket query; `port` is the published one. */
   observe(id: string): Promise<RuntimeObservation>;
   /** Stops the instance and deletes its data directory and log. */
   purge(id: string): Promise<void>;
@@ -50,6 +62,8 @@ export interface InstanceManager {
   cleanupLeftovers(): Promise<string[]>;
   /** Stops every running instance (agent shutdown). */
   stopAll(): Promise<void>;
+  /** Has the proxy serve the instances a crashed agent left running (agent start). */
+  serveRunning(): Promise<void>;
   /** PEM of the agent CA, for clients that verify the server (sslmode=verify-full). */
   caCertificatePem(): Promise<string>;
   /** Memory of the instance's processes (for metrics). */
@@ -58,6 +72,8 @@ export interface InstanceManager {
   logPath(id: string): string;
   /** Directory holding the instances' unix sockets. */
   readonly socketDir: string;
+  /** The connection proxy serving the instances' published ports (its counters are the databases' transfer). */
+  readonly proxy: ConnectionProxy;
   /** Major versions this host can run, oldest first: the one place the agent learns them. */
   readonly availableMajors: readonly string[];
 }
@@ -68,10 +84,10 @@ export interface InstanceManager {
  * directory at a time; within it, operations on one instance id are
  * serialized, different ids run concurrently.
  */
-export function createInstanceManager(opts: HostOptions): InstanceManager {
+export function createInstanceManager(opts: InstanceManagerOptions): InstanceManager {
   const host = createHost(opts);
   const queue = createSerializer();
-  const dirs = createDataDirs(host, queue.isQueued);
+  const dirs = createDataDirs(host, queue.isQueued, opts.store);
 
   async function stopAll(): Promise<void> {
     const ids = await dirs.list();
@@ -88,8 +104,18 @@ export function createInstanceManager(opts: HostOptions): InstanceManager {
 
   // Each call below joins its instance's queue synchronously, so operations
   // run in the order they were called.
+  async function serveRunning(): Promise<void> {
+    await host.init();
+    for (const id of await dirs.list()) {
+      await queue
+        .run(id, () => resumeServing(host, id))
+        .catch((e) => host.log(`instance ${id}: not served again: ${(e as Error).message}`));
+    }
+  }
+
   return {
     socketDir: host.socketDir,
+    proxy: host.proxy,
     availableMajors: [...host.binaries.keys()].sort((a, b) => Number(a) - Number(b)),
     logPath: (id) => {
       assertId(id);
@@ -103,7 +129,7 @@ export function createInstanceManager(opts: HostOptions): InstanceManager {
       assertId(id);
       return queue.run(id, async () => {
         await host.init();
-        await dirs.provision(id, o.major);
+        await dirs.provision(id, o.major, o.restore);
       });
     },
     start: async (id, o) => {
@@ -136,18 +162,23 @@ export function createInstanceManager(opts: HostOptions): InstanceManager {
     // Takes no turn: observing must stay cheap and answer even while a slow start is in flight.
     observe: async (id) => {
       assertId(id);
-      return observeInstance(host, id);
+      const obs = await observeInstance(host, id);
+      // The port clients use (the proxy's), not the server's private one.
+      const published = obs.port && (await publishedPortOf(configPath(host.instanceDir(id)), id));
+      return published ? { ...obs, port: published } : obs;
     },
     purge: async (id) => {
       assertId(id);
       return queue.run(id, async () => {
         await host.init();
         await dirs.purge(id);
+        await host.proxy.forget(id);
       });
     },
     listInstances: () => dirs.list(),
     cleanupLeftovers: () => dirs.cleanupLeftovers(),
     stopAll,
+    serveRunning,
     caCertificatePem: async () => (await host.ca()).certPem,
     resourceUsage: async (id) => {
       assertId(id);

@@ -15,10 +15,12 @@ export function createLocalProcessRuntime(m: InstanceManager): InstanceRuntime {
     versions,
     async prepare() {
       await m.cleanupLeftovers();
+      // Before the templates (an initdb takes a while): clients of servers a crashed agent left running get back in.
+      await m.serveRunning();
       // Templates first: then every create is a copy, not an initdb.
       for (const major of versions) await m.ensureTemplate(major);
     },
-    create: (id, o) => m.provision(id, { major: o.version }),
+    create: (id, o) => m.provision(id, { major: o.version, ...(o.restore ? { restore: o.restore } : {}) }),
     start: (id, settings) => m.start(id, settings),
     stop: (id) => m.stop(id),
     restart: (id, settings) => m.restart(id, settings),

@@ -1,13 +1,27 @@
 import { readFile, realpath, unlink } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import {
+  fileSize,
+  finishRestore,
+  lastRestoredWal,
+  readFrom,
+  readRestoreMarker,
+  type RestoreMarker,
+  recoverySignalPath,
+  TARGET_NOT_REACHED,
+  writeRecoveryConfig,
+  writeRestoreMarker,
+} from "../backups/recovery-state.ts";
 import type { InstanceSettings } from "../runtime.ts";
 import { admitClients } from "./admission.ts";
+import { withAgentClient } from "./agent-socket.ts";
 import type { ServerBinaries } from "./binaries.ts";
 import { errMsg, pathExists, prepareLogFile, removeStaleTempFiles, tail } from "./files.ts";
 import type { Host } from "./host.ts";
 import { observeInstance, readPidFile } from "./observe.ts";
 import { tcpPortRefuses } from "./probe.ts";
+import { choosePrivatePort, linkAgentSocket, PRIVATE_HOST, publishedPortOf, unlinkAgentSocket } from "./private-address.ts";
 import { pidExists } from "./procfs.ts";
 import { runCommand } from "./run-as.ts";
 import { configPath, renderConfig, writeStartConfig } from "./server-config.ts";
@@ -22,6 +36,11 @@ import { assertId, assertSettings } from "./validate.ts";
 
 export const START_TIMEOUT_S = 30;
 export const STOP_TIMEOUT_S = 30;
+/** A restored instance's replay up to promotion: generous, a week of busy WAL takes a while. */
+const RECOVERY_TIMEOUT_MS = 4 * 3600 * 1000;
+/** Until recovery begins: a restored directory is fsync'd whole first (it was not shut down cleanly). */
+const RECOVERY_START_TIMEOUT_S = 600;
+const RECOVERY_PROGRESS_MS = 10_000;
 
 export function pgCtl(host: Host, bins: ServerBinaries, args: string[], timeoutMs: number) {
   return runCommand(bins.pgCtl, args, { runAs: host.runAs, timeoutMs });
@@ -96,11 +115,21 @@ async function reapCrashed(host: Host, id: string, removePidFile: boolean): Prom
   if (removePidFile || blocking) await unlink(path.join(dir, "postmaster.pid")).catch(() => {});
 }
 
-/** Fast shutdown (immediate, then SIGKILL, if that fails); resolves when the postmaster is gone and the port refuses. */
+/**
+ * Fast shutdown (immediate, then SIGKILL, if that fails); resolves when the
+ * postmaster is gone and both the published port (the proxy stops serving it
+ * first) and the private one refuse. A clean (fast) shutdown keeps the
+ * restore window complete by itself: with archiving on, PostgreSQL switches
+ * to a new WAL file before its shutdown checkpoint and the archiver gets a
+ * last round, so every commit before the stop reaches the spool.
+ */
 export async function stopInstance(host: Host, id: string): Promise<void> {
   const dir = host.instanceDir(id);
+  await host.proxy.unserve(id);
   const obs = await observeInstance(host, id);
   if (obs.state === "absent" || obs.state === "stopped") return;
+  const published = await publishedPortOf(configPath(dir), id);
+  if (published) await unlinkAgentSocket(host, published);
   if (obs.state === "crashed") {
     await reapCrashed(host, id, true);
     host.log(`instance ${id}: cleaned up after crashed postmaster ${obs.pid ?? "?"}`);
@@ -126,9 +155,9 @@ export async function stopInstance(host: Host, id: string): Promise<void> {
   while ((host.isPostmasterIn(pid, real) || host.serverPidsIn(real).length > 0) && Date.now() < deadline) await sleep(20);
   if (host.isPostmasterIn(pid, real)) throw new Error(`instance ${id}: postmaster ${pid} still running after stop`);
   if (obs.port) {
-    while (!(await tcpPortRefuses(host.probeHost, obs.port, 500))) {
+    while (!(await tcpPortRefuses(PRIVATE_HOST, obs.port, 500))) {
       if (Date.now() > deadline)
-        throw new Error(`instance ${id}: stopped, but something still accepts connections on ${host.probeHost}:${obs.port}`);
+        throw new Error(`instance ${id}: stopped, but something still accepts connections on ${PRIVATE_HOST}:${obs.port}`);
       await sleep(50);
     }
   }
@@ -148,19 +177,25 @@ export async function startInstance(host: Host, id: string, o: InstanceSettings)
   const bins = host.binariesFor(await host.majorOf(dir));
   const ca = await host.ca();
   await host.ensureSocketDir();
-  const conf = renderConfig(host, o);
   const certOpts = { owner: { uid: host.runAs.uid, gid: host.runAs.gid } };
 
+  const restore = await readRestoreMarker(dir);
   let obs = await observeInstance(host, id);
+  // A running server keeps its private port (a server from before the proxy listened on the published one: it moves).
+  const privatePort = obs.state === "running" && obs.port && obs.port !== o.port ? obs.port : await choosePrivatePort(host, o.port);
+  const conf = renderConfig(host, id, o, privatePort);
   if (obs.state === "running") {
     const current = await readFile(configPath(dir), "utf8").catch(() => "");
-    if (current === conf && obs.port === o.port && !obs.message) {
+    if (!restore && current === conf && !obs.message) {
       await ensureServerCertificate(ca, o.hostname, dir, certOpts);
-      await admitClients(host, id, o, ca);
+      await linkAgentSocket(host, o.port, privatePort);
+      await admitClients(host, id, o, ca, privatePort);
       host.log(`instance ${id}: already running; password and access rules re-applied`);
       return;
     }
-    host.log(`instance ${id}: settings changed; restarting`);
+    // A restoring server left running by a crashed agent is restarted too: its
+    // replay resumes, and this start sees the promotion through.
+    host.log(`instance ${id}: ${restore ? "restore under way" : "settings changed"}; restarting`);
     await stopInstance(host, id);
     obs = await observeInstance(host, id);
   }
@@ -172,14 +207,127 @@ export async function startInstance(host: Host, id: string, o: InstanceSettings)
   await removeStaleTempFiles(dir);
   await ensureServerCertificate(ca, o.hostname, dir, certOpts);
   await writeStartConfig(host, dir, conf);
+  await linkAgentSocket(host, o.port, privatePort);
   const logFile = host.logPath(id);
   await prepareLogFile(host.runAs, logFile);
   const started = Date.now();
+  if (restore) await startRestored(host, id, bins, o.port, restore);
+  else await pgCtlStart(host, id, bins, START_TIMEOUT_S);
+  await admitClients(host, id, o, ca, privatePort);
+  host.log(`instance ${id}: running on port ${o.port} (private ${privatePort}, tier ${o.tier}) after ${Date.now() - started} ms`);
+}
+
+/**
+ * After an agent restart, a server the previous agent left running (a
+ * crash: a clean shutdown stops them) is served again on its published port,
+ * as it was. A server still starting, or one a restore left unfinished, is
+ * left to the reconciler's start.
+ */
+export async function resumeServing(host: Host, id: string): Promise<void> {
+  // A restore the previous agent left half-way is not admitted yet: the reconciler's start finishes it and serves it.
+  if (await readRestoreMarker(host.instanceDir(id))) return;
+  const obs = await observeInstance(host, id);
+  if (obs.state !== "running" || !obs.port || obs.message) return;
+  const published = await publishedPortOf(configPath(host.instanceDir(id)), id);
+  if (!published || published === obs.port) return;
+  await host.ensureSocketDir();
+  await linkAgentSocket(host, published, obs.port);
+  await host.proxy.serve(id, { port: published, target: { host: PRIVATE_HOST, port: obs.port } });
+  host.log(`instance ${id}: found running; serving port ${published} again`);
+}
+
+async function pgCtlStart(host: Host, id: string, bins: ServerBinaries, timeoutS: number): Promise<void> {
+  const logFile = host.logPath(id);
   try {
-    await pgCtl(host, bins, ["-D", dir, "-l", logFile, "-w", "-t", String(START_TIMEOUT_S), "start"], (START_TIMEOUT_S + 10) * 1000);
+    await pgCtl(host, bins, ["-D", host.instanceDir(id), "-l", logFile, "-w", "-t", String(timeoutS), "start"], (timeoutS + 10) * 1000);
   } catch (e) {
     throw new Error(`instance ${id}: server did not start: ${errMsg(e)}\n--- ${logFile} ---\n${await tail(logFile)}`);
   }
-  await admitClients(host, id, o, ca);
-  host.log(`instance ${id}: running on port ${o.port} (tier ${o.tier}) after ${Date.now() - started} ms`);
+}
+
+/**
+ * Start of a restored instance (the marker of recovery-state.ts): replays
+ * the fetched WAL up to the target and promotes, then cleans up so the
+ * instance is an ordinary one. pg_hba is locked and hot_standby is off
+ * throughout, so nobody logs in before the caller has set the new verifier.
+ */
+async function startRestored(host: Host, id: string, bins: ServerBinaries, port: number, marker: RestoreMarker): Promise<void> {
+  const dir = host.instanceDir(id);
+  // Without recovery.signal PostgreSQL has promoted already (the agent crashed after that): only the cleanup is left.
+  if (await pathExists(recoverySignalPath(dir))) await replay(host, id, bins, marker);
+  else await pgCtlStart(host, id, bins, START_TIMEOUT_S);
+  // The verifier is set next, which a server still in recovery (read-only) would refuse after the marker is gone.
+  const recovering = await withAgentClient(
+    host.socketDir,
+    port,
+    async (c) => (await c.query<{ r: boolean }>("SELECT pg_is_in_recovery() AS r")).rows[0]!.r,
+  );
+  if (recovering) throw new Error(`instance ${id}: still in recovery after its start; not letting clients in`);
+  await finishRestore(host.runAs, dir);
+  host.log(`instance ${id}: restored from ${marker.sourceDatabaseId}'s backup ${marker.backupId} to ${marker.restoreTime}; promoted`);
+}
+
+/** Runs the archive recovery to promotion (resuming one a stop or crash interrupted), with progress in the agent's log. */
+async function replay(host: Host, id: string, bins: ServerBinaries, marker: RestoreMarker): Promise<void> {
+  const dir = host.instanceDir(id);
+  for (;;) {
+    await writeRecoveryConfig(host.runAs, dir, marker);
+    const to = marker.replayToEnd ? "their end" : marker.restoreTime;
+    host.log(
+      `instance ${id}: replaying ${marker.walFiles} WAL files of ${marker.sourceDatabaseId}'s backup ${marker.backupId} up to ${to}`,
+    );
+    if ((await recoverToPromotion(host, id, bins)) || marker.replayToEnd) return;
+    // The archived WAL ends before any commit after the target (an idle
+    // source, a target at the end of the window). The databases service only
+    // asks for targets up to the window's end, i.e. all WAL up to the target
+    // is in the store, so every commit in it is at or before the target and
+    // replaying all of it is exactly the state at the target.
+    host.log(`instance ${id}: no commit after ${marker.restoreTime} in the archived WAL; replaying all of it`);
+    marker = { ...marker, replayToEnd: true };
+    await writeRestoreMarker(dir, marker);
+    if ((await observeInstance(host, id)).state === "crashed") await reapCrashed(host, id, true);
+  }
+}
+
+/**
+ * Starts the server in archive recovery and waits until it has promoted
+ * (true) or stopped because the WAL ended before the target (false); any
+ * other end is thrown with the server log's tail. pg_ctl counts a server as
+ * started once recovery begins; promotion is the pid file's "ready".
+ */
+async function recoverToPromotion(host: Host, id: string, bins: ServerBinaries): Promise<boolean> {
+  const dir = host.instanceDir(id);
+  const logFile = host.logPath(id);
+  const offset = await fileSize(logFile);
+  const ended = async (e: unknown) => {
+    if ((await readFrom(logFile, offset)).includes(TARGET_NOT_REACHED)) return false;
+    throw e;
+  };
+  try {
+    await pgCtlStart(host, id, bins, RECOVERY_START_TIMEOUT_S);
+  } catch (e) {
+    return ended(e);
+  }
+  const real = await realpath(dir);
+  const started = Date.now();
+  let reported = started;
+  for (;;) {
+    const pf = await readPidFile(dir);
+    if (pf?.status === "ready") return true;
+    if (!pf || !host.isPostmasterIn(pf.pid, real)) {
+      return ended(new Error(`instance ${id}: server stopped during recovery\n--- ${logFile} ---\n${await tail(logFile)}`));
+    }
+    if (Date.now() - started > RECOVERY_TIMEOUT_MS) {
+      // Left running: the next start stops it and resumes from its last restartpoint.
+      throw new Error(
+        `instance ${id}: recovery not finished after ${RECOVERY_TIMEOUT_MS / 1000} s\n--- ${logFile} ---\n${await tail(logFile)}`,
+      );
+    }
+    if (Date.now() - reported >= RECOVERY_PROGRESS_MS) {
+      reported = Date.now();
+      const wal = lastRestoredWal(await readFrom(logFile, offset)) ?? "(none yet)";
+      host.log(`instance ${id}: recovering for ${Math.round((reported - started) / 1000)} s; replayed up to WAL ${wal}`);
+    }
+    await sleep(100);
+  }
 }

@@ -1,10 +1,11 @@
-import { readFile } from "node:fs/promises";
+import { chown, mkdir, readFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type { InstanceSettings } from "../runtime.ts";
 import { AGENT_SUPERUSER } from "./agent-socket.ts";
 import { writeOwned } from "./files.ts";
 import type { Host } from "./host.ts";
+import { PRIVATE_HOST, publishedPortLine } from "./private-address.ts";
 import { tierSettings } from "./tier-settings.ts";
 
 /**
@@ -18,14 +19,24 @@ export const INCLUDE_LINE = "include_if_exists = 'dbaas.conf'";
 const INCLUDE_RE = /^\s*include_if_exists\s*=\s*'dbaas\.conf'/m;
 
 /**
+ * The per-instance part of the archive settings. It is a file of its own
+ * because {@link renderConfig} sees only the settings, not the instance, and
+ * its text is what decides whether a running server must restart.
+ */
+const ARCHIVE_CONF = "dbaas-archive.conf";
+
+/**
  * While the instance starts, only the agent may connect: a restarted instance
  * must not accept logins before it has been given the current password.
  */
 const HBA_LOCKED = `# Managed by the dbaas agent (locked during start). Do not edit.
 local all ${AGENT_SUPERUSER} trust
+local replication ${AGENT_SUPERUSER} trust
 `;
+// "all" does not match replication connections: base backups need their own line.
 const HBA_OPEN = `# Managed by the dbaas agent. Do not edit.
-local   all  ${AGENT_SUPERUSER}  trust
+local   all          ${AGENT_SUPERUSER}  trust
+local   replication  ${AGENT_SUPERUSER}  trust
 host    all  ${AGENT_SUPERUSER}  all        reject
 hostssl all  all          0.0.0.0/0  scram-sha-256
 hostssl all  all          ::/0       scram-sha-256
@@ -37,11 +48,16 @@ function confValue(v: string): string {
   return `'${v.replace(/\\/g, "\\\\").replace(/'/g, "''")}'`;
 }
 
-/** The whole of `dbaas.conf` for these settings; equal text means the server runs with equal settings. */
-export function renderConfig(host: Host, o: InstanceSettings): string {
+/**
+ * The whole of `dbaas.conf` for these settings, the server listening on
+ * `privatePort` (private-address.ts; clients reach instance `id` through the
+ * proxy on `o.port`, which the file records); equal text means the server runs with
+ * equal settings.
+ */
+export function renderConfig(host: Host, id: string, o: InstanceSettings, privatePort: number): string {
   const settings: Record<string, string> = {
-    port: String(o.port),
-    listen_addresses: host.listenAddress,
+    port: String(privatePort),
+    listen_addresses: PRIVATE_HOST,
     unix_socket_directories: host.socketDir,
     // The socket grants superuser without a password (local trust), so only
     // the run-as user (and root) may open it.
@@ -54,15 +70,41 @@ export function renderConfig(host: Host, o: InstanceSettings): string {
     // Hundreds of small instances: never try to reserve huge pages.
     huge_pages: "off",
     ...tierSettings(o.tier, os.totalmem()),
+    // Continuous archiving into the instance's spool (dbaas-archive.conf names
+    // it), which the agent uploads from; archive_timeout bounds how far the
+    // latest restorable instant trails a busy database (the RPO target is 90 s).
+    wal_level: "replica",
+    max_wal_senders: "10",
+    archive_mode: "on",
+    archive_library: "basic_archive",
+    archive_timeout: "30",
   };
   const lines = Object.entries(settings).map(([k, v]) => `${k} = ${confValue(v)}`);
-  return `# Managed by the dbaas agent; rewritten on every start. Do not edit.\n# tier: ${o.tier}\n${lines.join("\n")}\n`;
+  return `# Managed by the dbaas agent; rewritten on every start. Do not edit.\n# tier: ${o.tier}\n${publishedPortLine(id, o.port)}\n${lines.join("\n")}\ninclude = ${confValue(ARCHIVE_CONF)}\n`;
 }
 
 export const configPath = (dir: string) => path.join(dir, "dbaas.conf");
 
+/**
+ * The instance's WAL spool: owned by the run-as user (basic_archive writes
+ * there), inside an agent-owned root. Created here, never reset: the archiver
+ * closes it (mode 0500) while it is over its bound, and reopens it.
+ */
+async function ensureSpool(host: Host, spool: string): Promise<void> {
+  try {
+    await mkdir(spool, { mode: 0o700 });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "EEXIST") return;
+    throw e;
+  }
+  if (host.runAs.switchUser) await chown(spool, host.runAs.uid, host.runAs.gid);
+}
+
 /** Settings, the include line and the locked pg_hba.conf, ready for a start. */
 export async function writeStartConfig(host: Host, dir: string, conf: string): Promise<void> {
+  const spool = host.spoolDir(path.basename(dir));
+  await ensureSpool(host, spool);
+  await writeOwned(host.runAs, path.join(dir, ARCHIVE_CONF), `basic_archive.archive_directory = ${confValue(spool)}\n`);
   await writeOwned(host.runAs, configPath(dir), conf);
   const pgConf = path.join(dir, "postgresql.conf");
   const pgConfText = await readFile(pgConf, "utf8");

@@ -4,13 +4,15 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file dbaas/databases/v1/agent_service.proto.
  */
 export const file_dbaas_databases_v1_agent_service: GenFile = /*@__PURE__*/
-  fileDesc("CiZkYmFhcy9kYXRhYmFzZXMvdjEvYWdlbnRfc2VydmljZS5wcm90bxISZGJhYXMuZGF0YWJhc2VzLnYxIqsBChRSZWdpc3RlckFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIPCgdyZWdpb25zGAIgAygJEhAKCGNhcGFjaXR5GAMgASgFEhgKEHBvcnRfcmFuZ2Vfc3RhcnQYBCABKAUSFgoOcG9ydF9yYW5nZV9lbmQYBSABKAUSEAoIdmVyc2lvbnMYBiADKAkSGgoSY2FfY2VydGlmaWNhdGVfcGVtGAcgASgJIhcKFVJlZ2lzdGVyQWdlbnRSZXNwb25zZSIrChdXYXRjaEFzc2lnbm1lbnRzUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSLjAQoMSW5zdGFuY2VTcGVjEhMKC2RhdGFiYXNlX2lkGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSDAoEdGllchgDIAEoCRIMCgRwb3J0GAQgASgFEjcKDWRlc2lyZWRfc3RhdGUYBSABKA4yIC5kYmFhcy5kYXRhYmFzZXMudjEuRGVzaXJlZFN0YXRlEhYKDnNjcmFtX3ZlcmlmaWVyGAYgASgJEhIKCmdlbmVyYXRpb24YByABKAMSHgoWY3JlZGVudGlhbHNfZ2VuZXJhdGlvbhgIIAEoAxIMCgRob3N0GAkgASgJIk8KGFdhdGNoQXNzaWdubWVudHNSZXNwb25zZRIzCglpbnN0YW5jZXMYASADKAsyIC5kYmFhcy5kYXRhYmFzZXMudjEuSW5zdGFuY2VTcGVjIrIBChNJbnN0YW5jZU9ic2VydmF0aW9uEhMKC2RhdGFiYXNlX2lkGAEgASgJEjAKBXN0YXRlGAIgASgOMiEuZGJhYXMuZGF0YWJhc2VzLnYxLk9ic2VydmVkU3RhdGUSGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgDIAEoAxImCh5hcHBsaWVkX2NyZWRlbnRpYWxzX2dlbmVyYXRpb24YBCABKAMSDwoHbWVzc2FnZRgFIAEoCSJmChZSZXBvcnRJbnN0YW5jZXNSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEjoKCWluc3RhbmNlcxgCIAMoCzInLmRiYWFzLmRhdGFiYXNlcy52MS5JbnN0YW5jZU9ic2VydmF0aW9uIhkKF1JlcG9ydEluc3RhbmNlc1Jlc3BvbnNlKpgBCgxEZXNpcmVkU3RhdGUSHQoZREVTSVJFRF9TVEFURV9VTlNQRUNJRklFRBAAEhkKFURFU0lSRURfU1RBVEVfUlVOTklORxABEhkKFURFU0lSRURfU1RBVEVfU1RPUFBFRBACEhkKFURFU0lSRURfU1RBVEVfREVMRVRFRBADEhgKFERFU0lSRURfU1RBVEVfUFVSR0VEEAQqvQEKDU9ic2VydmVkU3RhdGUSHgoaT0JTRVJWRURfU1RBVEVfVU5TUEVDSUZJRUQQABIaChZPQlNFUlZFRF9TVEFURV9SVU5OSU5HEAESGgoWT0JTRVJWRURfU1RBVEVfU1RPUFBFRBACEhkKFU9CU0VSVkVEX1NUQVRFX0ZBSUxFRBADEhkKFU9CU0VSVkVEX1NUQVRFX1BVUkdFRBAEEh4KGk9CU0VSVkVEX1NUQVRFX1BST0dSRVNTSU5HEAUy0QIKDEFnZW50U2VydmljZRJkCg1SZWdpc3RlckFnZW50EiguZGJhYXMuZGF0YWJhc2VzLnYxLlJlZ2lzdGVyQWdlbnRSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlJlZ2lzdGVyQWdlbnRSZXNwb25zZRJvChBXYXRjaEFzc2lnbm1lbnRzEisuZGJhYXMuZGF0YWJhc2VzLnYxLldhdGNoQXNzaWdubWVudHNSZXF1ZXN0GiwuZGJhYXMuZGF0YWJhc2VzLnYxLldhdGNoQXNzaWdubWVudHNSZXNwb25zZTABEmoKD1JlcG9ydEluc3RhbmNlcxIqLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBvcnRJbnN0YW5jZXNSZXF1ZXN0GisuZGJhYXMuZGF0YWJhc2VzLnYxLlJlcG9ydEluc3RhbmNlc1Jlc3BvbnNlYgZwcm90bzM");
+  fileDesc("CiZkYmFhcy9kYXRhYmFzZXMvdjEvYWdlbnRfc2VydmljZS5wcm90bxISZGJhYXMuZGF0YWJhc2VzLnYxIqsBChRSZWdpc3RlckFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIPCgdyZWdpb25zGAIgAygJEhAKCGNhcGFjaXR5GAMgASgFEhgKEHBvcnRfcmFuZ2Vfc3RhcnQYBCABKAUSFgoOcG9ydF9yYW5nZV9lbmQYBSABKAUSEAoIdmVyc2lvbnMYBiADKAkSGgoSY2FfY2VydGlmaWNhdGVfcGVtGAcgASgJIhcKFVJlZ2lzdGVyQWdlbnRSZXNwb25zZSIrChdXYXRjaEFzc2lnbm1lbnRzUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSKyAwoMSW5zdGFuY2VTcGVjEhMKC2RhdGFiYXNlX2lkGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSDAoEdGllchgDIAEoCRIMCgRwb3J0GAQgASgFEjcKDWRlc2lyZWRfc3RhdGUYBSABKA4yIC5kYmFhcy5kYXRhYmFzZXMudjEuRGVzaXJlZFN0YXRlEhYKDnNjcmFtX3ZlcmlmaWVyGAYgASgJEhIKCmdlbmVyYXRpb24YByABKAMSHgoWY3JlZGVudGlhbHNfZ2VuZXJhdGlvbhgIIAEoAxIMCgRob3N0GAkgASgJEjkKDnJlc3RvcmVfc291cmNlGAogASgLMiEuZGJhYXMuZGF0YWJhc2VzLnYxLlJlc3RvcmVTb3VyY2USEgoKYmFja3VwX2lkcxgLIAMoCRJJCg10cmFjZV9jb250ZXh0GAwgAygLMjIuZGJhYXMuZGF0YWJhc2VzLnYxLkluc3RhbmNlU3BlYy5UcmFjZUNvbnRleHRFbnRyeRozChFUcmFjZUNvbnRleHRFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlYKDVJlc3RvcmVTb3VyY2USEwoLZGF0YWJhc2VfaWQYASABKAkSMAoMcmVzdG9yZV90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJPChhXYXRjaEFzc2lnbm1lbnRzUmVzcG9uc2USMwoJaW5zdGFuY2VzGAEgAygLMiAuZGJhYXMuZGF0YWJhc2VzLnYxLkluc3RhbmNlU3BlYyKyAQoTSW5zdGFuY2VPYnNlcnZhdGlvbhITCgtkYXRhYmFzZV9pZBgBIAEoCRIwCgVzdGF0ZRgCIAEoDjIhLmRiYWFzLmRhdGFiYXNlcy52MS5PYnNlcnZlZFN0YXRlEhsKE29ic2VydmVkX2dlbmVyYXRpb24YAyABKAMSJgoeYXBwbGllZF9jcmVkZW50aWFsc19nZW5lcmF0aW9uGAQgASgDEg8KB21lc3NhZ2UYBSABKAkiZgoWUmVwb3J0SW5zdGFuY2VzUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRI6CglpbnN0YW5jZXMYAiADKAsyJy5kYmFhcy5kYXRhYmFzZXMudjEuSW5zdGFuY2VPYnNlcnZhdGlvbiIZChdSZXBvcnRJbnN0YW5jZXNSZXNwb25zZSLdAQoRQmFja3VwT2JzZXJ2YXRpb24SEQoJYmFja3VwX2lkGAEgASgJEi4KBXN0YXRlGAIgASgOMh8uZGJhYXMuZGF0YWJhc2VzLnYxLkJhY2t1cFN0YXRlEi4KCnN0YXJ0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGNvbXBsZXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc2l6ZV9ieXRlcxgFIAEoAxIPCgdtZXNzYWdlGAYgASgJIv4BCg9EYXRhYmFzZUJhY2t1cHMSEwoLZGF0YWJhc2VfaWQYASABKAkSNgoHYmFja3VwcxgCIAMoCzIlLmRiYWFzLmRhdGFiYXNlcy52MS5CYWNrdXBPYnNlcnZhdGlvbhI5ChVlYXJsaWVzdF9yZXN0b3JlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjcKE2xhdGVzdF9yZXN0b3JlX3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWFyY2hpdmVfZXJyb3IYBSABKAkSEwoLc3Bvb2xfYnl0ZXMYBiABKAMiYAoUUmVwb3J0QmFja3Vwc1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSNgoJZGF0YWJhc2VzGAIgAygLMiMuZGJhYXMuZGF0YWJhc2VzLnYxLkRhdGFiYXNlQmFja3VwcyIXChVSZXBvcnRCYWNrdXBzUmVzcG9uc2UizwQKDkluc3RhbmNlU2FtcGxlEhMKC2RhdGFiYXNlX2lkGAEgASgJEhEKCXNhbXBsZV9pZBgCIAEoCRIuCgpzYW1wbGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCg5jb3VudGVyc19lcG9jaBgEIAEoCRIVCg1zdG9yYWdlX2J5dGVzGAUgASgDEhgKEG5ldHdvcmtfYnl0ZXNfaW4YBiABKAMSGQoRbmV0d29ya19ieXRlc19vdXQYByABKAMSEwoLY3B1X3BlcmNlbnQYCCABKAESFAoMbWVtb3J5X2J5dGVzGAkgASgDEhoKEmNvbm5lY3Rpb25zX2FjdGl2ZRgKIAEoBRIYChBjb25uZWN0aW9uc19pZGxlGAsgASgFEicKH2Nvbm5lY3Rpb25zX2lkbGVfaW5fdHJhbnNhY3Rpb24YDCABKAUSEwoLeGFjdF9jb21taXQYDSABKAMSFQoNeGFjdF9yb2xsYmFjaxgOIAEoAxITCgt0dXBfZmV0Y2hlZBgPIAEoAxIUCgx0dXBfaW5zZXJ0ZWQYECABKAMSEwoLdHVwX3VwZGF0ZWQYESABKAMSEwoLdHVwX2RlbGV0ZWQYEiABKAMSEAoIYmxrc19oaXQYEyABKAMSEQoJYmxrc19yZWFkGBQgASgDEhEKCWRlYWRsb2NrcxgVIAEoAxIfChd3YWxfYXJjaGl2ZV9sYWdfc2Vjb25kcxgWIAEoARIdChVyZXBsaWNhdGlvbl9sYWdfYnl0ZXMYFyABKAMiXQoUUmVwb3J0U2FtcGxlc1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSMwoHc2FtcGxlcxgCIAMoCzIiLmRiYWFzLmRhdGFiYXNlcy52MS5JbnN0YW5jZVNhbXBsZSIXChVSZXBvcnRTYW1wbGVzUmVzcG9uc2UqmAEKDERlc2lyZWRTdGF0ZRIdChlERVNJUkVEX1NUQVRFX1VOU1BFQ0lGSUVEEAASGQoVREVTSVJFRF9TVEFURV9SVU5OSU5HEAESGQoVREVTSVJFRF9TVEFURV9TVE9QUEVEEAISGQoVREVTSVJFRF9TVEFURV9ERUxFVEVEEAMSGAoUREVTSVJFRF9TVEFURV9QVVJHRUQQBCq9AQoNT2JzZXJ2ZWRTdGF0ZRIeChpPQlNFUlZFRF9TVEFURV9VTlNQRUNJRklFRBAAEhoKFk9CU0VSVkVEX1NUQVRFX1JVTk5JTkcQARIaChZPQlNFUlZFRF9TVEFURV9TVE9QUEVEEAISGQoVT0JTRVJWRURfU1RBVEVfRkFJTEVEEAMSGQoVT0JTRVJWRURfU1RBVEVfUFVSR0VEEAQSHgoaT0JTRVJWRURfU1RBVEVfUFJPR1JFU1NJTkcQBSqTAQoLQmFja3VwU3RhdGUSHAoYQkFDS1VQX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoUQkFDS1VQX1NUQVRFX1JVTk5JTkcQARIaChZCQUNLVVBfU1RBVEVfQ09NUExFVEVEEAISFwoTQkFDS1VQX1NUQVRFX0ZBSUxFRBADEhcKE0JBQ0tVUF9TVEFURV9QUlVORUQQBDKdBAoMQWdlbnRTZXJ2aWNlEmQKDVJlZ2lzdGVyQWdlbnQSKC5kYmFhcy5kYXRhYmFzZXMudjEuUmVnaXN0ZXJBZ2VudFJlcXVlc3QaKS5kYmFhcy5kYXRhYmFzZXMudjEuUmVnaXN0ZXJBZ2VudFJlc3BvbnNlEm8KEFdhdGNoQXNzaWdubWVudHMSKy5kYmFhcy5kYXRhYmFzZXMudjEuV2F0Y2hBc3NpZ25tZW50c1JlcXVlc3QaLC5kYmFhcy5kYXRhYmFzZXMudjEuV2F0Y2hBc3NpZ25tZW50c1Jlc3BvbnNlMAESagoPUmVwb3J0SW5zdGFuY2VzEiouZGJhYXMuZGF0YWJhc2VzLnYxLlJlcG9ydEluc3RhbmNlc1JlcXVlc3QaKy5kYmFhcy5kYXRhYmFzZXMudjEuUmVwb3J0SW5zdGFuY2VzUmVzcG9uc2USZAoNUmVwb3J0QmFja3VwcxIoLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBvcnRCYWNrdXBzUmVxdWVzdBopLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBvcnRCYWNrdXBzUmVzcG9uc2USZAoNUmVwb3J0U2FtcGxlcxIoLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBvcnRTYW1wbGVzUmVxdWVzdBopLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBvcnRTYW1wbGVzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message dbaas.databases.v1.RegisterAgentRequest
@@ -147,6 +149,30 @@ export type InstanceSpec = Message<"dbaas.databases.v1.InstanceSpec"> & {
    * @generated from field: string host = 9;
    */
   host: string;
+
+  /**
+   * Set when the instance is to be created from another database's backups
+   * (point-in-time restore) instead of an empty cluster.
+   *
+   * @generated from field: dbaas.databases.v1.RestoreSource restore_source = 10;
+   */
+  restoreSource?: RestoreSource | undefined;
+
+  /**
+   * Backups the databases service wants taken now ("bkp-…", status running);
+   * the agent takes each once and reports its outcome through ReportBackups.
+   *
+   * @generated from field: repeated string backup_ids = 11;
+   */
+  backupIds: string[];
+
+  /**
+   * W3C trace context (traceparent, tracestate) of the request that last changed
+   * this spec, so the agent's work on it joins that request's trace.
+   *
+   * @generated from field: map<string, string> trace_context = 12;
+   */
+  traceContext: { [key: string]: string };
 };
 
 /**
@@ -155,6 +181,32 @@ export type InstanceSpec = Message<"dbaas.databases.v1.InstanceSpec"> & {
  */
 export const InstanceSpecSchema: GenMessage<InstanceSpec> = /*@__PURE__*/
   messageDesc(file_dbaas_databases_v1_agent_service, 3);
+
+/**
+ * @generated from message dbaas.databases.v1.RestoreSource
+ */
+export type RestoreSource = Message<"dbaas.databases.v1.RestoreSource"> & {
+  /**
+   * The database whose blob-store prefix holds the base backups and WAL.
+   *
+   * @generated from field: string database_id = 1;
+   */
+  databaseId: string;
+
+  /**
+   * Replay stops here: exactly the transactions committed up to this instant.
+   *
+   * @generated from field: google.protobuf.Timestamp restore_time = 2;
+   */
+  restoreTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.RestoreSource.
+ * Use `create(RestoreSourceSchema)` to create a new message.
+ */
+export const RestoreSourceSchema: GenMessage<RestoreSource> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_agent_service, 4);
 
 /**
  * @generated from message dbaas.databases.v1.WatchAssignmentsResponse
@@ -171,7 +223,7 @@ export type WatchAssignmentsResponse = Message<"dbaas.databases.v1.WatchAssignme
  * Use `create(WatchAssignmentsResponseSchema)` to create a new message.
  */
 export const WatchAssignmentsResponseSchema: GenMessage<WatchAssignmentsResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 4);
+  messageDesc(file_dbaas_databases_v1_agent_service, 5);
 
 /**
  * @generated from message dbaas.databases.v1.InstanceObservation
@@ -210,7 +262,7 @@ export type InstanceObservation = Message<"dbaas.databases.v1.InstanceObservatio
  * Use `create(InstanceObservationSchema)` to create a new message.
  */
 export const InstanceObservationSchema: GenMessage<InstanceObservation> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 5);
+  messageDesc(file_dbaas_databases_v1_agent_service, 6);
 
 /**
  * @generated from message dbaas.databases.v1.ReportInstancesRequest
@@ -232,7 +284,7 @@ export type ReportInstancesRequest = Message<"dbaas.databases.v1.ReportInstances
  * Use `create(ReportInstancesRequestSchema)` to create a new message.
  */
 export const ReportInstancesRequestSchema: GenMessage<ReportInstancesRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 6);
+  messageDesc(file_dbaas_databases_v1_agent_service, 7);
 
 /**
  * @generated from message dbaas.databases.v1.ReportInstancesResponse
@@ -245,7 +297,325 @@ export type ReportInstancesResponse = Message<"dbaas.databases.v1.ReportInstance
  * Use `create(ReportInstancesResponseSchema)` to create a new message.
  */
 export const ReportInstancesResponseSchema: GenMessage<ReportInstancesResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 7);
+  messageDesc(file_dbaas_databases_v1_agent_service, 8);
+
+/**
+ * @generated from message dbaas.databases.v1.BackupObservation
+ */
+export type BackupObservation = Message<"dbaas.databases.v1.BackupObservation"> & {
+  /**
+   * @generated from field: string backup_id = 1;
+   */
+  backupId: string;
+
+  /**
+   * @generated from field: dbaas.databases.v1.BackupState state = 2;
+   */
+  state: BackupState;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp started_at = 3;
+   */
+  startedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp completed_at = 4;
+   */
+  completedAt?: Timestamp | undefined;
+
+  /**
+   * Compressed bytes stored.
+   *
+   * @generated from field: int64 size_bytes = 5;
+   */
+  sizeBytes: bigint;
+
+  /**
+   * Why it failed, empty otherwise.
+   *
+   * @generated from field: string message = 6;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.BackupObservation.
+ * Use `create(BackupObservationSchema)` to create a new message.
+ */
+export const BackupObservationSchema: GenMessage<BackupObservation> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_agent_service, 9);
+
+/**
+ * @generated from message dbaas.databases.v1.DatabaseBackups
+ */
+export type DatabaseBackups = Message<"dbaas.databases.v1.DatabaseBackups"> & {
+  /**
+   * @generated from field: string database_id = 1;
+   */
+  databaseId: string;
+
+  /**
+   * News about backups (a repeated observation is harmless: the service applies them idempotently).
+   *
+   * @generated from field: repeated dbaas.databases.v1.BackupObservation backups = 2;
+   */
+  backups: BackupObservation[];
+
+  /**
+   * The restore window; unset while no backup has completed.
+   *
+   * @generated from field: google.protobuf.Timestamp earliest_restore_time = 3;
+   */
+  earliestRestoreTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp latest_restore_time = 4;
+   */
+  latestRestoreTime?: Timestamp | undefined;
+
+  /**
+   * Why WAL archiving is failing, empty when it works.
+   *
+   * @generated from field: string archive_error = 5;
+   */
+  archiveError: string;
+
+  /**
+   * Bytes of WAL waiting in the agent's spool for upload.
+   *
+   * @generated from field: int64 spool_bytes = 6;
+   */
+  spoolBytes: bigint;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.DatabaseBackups.
+ * Use `create(DatabaseBackupsSchema)` to create a new message.
+ */
+export const DatabaseBackupsSchema: GenMessage<DatabaseBackups> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_agent_service, 10);
+
+/**
+ * @generated from message dbaas.databases.v1.ReportBackupsRequest
+ */
+export type ReportBackupsRequest = Message<"dbaas.databases.v1.ReportBackupsRequest"> & {
+  /**
+   * @generated from field: string agent_id = 1;
+   */
+  agentId: string;
+
+  /**
+   * @generated from field: repeated dbaas.databases.v1.DatabaseBackups databases = 2;
+   */
+  databases: DatabaseBackups[];
+};
+
+/**
+ * Describes the message dbaas.databases.v1.ReportBackupsRequest.
+ * Use `create(ReportBackupsRequestSchema)` to create a new message.
+ */
+export const ReportBackupsRequestSchema: GenMessage<ReportBackupsRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_agent_service, 11);
+
+/**
+ * @generated from message dbaas.databases.v1.ReportBackupsResponse
+ */
+export type ReportBackupsResponse = Message<"dbaas.databases.v1.ReportBackupsResponse"> & {
+};
+
+/**
+ * Describes the message dbaas.databases.v1.ReportBackupsResponse.
+ * Use `create(ReportBackupsResponseSchema)` to create a new message.
+ */
+export const ReportBackupsResponseSchema: GenMessage<ReportBackupsResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_agent_service, 12);
+
+/**
+ * One measurement of one instance. Counters are cumulative within their epoch;
+ * a consumer computes deltas against the previous sample of the same epoch, so a
+ * resent sample never counts twice and a new epoch (counters lost and restarted
+ * at zero) never makes a negative delta.
+ *
+ * @generated from message dbaas.databases.v1.InstanceSample
+ */
+export type InstanceSample = Message<"dbaas.databases.v1.InstanceSample"> & {
+  /**
+   * @generated from field: string database_id = 1;
+   */
+  databaseId: string;
+
+  /**
+   * Unique per database: (database_id, sample_id) identifies a resent sample.
+   *
+   * @generated from field: string sample_id = 2;
+   */
+  sampleId: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp sampled_at = 3;
+   */
+  sampledAt?: Timestamp | undefined;
+
+  /**
+   * Epoch of the byte counters (network_bytes_in/out); changes only when they restart at zero.
+   *
+   * @generated from field: string counters_epoch = 4;
+   */
+  countersEpoch: string;
+
+  /**
+   * Data-directory bytes now (gauge).
+   *
+   * @generated from field: int64 storage_bytes = 5;
+   */
+  storageBytes: bigint;
+
+  /**
+   * Customer-connection bytes through the proxy since the epoch began: client → database, database → client.
+   *
+   * @generated from field: int64 network_bytes_in = 6;
+   */
+  networkBytesIn: bigint;
+
+  /**
+   * @generated from field: int64 network_bytes_out = 7;
+   */
+  networkBytesOut: bigint;
+
+  /**
+   * CPU of the instance's processes over the last interval, percent of one vCPU of its tier (gauge).
+   *
+   * @generated from field: double cpu_percent = 8;
+   */
+  cpuPercent: number;
+
+  /**
+   * Resident memory of the instance's processes (gauge).
+   *
+   * @generated from field: int64 memory_bytes = 9;
+   */
+  memoryBytes: bigint;
+
+  /**
+   * pg_stat_activity client backends by state (gauges).
+   *
+   * @generated from field: int32 connections_active = 10;
+   */
+  connectionsActive: number;
+
+  /**
+   * @generated from field: int32 connections_idle = 11;
+   */
+  connectionsIdle: number;
+
+  /**
+   * @generated from field: int32 connections_idle_in_transaction = 12;
+   */
+  connectionsIdleInTransaction: number;
+
+  /**
+   * pg_stat_database of the customer's databases, cumulative as PostgreSQL keeps them (they reset with its statistics).
+   *
+   * @generated from field: int64 xact_commit = 13;
+   */
+  xactCommit: bigint;
+
+  /**
+   * @generated from field: int64 xact_rollback = 14;
+   */
+  xactRollback: bigint;
+
+  /**
+   * @generated from field: int64 tup_fetched = 15;
+   */
+  tupFetched: bigint;
+
+  /**
+   * @generated from field: int64 tup_inserted = 16;
+   */
+  tupInserted: bigint;
+
+  /**
+   * @generated from field: int64 tup_updated = 17;
+   */
+  tupUpdated: bigint;
+
+  /**
+   * @generated from field: int64 tup_deleted = 18;
+   */
+  tupDeleted: bigint;
+
+  /**
+   * @generated from field: int64 blks_hit = 19;
+   */
+  blksHit: bigint;
+
+  /**
+   * @generated from field: int64 blks_read = 20;
+   */
+  blksRead: bigint;
+
+  /**
+   * @generated from field: int64 deadlocks = 21;
+   */
+  deadlocks: bigint;
+
+  /**
+   * Seconds since the oldest WAL not yet in the blob store was written; 0 when all is stored.
+   *
+   * @generated from field: double wal_archive_lag_seconds = 22;
+   */
+  walArchiveLagSeconds: number;
+
+  /**
+   * Replicas only: bytes of WAL the replica has not replayed yet.
+   *
+   * @generated from field: int64 replication_lag_bytes = 23;
+   */
+  replicationLagBytes: bigint;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.InstanceSample.
+ * Use `create(InstanceSampleSchema)` to create a new message.
+ */
+export const InstanceSampleSchema: GenMessage<InstanceSample> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_agent_service, 13);
+
+/**
+ * @generated from message dbaas.databases.v1.ReportSamplesRequest
+ */
+export type ReportSamplesRequest = Message<"dbaas.databases.v1.ReportSamplesRequest"> & {
+  /**
+   * @generated from field: string agent_id = 1;
+   */
+  agentId: string;
+
+  /**
+   * @generated from field: repeated dbaas.databases.v1.InstanceSample samples = 2;
+   */
+  samples: InstanceSample[];
+};
+
+/**
+ * Describes the message dbaas.databases.v1.ReportSamplesRequest.
+ * Use `create(ReportSamplesRequestSchema)` to create a new message.
+ */
+export const ReportSamplesRequestSchema: GenMessage<ReportSamplesRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_agent_service, 14);
+
+/**
+ * @generated from message dbaas.databases.v1.ReportSamplesResponse
+ */
+export type ReportSamplesResponse = Message<"dbaas.databases.v1.ReportSamplesResponse"> & {
+};
+
+/**
+ * Describes the message dbaas.databases.v1.ReportSamplesResponse.
+ * Use `create(ReportSamplesResponseSchema)` to create a new message.
+ */
+export const ReportSamplesResponseSchema: GenMessage<ReportSamplesResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_agent_service, 15);
 
 /**
  * @generated from enum dbaas.databases.v1.DesiredState
@@ -331,6 +701,46 @@ export const ObservedStateSchema: GenEnum<ObservedState> = /*@__PURE__*/
   enumDesc(file_dbaas_databases_v1_agent_service, 1);
 
 /**
+ * @generated from enum dbaas.databases.v1.BackupState
+ */
+export enum BackupState {
+  /**
+   * @generated from enum value: BACKUP_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: BACKUP_STATE_RUNNING = 1;
+   */
+  RUNNING = 1,
+
+  /**
+   * Its archive, manifest and the WAL up to its stop point are in the blob store.
+   *
+   * @generated from enum value: BACKUP_STATE_COMPLETED = 2;
+   */
+  COMPLETED = 2,
+
+  /**
+   * @generated from enum value: BACKUP_STATE_FAILED = 3;
+   */
+  FAILED = 3,
+
+  /**
+   * Removed from the blob store by retention.
+   *
+   * @generated from enum value: BACKUP_STATE_PRUNED = 4;
+   */
+  PRUNED = 4,
+}
+
+/**
+ * Describes the enum dbaas.databases.v1.BackupState.
+ */
+export const BackupStateSchema: GenEnum<BackupState> = /*@__PURE__*/
+  enumDesc(file_dbaas_databases_v1_agent_service, 2);
+
+/**
  * AgentService is how provisioner agents take part in the control plane: they
  * register, watch their desired state, and report what they observe. The
  * databases service moves a database out of a transitional status only when an
@@ -367,6 +777,29 @@ export const AgentService: GenService<{
     methodKind: "unary";
     input: typeof ReportInstancesRequestSchema;
     output: typeof ReportInstancesResponseSchema;
+  },
+  /**
+   * ReportBackups carries the agent's backup news: outcomes of requested backups,
+   * backups pruned by retention, and each database's restore window and archiving health.
+   *
+   * @generated from rpc dbaas.databases.v1.AgentService.ReportBackups
+   */
+  reportBackups: {
+    methodKind: "unary";
+    input: typeof ReportBackupsRequestSchema;
+    output: typeof ReportBackupsResponseSchema;
+  },
+  /**
+   * ReportSamples carries the agent's periodic measurements of its instances
+   * (every 30 s by default): metrics for the metrics API and the storage and
+   * transfer counters billing meters. Idempotent per (database_id, sample_id).
+   *
+   * @generated from rpc dbaas.databases.v1.AgentService.ReportSamples
+   */
+  reportSamples: {
+    methodKind: "unary";
+    input: typeof ReportSamplesRequestSchema;
+    output: typeof ReportSamplesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_dbaas_databases_v1_agent_service, 0);

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dbaas/databases/v1/databases_service.proto.
  */
 export const file_dbaas_databases_v1_databases_service: GenFile = /*@__PURE__*/
-  fileDesc("CipkYmFhcy9kYXRhYmFzZXMvdjEvZGF0YWJhc2VzX3NlcnZpY2UucHJvdG8SEmRiYWFzLmRhdGFiYXNlcy52MSKLAwoIRGF0YWJhc2USCgoCaWQYASABKAkSFwoPb3JnYW5pemF0aW9uX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSDgoGcmVnaW9uGAQgASgJEgwKBHRpZXIYBSABKAkSDwoHdmVyc2lvbhgGIAEoCRISCgZzdGF0dXMYByABKAlCAhgBEgwKBGhvc3QYCCABKAkSDAoEcG9ydBgJIAEoBRIQCghkYXRhYmFzZRgKIAEoCRIQCgh1c2VybmFtZRgLIAEoCRIZChFjb25uZWN0aW9uX3N0cmluZxgMIAEoCRIuCgpjcmVhdGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1zdGF0dXNfcmVhc29uGA8gASgJEjcKC3N0YXR1c19lbnVtGBAgASgOMiIuZGJhYXMuZGF0YWJhc2VzLnYxLkRhdGFiYXNlU3RhdHVzIm0KFUNyZWF0ZURhdGFiYXNlUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSDAoEbmFtZRgCIAEoCRIOCgZyZWdpb24YAyABKAkSDAoEdGllchgEIAEoCRIPCgd2ZXJzaW9uGAUgASgJInUKFkNyZWF0ZURhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2USEAoIcGFzc3dvcmQYAiABKAkSGQoRY29ubmVjdGlvbl9zdHJpbmcYAyABKAkiOQoSR2V0RGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSJFChNHZXREYXRhYmFzZVJlc3BvbnNlEi4KCGRhdGFiYXNlGAEgASgLMhwuZGJhYXMuZGF0YWJhc2VzLnYxLkRhdGFiYXNlIlQKGEJhdGNoR2V0RGF0YWJhc2VzUmVxdWVzdBI4CghyZXF1ZXN0cxgBIAMoCzImLmRiYWFzLmRhdGFiYXNlcy52MS5HZXREYXRhYmFzZVJlcXVlc3QiWQoZQmF0Y2hHZXREYXRhYmFzZXNSZXNwb25zZRI8CgdyZXN1bHRzGAEgAygLMisuZGJhYXMuZGF0YWJhc2VzLnYxLkJhdGNoR2V0RGF0YWJhc2VzUmVzdWx0IooBChdCYXRjaEdldERhdGFiYXNlc1Jlc3VsdBIwCghkYXRhYmFzZRgBIAEoCzIcLmRiYWFzLmRhdGFiYXNlcy52MS5EYXRhYmFzZUgAEjMKBWVycm9yGAIgASgLMiIuZGJhYXMuZGF0YWJhc2VzLnYxLkJhdGNoSXRlbUVycm9ySABCCAoGcmVzdWx0Ii8KDkJhdGNoSXRlbUVycm9yEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCSKsAQoUTGlzdERhdGFiYXNlc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgwKBHBhZ2UYAiABKAUSEAoIcGVyX3BhZ2UYAyABKAUSEgoGc3RhdHVzGAQgASgJQgIYARIOCgZyZWdpb24YBSABKAkSNwoLc3RhdHVzX2VudW0YBiABKA4yIi5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2VTdGF0dXMidwoVTGlzdERhdGFiYXNlc1Jlc3BvbnNlEi8KCWRhdGFiYXNlcxgBIAMoCzIcLmRiYWFzLmRhdGFiYXNlcy52MS5EYXRhYmFzZRINCgV0b3RhbBgCIAEoBRIMCgRwYWdlGAMgASgFEhAKCHBlcl9wYWdlGAQgASgFIlgKFVVwZGF0ZURhdGFiYXNlUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSCgoCaWQYAiABKAkSEQoEbmFtZRgDIAEoCUgAiAEBQgcKBV9uYW1lIkgKFlVwZGF0ZURhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiPAoVRGVsZXRlRGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSIYChZEZWxldGVEYXRhYmFzZVJlc3BvbnNlIjsKFFN0YXJ0RGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSJHChVTdGFydERhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiOgoTU3RvcERhdGFiYXNlUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSCgoCaWQYAiABKAkiRgoUU3RvcERhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiPQoWUmVzdGFydERhdGFiYXNlUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSCgoCaWQYAiABKAkiSQoXUmVzdGFydERhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiSgoVUmVzaXplRGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCRIMCgR0aWVyGAMgASgJIkgKFlJlc2l6ZURhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiOwoUUmVzZXRQYXNzd29yZFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJIkQKFVJlc2V0UGFzc3dvcmRSZXNwb25zZRIQCghwYXNzd29yZBgBIAEoCRIZChFjb25uZWN0aW9uX3N0cmluZxgCIAEoCSK6AQoJT3BlcmF0aW9uEgoKAmlkGAEgASgJEhMKC2RhdGFiYXNlX2lkGAIgASgJEgwKBHR5cGUYAyABKAkSDgoGc3RhdHVzGAQgASgJEi4KCnN0YXJ0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVlcnJvchgHIAEoCSJlChVMaXN0T3BlcmF0aW9uc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2RhdGFiYXNlX2lkGAIgASgJEgwKBHBhZ2UYAyABKAUSEAoIcGVyX3BhZ2UYBCABKAUiegoWTGlzdE9wZXJhdGlvbnNSZXNwb25zZRIxCgpvcGVyYXRpb25zGAEgAygLMh0uZGJhYXMuZGF0YWJhc2VzLnYxLk9wZXJhdGlvbhINCgV0b3RhbBgCIAEoBRIMCgRwYWdlGAMgASgFEhAKCHBlcl9wYWdlGAQgASgFIj4KF0dldENhQ2VydGlmaWNhdGVSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSInChhHZXRDYUNlcnRpZmljYXRlUmVzcG9uc2USCwoDcGVtGAEgASgJIiQKFlJlc3RvcmVEYXRhYmFzZVJlcXVlc3QSCgoCaWQYASABKAkiSQoXUmVzdG9yZURhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiJAoGUmVnaW9uEgwKBGNvZGUYASABKAkSDAoEbmFtZRgCIAEoCSIUChJMaXN0UmVnaW9uc1JlcXVlc3QiQgoTTGlzdFJlZ2lvbnNSZXNwb25zZRIrCgdyZWdpb25zGAEgAygLMhouZGJhYXMuZGF0YWJhc2VzLnYxLlJlZ2lvbiJfCgRUaWVyEgwKBG5hbWUYASABKAkSDAoEdmNwdRgCIAEoBRIRCgltZW1vcnlfZ2IYAyABKAUSEgoKc3RvcmFnZV9nYhgEIAEoBRIUCgxob3VybHlfcHJpY2UYBSABKAEiEgoQTGlzdFRpZXJzUmVxdWVzdCI8ChFMaXN0VGllcnNSZXNwb25zZRInCgV0aWVycxgBIAMoCzIYLmRiYWFzLmRhdGFiYXNlcy52MS5UaWVyIi4KB1ZlcnNpb24SDwoHdmVyc2lvbhgBIAEoCRISCgppc19kZWZhdWx0GAIgASgIIhUKE0xpc3RWZXJzaW9uc1JlcXVlc3QiRQoUTGlzdFZlcnNpb25zUmVzcG9uc2USLQoIdmVyc2lvbnMYASADKAsyGy5kYmFhcy5kYXRhYmFzZXMudjEuVmVyc2lvbircAgoORGF0YWJhc2VTdGF0dXMSHwobREFUQUJBU0VfU1RBVFVTX1VOU1BFQ0lGSUVEEAASIAocREFUQUJBU0VfU1RBVFVTX1BST1ZJU0lPTklORxABEhsKF0RBVEFCQVNFX1NUQVRVU19SVU5OSU5HEAISHAoYREFUQUJBU0VfU1RBVFVTX1NUQVJUSU5HEAMSHAoYREFUQUJBU0VfU1RBVFVTX1NUT1BQSU5HEAQSGwoXREFUQUJBU0VfU1RBVFVTX1NUT1BQRUQQBRIeChpEQVRBQkFTRV9TVEFUVVNfUkVTVEFSVElORxAGEhwKGERBVEFCQVNFX1NUQVRVU19SRVNJWklORxAHEhoKFkRBVEFCQVNFX1NUQVRVU19GQUlMRUQQCBIbChdEQVRBQkFTRV9TVEFUVVNfREVMRVRFRBAJEhoKFkRBVEFCQVNFX1NUQVRVU19QVVJHRUQQCjLqDQoQRGF0YWJhc2VzU2VydmljZRJnCg5DcmVhdGVEYXRhYmFzZRIpLmRiYWFzLmRhdGFiYXNlcy52MS5DcmVhdGVEYXRhYmFzZVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuQ3JlYXRlRGF0YWJhc2VSZXNwb25zZRJeCgtHZXREYXRhYmFzZRImLmRiYWFzLmRhdGFiYXNlcy52MS5HZXREYXRhYmFzZVJlcXVlc3QaJy5kYmFhcy5kYXRhYmFzZXMudjEuR2V0RGF0YWJhc2VSZXNwb25zZRJwChFCYXRjaEdldERhdGFiYXNlcxIsLmRiYWFzLmRhdGFiYXNlcy52MS5CYXRjaEdldERhdGFiYXNlc1JlcXVlc3QaLS5kYmFhcy5kYXRhYmFzZXMudjEuQmF0Y2hHZXREYXRhYmFzZXNSZXNwb25zZRJkCg1MaXN0RGF0YWJhc2VzEiguZGJhYXMuZGF0YWJhc2VzLnYxLkxpc3REYXRhYmFzZXNSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLkxpc3REYXRhYmFzZXNSZXNwb25zZRJnCg5VcGRhdGVEYXRhYmFzZRIpLmRiYWFzLmRhdGFiYXNlcy52MS5VcGRhdGVEYXRhYmFzZVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuVXBkYXRlRGF0YWJhc2VSZXNwb25zZRJnCg5EZWxldGVEYXRhYmFzZRIpLmRiYWFzLmRhdGFiYXNlcy52MS5EZWxldGVEYXRhYmFzZVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuRGVsZXRlRGF0YWJhc2VSZXNwb25zZRJkCg1TdGFydERhdGFiYXNlEiguZGJhYXMuZGF0YWJhc2VzLnYxLlN0YXJ0RGF0YWJhc2VSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlN0YXJ0RGF0YWJhc2VSZXNwb25zZRJhCgxTdG9wRGF0YWJhc2USJy5kYmFhcy5kYXRhYmFzZXMudjEuU3RvcERhdGFiYXNlUmVxdWVzdBooLmRiYWFzLmRhdGFiYXNlcy52MS5TdG9wRGF0YWJhc2VSZXNwb25zZRJqCg9SZXN0YXJ0RGF0YWJhc2USKi5kYmFhcy5kYXRhYmFzZXMudjEuUmVzdGFydERhdGFiYXNlUmVxdWVzdBorLmRiYWFzLmRhdGFiYXNlcy52MS5SZXN0YXJ0RGF0YWJhc2VSZXNwb25zZRJnCg5SZXNpemVEYXRhYmFzZRIpLmRiYWFzLmRhdGFiYXNlcy52MS5SZXNpemVEYXRhYmFzZVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuUmVzaXplRGF0YWJhc2VSZXNwb25zZRJkCg1SZXNldFBhc3N3b3JkEiguZGJhYXMuZGF0YWJhc2VzLnYxLlJlc2V0UGFzc3dvcmRSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlJlc2V0UGFzc3dvcmRSZXNwb25zZRJnCg5MaXN0T3BlcmF0aW9ucxIpLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0T3BlcmF0aW9uc1JlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdE9wZXJhdGlvbnNSZXNwb25zZRJtChBHZXRDYUNlcnRpZmljYXRlEisuZGJhYXMuZGF0YWJhc2VzLnYxLkdldENhQ2VydGlmaWNhdGVSZXF1ZXN0GiwuZGJhYXMuZGF0YWJhc2VzLnYxLkdldENhQ2VydGlmaWNhdGVSZXNwb25zZRJqCg9SZXN0b3JlRGF0YWJhc2USKi5kYmFhcy5kYXRhYmFzZXMudjEuUmVzdG9yZURhdGFiYXNlUmVxdWVzdBorLmRiYWFzLmRhdGFiYXNlcy52MS5SZXN0b3JlRGF0YWJhc2VSZXNwb25zZRJeCgtMaXN0UmVnaW9ucxImLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0UmVnaW9uc1JlcXVlc3QaJy5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdFJlZ2lvbnNSZXNwb25zZRJYCglMaXN0VGllcnMSJC5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdFRpZXJzUmVxdWVzdBolLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0VGllcnNSZXNwb25zZRJhCgxMaXN0VmVyc2lvbnMSJy5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdFZlcnNpb25zUmVxdWVzdBooLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0VmVyc2lvbnNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("CipkYmFhcy9kYXRhYmFzZXMvdjEvZGF0YWJhc2VzX3NlcnZpY2UucHJvdG8SEmRiYWFzLmRhdGFiYXNlcy52MSLEAwoIRGF0YWJhc2USCgoCaWQYASABKAkSFwoPb3JnYW5pemF0aW9uX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSDgoGcmVnaW9uGAQgASgJEgwKBHRpZXIYBSABKAkSDwoHdmVyc2lvbhgGIAEoCRISCgZzdGF0dXMYByABKAlCAhgBEgwKBGhvc3QYCCABKAkSDAoEcG9ydBgJIAEoBRIQCghkYXRhYmFzZRgKIAEoCRIQCgh1c2VybmFtZRgLIAEoCRIZChFjb25uZWN0aW9uX3N0cmluZxgMIAEoCRIuCgpjcmVhdGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1zdGF0dXNfcmVhc29uGA8gASgJEjcKC3N0YXR1c19lbnVtGBAgASgOMiIuZGJhYXMuZGF0YWJhc2VzLnYxLkRhdGFiYXNlU3RhdHVzEjcKDXJlc3RvcmVkX2Zyb20YESABKAsyIC5kYmFhcy5kYXRhYmFzZXMudjEuUmVzdG9yZWRGcm9tIlUKDFJlc3RvcmVkRnJvbRITCgtkYXRhYmFzZV9pZBgBIAEoCRIwCgxyZXN0b3JlX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIm0KFUNyZWF0ZURhdGFiYXNlUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSDAoEbmFtZRgCIAEoCRIOCgZyZWdpb24YAyABKAkSDAoEdGllchgEIAEoCRIPCgd2ZXJzaW9uGAUgASgJInUKFkNyZWF0ZURhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2USEAoIcGFzc3dvcmQYAiABKAkSGQoRY29ubmVjdGlvbl9zdHJpbmcYAyABKAkiOQoSR2V0RGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSJFChNHZXREYXRhYmFzZVJlc3BvbnNlEi4KCGRhdGFiYXNlGAEgASgLMhwuZGJhYXMuZGF0YWJhc2VzLnYxLkRhdGFiYXNlIlQKGEJhdGNoR2V0RGF0YWJhc2VzUmVxdWVzdBI4CghyZXF1ZXN0cxgBIAMoCzImLmRiYWFzLmRhdGFiYXNlcy52MS5HZXREYXRhYmFzZVJlcXVlc3QiWQoZQmF0Y2hHZXREYXRhYmFzZXNSZXNwb25zZRI8CgdyZXN1bHRzGAEgAygLMisuZGJhYXMuZGF0YWJhc2VzLnYxLkJhdGNoR2V0RGF0YWJhc2VzUmVzdWx0IooBChdCYXRjaEdldERhdGFiYXNlc1Jlc3VsdBIwCghkYXRhYmFzZRgBIAEoCzIcLmRiYWFzLmRhdGFiYXNlcy52MS5EYXRhYmFzZUgAEjMKBWVycm9yGAIgASgLMiIuZGJhYXMuZGF0YWJhc2VzLnYxLkJhdGNoSXRlbUVycm9ySABCCAoGcmVzdWx0Ii8KDkJhdGNoSXRlbUVycm9yEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCSKsAQoUTGlzdERhdGFiYXNlc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgwKBHBhZ2UYAiABKAUSEAoIcGVyX3BhZ2UYAyABKAUSEgoGc3RhdHVzGAQgASgJQgIYARIOCgZyZWdpb24YBSABKAkSNwoLc3RhdHVzX2VudW0YBiABKA4yIi5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2VTdGF0dXMidwoVTGlzdERhdGFiYXNlc1Jlc3BvbnNlEi8KCWRhdGFiYXNlcxgBIAMoCzIcLmRiYWFzLmRhdGFiYXNlcy52MS5EYXRhYmFzZRINCgV0b3RhbBgCIAEoBRIMCgRwYWdlGAMgASgFEhAKCHBlcl9wYWdlGAQgASgFIlgKFVVwZGF0ZURhdGFiYXNlUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSCgoCaWQYAiABKAkSEQoEbmFtZRgDIAEoCUgAiAEBQgcKBV9uYW1lIkgKFlVwZGF0ZURhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiPAoVRGVsZXRlRGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSIYChZEZWxldGVEYXRhYmFzZVJlc3BvbnNlIjsKFFN0YXJ0RGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSJHChVTdGFydERhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiOgoTU3RvcERhdGFiYXNlUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSCgoCaWQYAiABKAkiRgoUU3RvcERhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiPQoWUmVzdGFydERhdGFiYXNlUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSCgoCaWQYAiABKAkiSQoXUmVzdGFydERhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiSgoVUmVzaXplRGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCRIMCgR0aWVyGAMgASgJIkgKFlJlc2l6ZURhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiOwoUUmVzZXRQYXNzd29yZFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJIkQKFVJlc2V0UGFzc3dvcmRSZXNwb25zZRIQCghwYXNzd29yZBgBIAEoCRIZChFjb25uZWN0aW9uX3N0cmluZxgCIAEoCSK6AQoJT3BlcmF0aW9uEgoKAmlkGAEgASgJEhMKC2RhdGFiYXNlX2lkGAIgASgJEgwKBHR5cGUYAyABKAkSDgoGc3RhdHVzGAQgASgJEi4KCnN0YXJ0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVlcnJvchgHIAEoCSJlChVMaXN0T3BlcmF0aW9uc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2RhdGFiYXNlX2lkGAIgASgJEgwKBHBhZ2UYAyABKAUSEAoIcGVyX3BhZ2UYBCABKAUiegoWTGlzdE9wZXJhdGlvbnNSZXNwb25zZRIxCgpvcGVyYXRpb25zGAEgAygLMh0uZGJhYXMuZGF0YWJhc2VzLnYxLk9wZXJhdGlvbhINCgV0b3RhbBgCIAEoBRIMCgRwYWdlGAMgASgFEhAKCHBlcl9wYWdlGAQgASgFIj4KF0dldENhQ2VydGlmaWNhdGVSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSInChhHZXRDYUNlcnRpZmljYXRlUmVzcG9uc2USCwoDcGVtGAEgASgJIiQKFlJlc3RvcmVEYXRhYmFzZVJlcXVlc3QSCgoCaWQYASABKAkiSQoXUmVzdG9yZURhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiJAoGUmVnaW9uEgwKBGNvZGUYASABKAkSDAoEbmFtZRgCIAEoCSIUChJMaXN0UmVnaW9uc1JlcXVlc3QiQgoTTGlzdFJlZ2lvbnNSZXNwb25zZRIrCgdyZWdpb25zGAEgAygLMhouZGJhYXMuZGF0YWJhc2VzLnYxLlJlZ2lvbiJfCgRUaWVyEgwKBG5hbWUYASABKAkSDAoEdmNwdRgCIAEoBRIRCgltZW1vcnlfZ2IYAyABKAUSEgoKc3RvcmFnZV9nYhgEIAEoBRIUCgxob3VybHlfcHJpY2UYBSABKAEiEgoQTGlzdFRpZXJzUmVxdWVzdCI8ChFMaXN0VGllcnNSZXNwb25zZRInCgV0aWVycxgBIAMoCzIYLmRiYWFzLmRhdGFiYXNlcy52MS5UaWVyIi4KB1ZlcnNpb24SDwoHdmVyc2lvbhgBIAEoCRISCgppc19kZWZhdWx0GAIgASgIIhUKE0xpc3RWZXJzaW9uc1JlcXVlc3QiRQoUTGlzdFZlcnNpb25zUmVzcG9uc2USLQoIdmVyc2lvbnMYASADKAsyGy5kYmFhcy5kYXRhYmFzZXMudjEuVmVyc2lvbiKXAgoGQmFja3VwEgoKAmlkGAEgASgJEhMKC2RhdGFiYXNlX2lkGAIgASgJEiwKBHR5cGUYAyABKA4yHi5kYmFhcy5kYXRhYmFzZXMudjEuQmFja3VwVHlwZRIwCgZzdGF0dXMYBCABKA4yIC5kYmFhcy5kYXRhYmFzZXMudjEuQmFja3VwU3RhdHVzEi4KCnN0YXJ0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGNvbXBsZXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc2l6ZV9ieXRlcxgHIAEoAxIWCg5mYWlsdXJlX3JlYXNvbhgIIAEoCSJiChJMaXN0QmFja3Vwc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2RhdGFiYXNlX2lkGAIgASgJEgwKBHBhZ2UYAyABKAUSEAoIcGVyX3BhZ2UYBCABKAUi/AEKE0xpc3RCYWNrdXBzUmVzcG9uc2USKwoHYmFja3VwcxgBIAMoCzIaLmRiYWFzLmRhdGFiYXNlcy52MS5CYWNrdXASDQoFdG90YWwYAiABKAUSDAoEcGFnZRgDIAEoBRIQCghwZXJfcGFnZRgEIAEoBRI5ChVlYXJsaWVzdF9yZXN0b3JlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjcKE2xhdGVzdF9yZXN0b3JlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWFyY2hpdmVfZXJyb3IYByABKAkiQwoTQ3JlYXRlQmFja3VwUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEwoLZGF0YWJhc2VfaWQYAiABKAkiQgoUQ3JlYXRlQmFja3VwUmVzcG9uc2USKgoGYmFja3VwGAEgASgLMhouZGJhYXMuZGF0YWJhc2VzLnYxLkJhY2t1cCKpAQoUUmVzdG9yZVRvVGltZVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhoKEnNvdXJjZV9kYXRhYmFzZV9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEjAKDHJlc3RvcmVfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEdGllchgFIAEoCRIOCgZyZWdpb24YBiABKAkidAoVUmVzdG9yZVRvVGltZVJlc3BvbnNlEi4KCGRhdGFiYXNlGAEgASgLMhwuZGJhYXMuZGF0YWJhc2VzLnYxLkRhdGFiYXNlEhAKCHBhc3N3b3JkGAIgASgJEhkKEWNvbm5lY3Rpb25fc3RyaW5nGAMgASgJIroBChFHZXRNZXRyaWNzUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEwoLZGF0YWJhc2VfaWQYAiABKAkSKQoFc3RhcnQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEicKA2VuZBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMc3RlcF9zZWNvbmRzGAUgASgFEg0KBW5hbWVzGAYgAygJIjIKC01ldHJpY1BvaW50EhQKDHVuaXhfc2Vjb25kcxgBIAEoAxINCgV2YWx1ZRgCIAEoASKsAQoMTWV0cmljU2VyaWVzEjwKBmxhYmVscxgBIAMoCzIsLmRiYWFzLmRhdGFiYXNlcy52MS5NZXRyaWNTZXJpZXMuTGFiZWxzRW50cnkSLwoGcG9pbnRzGAIgAygLMh8uZGJhYXMuZGF0YWJhc2VzLnYxLk1ldHJpY1BvaW50Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiVgoGTWV0cmljEgwKBG5hbWUYASABKAkSDAoEdW5pdBgCIAEoCRIwCgZzZXJpZXMYAyADKAsyIC5kYmFhcy5kYXRhYmFzZXMudjEuTWV0cmljU2VyaWVzIqsBChJHZXRNZXRyaWNzUmVzcG9uc2USKQoFc3RhcnQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEicKA2VuZBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMc3RlcF9zZWNvbmRzGAMgASgFEisKB21ldHJpY3MYBCADKAsyGi5kYmFhcy5kYXRhYmFzZXMudjEuTWV0cmljKtwCCg5EYXRhYmFzZVN0YXR1cxIfChtEQVRBQkFTRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIgChxEQVRBQkFTRV9TVEFUVVNfUFJPVklTSU9OSU5HEAESGwoXREFUQUJBU0VfU1RBVFVTX1JVTk5JTkcQAhIcChhEQVRBQkFTRV9TVEFUVVNfU1RBUlRJTkcQAxIcChhEQVRBQkFTRV9TVEFUVVNfU1RPUFBJTkcQBBIbChdEQVRBQkFTRV9TVEFUVVNfU1RPUFBFRBAFEh4KGkRBVEFCQVNFX1NUQVRVU19SRVNUQVJUSU5HEAYSHAoYREFUQUJBU0VfU1RBVFVTX1JFU0laSU5HEAcSGgoWREFUQUJBU0VfU1RBVFVTX0ZBSUxFRBAIEhsKF0RBVEFCQVNFX1NUQVRVU19ERUxFVEVEEAkSGgoWREFUQUJBU0VfU1RBVFVTX1BVUkdFRBAKKlwKCkJhY2t1cFR5cGUSGwoXQkFDS1VQX1RZUEVfVU5TUEVDSUZJRUQQABIZChVCQUNLVVBfVFlQRV9TQ0hFRFVMRUQQARIWChJCQUNLVVBfVFlQRV9NQU5VQUwQAip/CgxCYWNrdXBTdGF0dXMSHQoZQkFDS1VQX1NUQVRVU19VTlNQRUNJRklFRBAAEhkKFUJBQ0tVUF9TVEFUVVNfUlVOTklORxABEhsKF0JBQ0tVUF9TVEFUVVNfQ09NUExFVEVEEAISGAoUQkFDS1VQX1NUQVRVU19GQUlMRUQQAzLwEAoQRGF0YWJhc2VzU2VydmljZRJnCg5DcmVhdGVEYXRhYmFzZRIpLmRiYWFzLmRhdGFiYXNlcy52MS5DcmVhdGVEYXRhYmFzZVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuQ3JlYXRlRGF0YWJhc2VSZXNwb25zZRJeCgtHZXREYXRhYmFzZRImLmRiYWFzLmRhdGFiYXNlcy52MS5HZXREYXRhYmFzZVJlcXVlc3QaJy5kYmFhcy5kYXRhYmFzZXMudjEuR2V0RGF0YWJhc2VSZXNwb25zZRJwChFCYXRjaEdldERhdGFiYXNlcxIsLmRiYWFzLmRhdGFiYXNlcy52MS5CYXRjaEdldERhdGFiYXNlc1JlcXVlc3QaLS5kYmFhcy5kYXRhYmFzZXMudjEuQmF0Y2hHZXREYXRhYmFzZXNSZXNwb25zZRJkCg1MaXN0RGF0YWJhc2VzEiguZGJhYXMuZGF0YWJhc2VzLnYxLkxpc3REYXRhYmFzZXNSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLkxpc3REYXRhYmFzZXNSZXNwb25zZRJnCg5VcGRhdGVEYXRhYmFzZRIpLmRiYWFzLmRhdGFiYXNlcy52MS5VcGRhdGVEYXRhYmFzZVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuVXBkYXRlRGF0YWJhc2VSZXNwb25zZRJnCg5EZWxldGVEYXRhYmFzZRIpLmRiYWFzLmRhdGFiYXNlcy52MS5EZWxldGVEYXRhYmFzZVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuRGVsZXRlRGF0YWJhc2VSZXNwb25zZRJkCg1TdGFydERhdGFiYXNlEiguZGJhYXMuZGF0YWJhc2VzLnYxLlN0YXJ0RGF0YWJhc2VSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlN0YXJ0RGF0YWJhc2VSZXNwb25zZRJhCgxTdG9wRGF0YWJhc2USJy5kYmFhcy5kYXRhYmFzZXMudjEuU3RvcERhdGFiYXNlUmVxdWVzdBooLmRiYWFzLmRhdGFiYXNlcy52MS5TdG9wRGF0YWJhc2VSZXNwb25zZRJqCg9SZXN0YXJ0RGF0YWJhc2USKi5kYmFhcy5kYXRhYmFzZXMudjEuUmVzdGFydERhdGFiYXNlUmVxdWVzdBorLmRiYWFzLmRhdGFiYXNlcy52MS5SZXN0YXJ0RGF0YWJhc2VSZXNwb25zZRJnCg5SZXNpemVEYXRhYmFzZRIpLmRiYWFzLmRhdGFiYXNlcy52MS5SZXNpemVEYXRhYmFzZVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuUmVzaXplRGF0YWJhc2VSZXNwb25zZRJkCg1SZXNldFBhc3N3b3JkEiguZGJhYXMuZGF0YWJhc2VzLnYxLlJlc2V0UGFzc3dvcmRSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlJlc2V0UGFzc3dvcmRSZXNwb25zZRJnCg5MaXN0T3BlcmF0aW9ucxIpLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0T3BlcmF0aW9uc1JlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdE9wZXJhdGlvbnNSZXNwb25zZRJtChBHZXRDYUNlcnRpZmljYXRlEisuZGJhYXMuZGF0YWJhc2VzLnYxLkdldENhQ2VydGlmaWNhdGVSZXF1ZXN0GiwuZGJhYXMuZGF0YWJhc2VzLnYxLkdldENhQ2VydGlmaWNhdGVSZXNwb25zZRJqCg9SZXN0b3JlRGF0YWJhc2USKi5kYmFhcy5kYXRhYmFzZXMudjEuUmVzdG9yZURhdGFiYXNlUmVxdWVzdBorLmRiYWFzLmRhdGFiYXNlcy52MS5SZXN0b3JlRGF0YWJhc2VSZXNwb25zZRJeCgtMaXN0QmFja3VwcxImLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0QmFja3Vwc1JlcXVlc3QaJy5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdEJhY2t1cHNSZXNwb25zZRJhCgxDcmVhdGVCYWNrdXASJy5kYmFhcy5kYXRhYmFzZXMudjEuQ3JlYXRlQmFja3VwUmVxdWVzdBooLmRiYWFzLmRhdGFiYXNlcy52MS5DcmVhdGVCYWNrdXBSZXNwb25zZRJkCg1SZXN0b3JlVG9UaW1lEiguZGJhYXMuZGF0YWJhc2VzLnYxLlJlc3RvcmVUb1RpbWVSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlJlc3RvcmVUb1RpbWVSZXNwb25zZRJbCgpHZXRNZXRyaWNzEiUuZGJhYXMuZGF0YWJhc2VzLnYxLkdldE1ldHJpY3NSZXF1ZXN0GiYuZGJhYXMuZGF0YWJhc2VzLnYxLkdldE1ldHJpY3NSZXNwb25zZRJeCgtMaXN0UmVnaW9ucxImLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0UmVnaW9uc1JlcXVlc3QaJy5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdFJlZ2lvbnNSZXNwb25zZRJYCglMaXN0VGllcnMSJC5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdFRpZXJzUmVxdWVzdBolLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0VGllcnNSZXNwb25zZRJhCgxMaXN0VmVyc2lvbnMSJy5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdFZlcnNpb25zUmVxdWVzdBooLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0VmVyc2lvbnNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message dbaas.databases.v1.Database
@@ -104,6 +104,13 @@ export type Database = Message<"dbaas.databases.v1.Database"> & {
    * @generated from field: dbaas.databases.v1.DatabaseStatus status_enum = 16;
    */
   statusEnum: DatabaseStatus;
+
+  /**
+   * Set on a database created by RestoreToTime.
+   *
+   * @generated from field: dbaas.databases.v1.RestoredFrom restored_from = 17;
+   */
+  restoredFrom?: RestoredFrom | undefined;
 };
 
 /**
@@ -112,6 +119,30 @@ export type Database = Message<"dbaas.databases.v1.Database"> & {
  */
 export const DatabaseSchema: GenMessage<Database> = /*@__PURE__*/
   messageDesc(file_dbaas_databases_v1_databases_service, 0);
+
+/**
+ * The database and instant a restored database was created from.
+ *
+ * @generated from message dbaas.databases.v1.RestoredFrom
+ */
+export type RestoredFrom = Message<"dbaas.databases.v1.RestoredFrom"> & {
+  /**
+   * @generated from field: string database_id = 1;
+   */
+  databaseId: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp restore_time = 2;
+   */
+  restoreTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.RestoredFrom.
+ * Use `create(RestoredFromSchema)` to create a new message.
+ */
+export const RestoredFromSchema: GenMessage<RestoredFrom> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 1);
 
 /**
  * @generated from message dbaas.databases.v1.CreateDatabaseRequest
@@ -150,7 +181,7 @@ export type CreateDatabaseRequest = Message<"dbaas.databases.v1.CreateDatabaseRe
  * Use `create(CreateDatabaseRequestSchema)` to create a new message.
  */
 export const CreateDatabaseRequestSchema: GenMessage<CreateDatabaseRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 1);
+  messageDesc(file_dbaas_databases_v1_databases_service, 2);
 
 /**
  * @generated from message dbaas.databases.v1.CreateDatabaseResponse
@@ -179,7 +210,7 @@ export type CreateDatabaseResponse = Message<"dbaas.databases.v1.CreateDatabaseR
  * Use `create(CreateDatabaseResponseSchema)` to create a new message.
  */
 export const CreateDatabaseResponseSchema: GenMessage<CreateDatabaseResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 2);
+  messageDesc(file_dbaas_databases_v1_databases_service, 3);
 
 /**
  * @generated from message dbaas.databases.v1.GetDatabaseRequest
@@ -201,7 +232,7 @@ export type GetDatabaseRequest = Message<"dbaas.databases.v1.GetDatabaseRequest"
  * Use `create(GetDatabaseRequestSchema)` to create a new message.
  */
 export const GetDatabaseRequestSchema: GenMessage<GetDatabaseRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 3);
+  messageDesc(file_dbaas_databases_v1_databases_service, 4);
 
 /**
  * @generated from message dbaas.databases.v1.GetDatabaseResponse
@@ -218,7 +249,7 @@ export type GetDatabaseResponse = Message<"dbaas.databases.v1.GetDatabaseRespons
  * Use `create(GetDatabaseResponseSchema)` to create a new message.
  */
 export const GetDatabaseResponseSchema: GenMessage<GetDatabaseResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 4);
+  messageDesc(file_dbaas_databases_v1_databases_service, 5);
 
 /**
  * @generated from message dbaas.databases.v1.BatchGetDatabasesRequest
@@ -237,7 +268,7 @@ export type BatchGetDatabasesRequest = Message<"dbaas.databases.v1.BatchGetDatab
  * Use `create(BatchGetDatabasesRequestSchema)` to create a new message.
  */
 export const BatchGetDatabasesRequestSchema: GenMessage<BatchGetDatabasesRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 5);
+  messageDesc(file_dbaas_databases_v1_databases_service, 6);
 
 /**
  * @generated from message dbaas.databases.v1.BatchGetDatabasesResponse
@@ -256,7 +287,7 @@ export type BatchGetDatabasesResponse = Message<"dbaas.databases.v1.BatchGetData
  * Use `create(BatchGetDatabasesResponseSchema)` to create a new message.
  */
 export const BatchGetDatabasesResponseSchema: GenMessage<BatchGetDatabasesResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 6);
+  messageDesc(file_dbaas_databases_v1_databases_service, 7);
 
 /**
  * The outcome of one request of a batch: what GetDatabase would have answered.
@@ -289,7 +320,7 @@ export type BatchGetDatabasesResult = Message<"dbaas.databases.v1.BatchGetDataba
  * Use `create(BatchGetDatabasesResultSchema)` to create a new message.
  */
 export const BatchGetDatabasesResultSchema: GenMessage<BatchGetDatabasesResult> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 7);
+  messageDesc(file_dbaas_databases_v1_databases_service, 8);
 
 /**
  * A Connect error carried as data, for one item of a batch.
@@ -317,7 +348,7 @@ export type BatchItemError = Message<"dbaas.databases.v1.BatchItemError"> & {
  * Use `create(BatchItemErrorSchema)` to create a new message.
  */
 export const BatchItemErrorSchema: GenMessage<BatchItemError> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 8);
+  messageDesc(file_dbaas_databases_v1_databases_service, 9);
 
 /**
  * @generated from message dbaas.databases.v1.ListDatabasesRequest
@@ -364,7 +395,7 @@ export type ListDatabasesRequest = Message<"dbaas.databases.v1.ListDatabasesRequ
  * Use `create(ListDatabasesRequestSchema)` to create a new message.
  */
 export const ListDatabasesRequestSchema: GenMessage<ListDatabasesRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 9);
+  messageDesc(file_dbaas_databases_v1_databases_service, 10);
 
 /**
  * @generated from message dbaas.databases.v1.ListDatabasesResponse
@@ -396,7 +427,7 @@ export type ListDatabasesResponse = Message<"dbaas.databases.v1.ListDatabasesRes
  * Use `create(ListDatabasesResponseSchema)` to create a new message.
  */
 export const ListDatabasesResponseSchema: GenMessage<ListDatabasesResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 10);
+  messageDesc(file_dbaas_databases_v1_databases_service, 11);
 
 /**
  * @generated from message dbaas.databases.v1.UpdateDatabaseRequest
@@ -423,7 +454,7 @@ export type UpdateDatabaseRequest = Message<"dbaas.databases.v1.UpdateDatabaseRe
  * Use `create(UpdateDatabaseRequestSchema)` to create a new message.
  */
 export const UpdateDatabaseRequestSchema: GenMessage<UpdateDatabaseRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 11);
+  messageDesc(file_dbaas_databases_v1_databases_service, 12);
 
 /**
  * @generated from message dbaas.databases.v1.UpdateDatabaseResponse
@@ -440,7 +471,7 @@ export type UpdateDatabaseResponse = Message<"dbaas.databases.v1.UpdateDatabaseR
  * Use `create(UpdateDatabaseResponseSchema)` to create a new message.
  */
 export const UpdateDatabaseResponseSchema: GenMessage<UpdateDatabaseResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 12);
+  messageDesc(file_dbaas_databases_v1_databases_service, 13);
 
 /**
  * @generated from message dbaas.databases.v1.DeleteDatabaseRequest
@@ -462,7 +493,7 @@ export type DeleteDatabaseRequest = Message<"dbaas.databases.v1.DeleteDatabaseRe
  * Use `create(DeleteDatabaseRequestSchema)` to create a new message.
  */
 export const DeleteDatabaseRequestSchema: GenMessage<DeleteDatabaseRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 13);
+  messageDesc(file_dbaas_databases_v1_databases_service, 14);
 
 /**
  * @generated from message dbaas.databases.v1.DeleteDatabaseResponse
@@ -475,7 +506,7 @@ export type DeleteDatabaseResponse = Message<"dbaas.databases.v1.DeleteDatabaseR
  * Use `create(DeleteDatabaseResponseSchema)` to create a new message.
  */
 export const DeleteDatabaseResponseSchema: GenMessage<DeleteDatabaseResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 14);
+  messageDesc(file_dbaas_databases_v1_databases_service, 15);
 
 /**
  * @generated from message dbaas.databases.v1.StartDatabaseRequest
@@ -497,7 +528,7 @@ export type StartDatabaseRequest = Message<"dbaas.databases.v1.StartDatabaseRequ
  * Use `create(StartDatabaseRequestSchema)` to create a new message.
  */
 export const StartDatabaseRequestSchema: GenMessage<StartDatabaseRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 15);
+  messageDesc(file_dbaas_databases_v1_databases_service, 16);
 
 /**
  * @generated from message dbaas.databases.v1.StartDatabaseResponse
@@ -514,7 +545,7 @@ export type StartDatabaseResponse = Message<"dbaas.databases.v1.StartDatabaseRes
  * Use `create(StartDatabaseResponseSchema)` to create a new message.
  */
 export const StartDatabaseResponseSchema: GenMessage<StartDatabaseResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 16);
+  messageDesc(file_dbaas_databases_v1_databases_service, 17);
 
 /**
  * @generated from message dbaas.databases.v1.StopDatabaseRequest
@@ -536,7 +567,7 @@ export type StopDatabaseRequest = Message<"dbaas.databases.v1.StopDatabaseReques
  * Use `create(StopDatabaseRequestSchema)` to create a new message.
  */
 export const StopDatabaseRequestSchema: GenMessage<StopDatabaseRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 17);
+  messageDesc(file_dbaas_databases_v1_databases_service, 18);
 
 /**
  * @generated from message dbaas.databases.v1.StopDatabaseResponse
@@ -553,7 +584,7 @@ export type StopDatabaseResponse = Message<"dbaas.databases.v1.StopDatabaseRespo
  * Use `create(StopDatabaseResponseSchema)` to create a new message.
  */
 export const StopDatabaseResponseSchema: GenMessage<StopDatabaseResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 18);
+  messageDesc(file_dbaas_databases_v1_databases_service, 19);
 
 /**
  * @generated from message dbaas.databases.v1.RestartDatabaseRequest
@@ -575,7 +606,7 @@ export type RestartDatabaseRequest = Message<"dbaas.databases.v1.RestartDatabase
  * Use `create(RestartDatabaseRequestSchema)` to create a new message.
  */
 export const RestartDatabaseRequestSchema: GenMessage<RestartDatabaseRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 19);
+  messageDesc(file_dbaas_databases_v1_databases_service, 20);
 
 /**
  * @generated from message dbaas.databases.v1.RestartDatabaseResponse
@@ -592,7 +623,7 @@ export type RestartDatabaseResponse = Message<"dbaas.databases.v1.RestartDatabas
  * Use `create(RestartDatabaseResponseSchema)` to create a new message.
  */
 export const RestartDatabaseResponseSchema: GenMessage<RestartDatabaseResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 20);
+  messageDesc(file_dbaas_databases_v1_databases_service, 21);
 
 /**
  * @generated from message dbaas.databases.v1.ResizeDatabaseRequest
@@ -619,7 +650,7 @@ export type ResizeDatabaseRequest = Message<"dbaas.databases.v1.ResizeDatabaseRe
  * Use `create(ResizeDatabaseRequestSchema)` to create a new message.
  */
 export const ResizeDatabaseRequestSchema: GenMessage<ResizeDatabaseRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 21);
+  messageDesc(file_dbaas_databases_v1_databases_service, 22);
 
 /**
  * @generated from message dbaas.databases.v1.ResizeDatabaseResponse
@@ -636,7 +667,7 @@ export type ResizeDatabaseResponse = Message<"dbaas.databases.v1.ResizeDatabaseR
  * Use `create(ResizeDatabaseResponseSchema)` to create a new message.
  */
 export const ResizeDatabaseResponseSchema: GenMessage<ResizeDatabaseResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 22);
+  messageDesc(file_dbaas_databases_v1_databases_service, 23);
 
 /**
  * @generated from message dbaas.databases.v1.ResetPasswordRequest
@@ -658,7 +689,7 @@ export type ResetPasswordRequest = Message<"dbaas.databases.v1.ResetPasswordRequ
  * Use `create(ResetPasswordRequestSchema)` to create a new message.
  */
 export const ResetPasswordRequestSchema: GenMessage<ResetPasswordRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 23);
+  messageDesc(file_dbaas_databases_v1_databases_service, 24);
 
 /**
  * @generated from message dbaas.databases.v1.ResetPasswordResponse
@@ -680,7 +711,7 @@ export type ResetPasswordResponse = Message<"dbaas.databases.v1.ResetPasswordRes
  * Use `create(ResetPasswordResponseSchema)` to create a new message.
  */
 export const ResetPasswordResponseSchema: GenMessage<ResetPasswordResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 24);
+  messageDesc(file_dbaas_databases_v1_databases_service, 25);
 
 /**
  * @generated from message dbaas.databases.v1.Operation
@@ -729,7 +760,7 @@ export type Operation = Message<"dbaas.databases.v1.Operation"> & {
  * Use `create(OperationSchema)` to create a new message.
  */
 export const OperationSchema: GenMessage<Operation> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 25);
+  messageDesc(file_dbaas_databases_v1_databases_service, 26);
 
 /**
  * @generated from message dbaas.databases.v1.ListOperationsRequest
@@ -761,7 +792,7 @@ export type ListOperationsRequest = Message<"dbaas.databases.v1.ListOperationsRe
  * Use `create(ListOperationsRequestSchema)` to create a new message.
  */
 export const ListOperationsRequestSchema: GenMessage<ListOperationsRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 26);
+  messageDesc(file_dbaas_databases_v1_databases_service, 27);
 
 /**
  * @generated from message dbaas.databases.v1.ListOperationsResponse
@@ -793,7 +824,7 @@ export type ListOperationsResponse = Message<"dbaas.databases.v1.ListOperationsR
  * Use `create(ListOperationsResponseSchema)` to create a new message.
  */
 export const ListOperationsResponseSchema: GenMessage<ListOperationsResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 27);
+  messageDesc(file_dbaas_databases_v1_databases_service, 28);
 
 /**
  * @generated from message dbaas.databases.v1.GetCaCertificateRequest
@@ -815,7 +846,7 @@ export type GetCaCertificateRequest = Message<"dbaas.databases.v1.GetCaCertifica
  * Use `create(GetCaCertificateRequestSchema)` to create a new message.
  */
 export const GetCaCertificateRequestSchema: GenMessage<GetCaCertificateRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 28);
+  messageDesc(file_dbaas_databases_v1_databases_service, 29);
 
 /**
  * @generated from message dbaas.databases.v1.GetCaCertificateResponse
@@ -832,7 +863,7 @@ export type GetCaCertificateResponse = Message<"dbaas.databases.v1.GetCaCertific
  * Use `create(GetCaCertificateResponseSchema)` to create a new message.
  */
 export const GetCaCertificateResponseSchema: GenMessage<GetCaCertificateResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 29);
+  messageDesc(file_dbaas_databases_v1_databases_service, 30);
 
 /**
  * @generated from message dbaas.databases.v1.RestoreDatabaseRequest
@@ -849,7 +880,7 @@ export type RestoreDatabaseRequest = Message<"dbaas.databases.v1.RestoreDatabase
  * Use `create(RestoreDatabaseRequestSchema)` to create a new message.
  */
 export const RestoreDatabaseRequestSchema: GenMessage<RestoreDatabaseRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 30);
+  messageDesc(file_dbaas_databases_v1_databases_service, 31);
 
 /**
  * @generated from message dbaas.databases.v1.RestoreDatabaseResponse
@@ -866,7 +897,7 @@ export type RestoreDatabaseResponse = Message<"dbaas.databases.v1.RestoreDatabas
  * Use `create(RestoreDatabaseResponseSchema)` to create a new message.
  */
 export const RestoreDatabaseResponseSchema: GenMessage<RestoreDatabaseResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 31);
+  messageDesc(file_dbaas_databases_v1_databases_service, 32);
 
 /**
  * @generated from message dbaas.databases.v1.Region
@@ -888,7 +919,7 @@ export type Region = Message<"dbaas.databases.v1.Region"> & {
  * Use `create(RegionSchema)` to create a new message.
  */
 export const RegionSchema: GenMessage<Region> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 32);
+  messageDesc(file_dbaas_databases_v1_databases_service, 33);
 
 /**
  * @generated from message dbaas.databases.v1.ListRegionsRequest
@@ -901,7 +932,7 @@ export type ListRegionsRequest = Message<"dbaas.databases.v1.ListRegionsRequest"
  * Use `create(ListRegionsRequestSchema)` to create a new message.
  */
 export const ListRegionsRequestSchema: GenMessage<ListRegionsRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 33);
+  messageDesc(file_dbaas_databases_v1_databases_service, 34);
 
 /**
  * @generated from message dbaas.databases.v1.ListRegionsResponse
@@ -918,7 +949,7 @@ export type ListRegionsResponse = Message<"dbaas.databases.v1.ListRegionsRespons
  * Use `create(ListRegionsResponseSchema)` to create a new message.
  */
 export const ListRegionsResponseSchema: GenMessage<ListRegionsResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 34);
+  messageDesc(file_dbaas_databases_v1_databases_service, 35);
 
 /**
  * @generated from message dbaas.databases.v1.Tier
@@ -955,7 +986,7 @@ export type Tier = Message<"dbaas.databases.v1.Tier"> & {
  * Use `create(TierSchema)` to create a new message.
  */
 export const TierSchema: GenMessage<Tier> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 35);
+  messageDesc(file_dbaas_databases_v1_databases_service, 36);
 
 /**
  * @generated from message dbaas.databases.v1.ListTiersRequest
@@ -968,7 +999,7 @@ export type ListTiersRequest = Message<"dbaas.databases.v1.ListTiersRequest"> & 
  * Use `create(ListTiersRequestSchema)` to create a new message.
  */
 export const ListTiersRequestSchema: GenMessage<ListTiersRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 36);
+  messageDesc(file_dbaas_databases_v1_databases_service, 37);
 
 /**
  * @generated from message dbaas.databases.v1.ListTiersResponse
@@ -985,7 +1016,7 @@ export type ListTiersResponse = Message<"dbaas.databases.v1.ListTiersResponse"> 
  * Use `create(ListTiersResponseSchema)` to create a new message.
  */
 export const ListTiersResponseSchema: GenMessage<ListTiersResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 37);
+  messageDesc(file_dbaas_databases_v1_databases_service, 38);
 
 /**
  * @generated from message dbaas.databases.v1.Version
@@ -1007,7 +1038,7 @@ export type Version = Message<"dbaas.databases.v1.Version"> & {
  * Use `create(VersionSchema)` to create a new message.
  */
 export const VersionSchema: GenMessage<Version> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 38);
+  messageDesc(file_dbaas_databases_v1_databases_service, 39);
 
 /**
  * @generated from message dbaas.databases.v1.ListVersionsRequest
@@ -1020,7 +1051,7 @@ export type ListVersionsRequest = Message<"dbaas.databases.v1.ListVersionsReques
  * Use `create(ListVersionsRequestSchema)` to create a new message.
  */
 export const ListVersionsRequestSchema: GenMessage<ListVersionsRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 39);
+  messageDesc(file_dbaas_databases_v1_databases_service, 40);
 
 /**
  * @generated from message dbaas.databases.v1.ListVersionsResponse
@@ -1037,7 +1068,423 @@ export type ListVersionsResponse = Message<"dbaas.databases.v1.ListVersionsRespo
  * Use `create(ListVersionsResponseSchema)` to create a new message.
  */
 export const ListVersionsResponseSchema: GenMessage<ListVersionsResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_databases_service, 40);
+  messageDesc(file_dbaas_databases_v1_databases_service, 41);
+
+/**
+ * @generated from message dbaas.databases.v1.Backup
+ */
+export type Backup = Message<"dbaas.databases.v1.Backup"> & {
+  /**
+   * "bkp-…"
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string database_id = 2;
+   */
+  databaseId: string;
+
+  /**
+   * @generated from field: dbaas.databases.v1.BackupType type = 3;
+   */
+  type: BackupType;
+
+  /**
+   * @generated from field: dbaas.databases.v1.BackupStatus status = 4;
+   */
+  status: BackupStatus;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp started_at = 5;
+   */
+  startedAt?: Timestamp | undefined;
+
+  /**
+   * Unset until the backup completed or failed.
+   *
+   * @generated from field: google.protobuf.Timestamp completed_at = 6;
+   */
+  completedAt?: Timestamp | undefined;
+
+  /**
+   * Compressed bytes in the blob store; 0 until completed.
+   *
+   * @generated from field: int64 size_bytes = 7;
+   */
+  sizeBytes: bigint;
+
+  /**
+   * Why the backup failed, empty otherwise.
+   *
+   * @generated from field: string failure_reason = 8;
+   */
+  failureReason: string;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.Backup.
+ * Use `create(BackupSchema)` to create a new message.
+ */
+export const BackupSchema: GenMessage<Backup> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 42);
+
+/**
+ * @generated from message dbaas.databases.v1.ListBackupsRequest
+ */
+export type ListBackupsRequest = Message<"dbaas.databases.v1.ListBackupsRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: string database_id = 2;
+   */
+  databaseId: string;
+
+  /**
+   * @generated from field: int32 page = 3;
+   */
+  page: number;
+
+  /**
+   * @generated from field: int32 per_page = 4;
+   */
+  perPage: number;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.ListBackupsRequest.
+ * Use `create(ListBackupsRequestSchema)` to create a new message.
+ */
+export const ListBackupsRequestSchema: GenMessage<ListBackupsRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 43);
+
+/**
+ * @generated from message dbaas.databases.v1.ListBackupsResponse
+ */
+export type ListBackupsResponse = Message<"dbaas.databases.v1.ListBackupsResponse"> & {
+  /**
+   * @generated from field: repeated dbaas.databases.v1.Backup backups = 1;
+   */
+  backups: Backup[];
+
+  /**
+   * @generated from field: int32 total = 2;
+   */
+  total: number;
+
+  /**
+   * @generated from field: int32 page = 3;
+   */
+  page: number;
+
+  /**
+   * @generated from field: int32 per_page = 4;
+   */
+  perPage: number;
+
+  /**
+   * The restore window; both unset while no backup has completed.
+   *
+   * @generated from field: google.protobuf.Timestamp earliest_restore_time = 5;
+   */
+  earliestRestoreTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp latest_restore_time = 6;
+   */
+  latestRestoreTime?: Timestamp | undefined;
+
+  /**
+   * Why WAL archiving is failing (store unreachable, spool full), empty when it works.
+   *
+   * @generated from field: string archive_error = 7;
+   */
+  archiveError: string;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.ListBackupsResponse.
+ * Use `create(ListBackupsResponseSchema)` to create a new message.
+ */
+export const ListBackupsResponseSchema: GenMessage<ListBackupsResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 44);
+
+/**
+ * @generated from message dbaas.databases.v1.CreateBackupRequest
+ */
+export type CreateBackupRequest = Message<"dbaas.databases.v1.CreateBackupRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: string database_id = 2;
+   */
+  databaseId: string;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.CreateBackupRequest.
+ * Use `create(CreateBackupRequestSchema)` to create a new message.
+ */
+export const CreateBackupRequestSchema: GenMessage<CreateBackupRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 45);
+
+/**
+ * @generated from message dbaas.databases.v1.CreateBackupResponse
+ */
+export type CreateBackupResponse = Message<"dbaas.databases.v1.CreateBackupResponse"> & {
+  /**
+   * @generated from field: dbaas.databases.v1.Backup backup = 1;
+   */
+  backup?: Backup | undefined;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.CreateBackupResponse.
+ * Use `create(CreateBackupResponseSchema)` to create a new message.
+ */
+export const CreateBackupResponseSchema: GenMessage<CreateBackupResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 46);
+
+/**
+ * @generated from message dbaas.databases.v1.RestoreToTimeRequest
+ */
+export type RestoreToTimeRequest = Message<"dbaas.databases.v1.RestoreToTimeRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * The database whose backups are restored.
+   *
+   * @generated from field: string source_database_id = 2;
+   */
+  sourceDatabaseId: string;
+
+  /**
+   * The new database's name.
+   *
+   * @generated from field: string name = 3;
+   */
+  name: string;
+
+  /**
+   * Unset: the latest restorable instant. Outside the window: INVALID_ARGUMENT naming restore_time.
+   *
+   * @generated from field: google.protobuf.Timestamp restore_time = 4;
+   */
+  restoreTime?: Timestamp | undefined;
+
+  /**
+   * Empty: the source's tier.
+   *
+   * @generated from field: string tier = 5;
+   */
+  tier: string;
+
+  /**
+   * Empty: the source's region.
+   *
+   * @generated from field: string region = 6;
+   */
+  region: string;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.RestoreToTimeRequest.
+ * Use `create(RestoreToTimeRequestSchema)` to create a new message.
+ */
+export const RestoreToTimeRequestSchema: GenMessage<RestoreToTimeRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 47);
+
+/**
+ * @generated from message dbaas.databases.v1.RestoreToTimeResponse
+ */
+export type RestoreToTimeResponse = Message<"dbaas.databases.v1.RestoreToTimeResponse"> & {
+  /**
+   * @generated from field: dbaas.databases.v1.Database database = 1;
+   */
+  database?: Database | undefined;
+
+  /**
+   * @generated from field: string password = 2;
+   */
+  password: string;
+
+  /**
+   * With the password in clear.
+   *
+   * @generated from field: string connection_string = 3;
+   */
+  connectionString: string;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.RestoreToTimeResponse.
+ * Use `create(RestoreToTimeResponseSchema)` to create a new message.
+ */
+export const RestoreToTimeResponseSchema: GenMessage<RestoreToTimeResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 48);
+
+/**
+ * @generated from message dbaas.databases.v1.GetMetricsRequest
+ */
+export type GetMetricsRequest = Message<"dbaas.databases.v1.GetMetricsRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: string database_id = 2;
+   */
+  databaseId: string;
+
+  /**
+   * Unset: end − 1 hour.
+   *
+   * @generated from field: google.protobuf.Timestamp start = 3;
+   */
+  start?: Timestamp | undefined;
+
+  /**
+   * Unset: now.
+   *
+   * @generated from field: google.protobuf.Timestamp end = 4;
+   */
+  end?: Timestamp | undefined;
+
+  /**
+   * Seconds between points; 0 means 60.
+   *
+   * @generated from field: int32 step_seconds = 5;
+   */
+  stepSeconds: number;
+
+  /**
+   * Empty: every metric.
+   *
+   * @generated from field: repeated string names = 6;
+   */
+  names: string[];
+};
+
+/**
+ * Describes the message dbaas.databases.v1.GetMetricsRequest.
+ * Use `create(GetMetricsRequestSchema)` to create a new message.
+ */
+export const GetMetricsRequestSchema: GenMessage<GetMetricsRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 49);
+
+/**
+ * @generated from message dbaas.databases.v1.MetricPoint
+ */
+export type MetricPoint = Message<"dbaas.databases.v1.MetricPoint"> & {
+  /**
+   * @generated from field: int64 unix_seconds = 1;
+   */
+  unixSeconds: bigint;
+
+  /**
+   * @generated from field: double value = 2;
+   */
+  value: number;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.MetricPoint.
+ * Use `create(MetricPointSchema)` to create a new message.
+ */
+export const MetricPointSchema: GenMessage<MetricPoint> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 50);
+
+/**
+ * @generated from message dbaas.databases.v1.MetricSeries
+ */
+export type MetricSeries = Message<"dbaas.databases.v1.MetricSeries"> & {
+  /**
+   * @generated from field: map<string, string> labels = 1;
+   */
+  labels: { [key: string]: string };
+
+  /**
+   * @generated from field: repeated dbaas.databases.v1.MetricPoint points = 2;
+   */
+  points: MetricPoint[];
+};
+
+/**
+ * Describes the message dbaas.databases.v1.MetricSeries.
+ * Use `create(MetricSeriesSchema)` to create a new message.
+ */
+export const MetricSeriesSchema: GenMessage<MetricSeries> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 51);
+
+/**
+ * @generated from message dbaas.databases.v1.Metric
+ */
+export type Metric = Message<"dbaas.databases.v1.Metric"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string unit = 2;
+   */
+  unit: string;
+
+  /**
+   * @generated from field: repeated dbaas.databases.v1.MetricSeries series = 3;
+   */
+  series: MetricSeries[];
+};
+
+/**
+ * Describes the message dbaas.databases.v1.Metric.
+ * Use `create(MetricSchema)` to create a new message.
+ */
+export const MetricSchema: GenMessage<Metric> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 52);
+
+/**
+ * @generated from message dbaas.databases.v1.GetMetricsResponse
+ */
+export type GetMetricsResponse = Message<"dbaas.databases.v1.GetMetricsResponse"> & {
+  /**
+   * @generated from field: google.protobuf.Timestamp start = 1;
+   */
+  start?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp end = 2;
+   */
+  end?: Timestamp | undefined;
+
+  /**
+   * @generated from field: int32 step_seconds = 3;
+   */
+  stepSeconds: number;
+
+  /**
+   * @generated from field: repeated dbaas.databases.v1.Metric metrics = 4;
+   */
+  metrics: Metric[];
+};
+
+/**
+ * Describes the message dbaas.databases.v1.GetMetricsResponse.
+ * Use `create(GetMetricsResponseSchema)` to create a new message.
+ */
+export const GetMetricsResponseSchema: GenMessage<GetMetricsResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 53);
 
 /**
  * A database's lifecycle status (DESIGN.md, Databases; services/kit `DATABASE_STATUSES` and
@@ -1112,6 +1559,69 @@ export enum DatabaseStatus {
  */
 export const DatabaseStatusSchema: GenEnum<DatabaseStatus> = /*@__PURE__*/
   enumDesc(file_dbaas_databases_v1_databases_service, 0);
+
+/**
+ * @generated from enum dbaas.databases.v1.BackupType
+ */
+export enum BackupType {
+  /**
+   * @generated from enum value: BACKUP_TYPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Taken by the daily schedule (and the first one when a database first runs).
+   *
+   * @generated from enum value: BACKUP_TYPE_SCHEDULED = 1;
+   */
+  SCHEDULED = 1,
+
+  /**
+   * Asked for through CreateBackup.
+   *
+   * @generated from enum value: BACKUP_TYPE_MANUAL = 2;
+   */
+  MANUAL = 2,
+}
+
+/**
+ * Describes the enum dbaas.databases.v1.BackupType.
+ */
+export const BackupTypeSchema: GenEnum<BackupType> = /*@__PURE__*/
+  enumDesc(file_dbaas_databases_v1_databases_service, 1);
+
+/**
+ * @generated from enum dbaas.databases.v1.BackupStatus
+ */
+export enum BackupStatus {
+  /**
+   * @generated from enum value: BACKUP_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: BACKUP_STATUS_RUNNING = 1;
+   */
+  RUNNING = 1,
+
+  /**
+   * Stored in the blob store with the WAL it needs: usable for a restore.
+   *
+   * @generated from enum value: BACKUP_STATUS_COMPLETED = 2;
+   */
+  COMPLETED = 2,
+
+  /**
+   * @generated from enum value: BACKUP_STATUS_FAILED = 3;
+   */
+  FAILED = 3,
+}
+
+/**
+ * Describes the enum dbaas.databases.v1.BackupStatus.
+ */
+export const BackupStatusSchema: GenEnum<BackupStatus> = /*@__PURE__*/
+  enumDesc(file_dbaas_databases_v1_databases_service, 2);
 
 /**
  * DatabasesService owns database records, their state machine, placement onto
@@ -1242,6 +1752,51 @@ export const DatabasesService: GenService<{
     methodKind: "unary";
     input: typeof RestoreDatabaseRequestSchema;
     output: typeof RestoreDatabaseResponseSchema;
+  },
+  /**
+   * ListBackups: a database's base backups, newest first, and its restore window.
+   *
+   * @generated from rpc dbaas.databases.v1.DatabasesService.ListBackups
+   */
+  listBackups: {
+    methodKind: "unary";
+    input: typeof ListBackupsRequestSchema;
+    output: typeof ListBackupsResponseSchema;
+  },
+  /**
+   * CreateBackup asks for a manual base backup; FAILED_PRECONDITION (409) while one runs
+   * or when the database is not running.
+   *
+   * @generated from rpc dbaas.databases.v1.DatabasesService.CreateBackup
+   */
+  createBackup: {
+    methodKind: "unary";
+    input: typeof CreateBackupRequestSchema;
+    output: typeof CreateBackupResponseSchema;
+  },
+  /**
+   * RestoreToTime creates a NEW database from another's backups and archived WAL,
+   * holding exactly the transactions committed up to restore_time. Answered like
+   * CreateDatabase, with database.restored_from set.
+   *
+   * @generated from rpc dbaas.databases.v1.DatabasesService.RestoreToTime
+   */
+  restoreToTime: {
+    methodKind: "unary";
+    input: typeof RestoreToTimeRequestSchema;
+    output: typeof RestoreToTimeResponseSchema;
+  },
+  /**
+   * GetMetrics: a database's metrics over [start, end] at `step` (DESIGN.md, Metrics).
+   * INVALID_ARGUMENT naming the field for an unknown name, step < 60, start after end,
+   * or more than 1,000 points per series.
+   *
+   * @generated from rpc dbaas.databases.v1.DatabasesService.GetMetrics
+   */
+  getMetrics: {
+    methodKind: "unary";
+    input: typeof GetMetricsRequestSchema;
+    output: typeof GetMetricsResponseSchema;
   },
   /**
    * @generated from rpc dbaas.databases.v1.DatabasesService.ListRegions

@@ -1,0 +1,46 @@
+import { Type } from "@sinclair/typebox";
+import type { GetMetricsResponse } from "@dbaas/proto/databases";
+import { ok, type Reply } from "../../middleware/envelope.ts";
+import { optional, query, text, timestamp } from "../../schema.ts";
+import { iso, present, timestampOf } from "../mappers.ts";
+import type { AuthedCall } from "../route.ts";
+
+/** DESIGN.md, Metrics. The databases service checks the rest (the names, start after end, at most 1,000 points) and names the field. */
+export const metricsQuery = query({
+  start: optional(timestamp("Start of the range (ISO 8601); default: an hour before end.")),
+  end: optional(timestamp("End of the range (ISO 8601); default: now.")),
+  step: optional(
+    Type.Integer({ minimum: 60, description: "Seconds between points (at least 60, default 60); at most 1,000 points per series." }),
+  ),
+  names: optional(text(1000, "Comma-separated metric names; default: every metric. An unknown name is refused, listing the known ones.")),
+});
+
+function metrics(res: GetMetricsResponse) {
+  return {
+    start: iso(present(res.start, "start")),
+    end: iso(present(res.end, "end")),
+    step: res.stepSeconds,
+    metrics: res.metrics.map((m) => ({
+      name: m.name,
+      unit: m.unit,
+      series: m.series.map((s) => ({ labels: { ...s.labels }, points: s.points.map((p) => [Number(p.unixSeconds), p.value]) })),
+    })),
+  };
+}
+
+/** A database's metrics, one point per step bucket that has data (a bucket without samples has no point, never a null). */
+export async function getMetrics(call: AuthedCall<unknown>): Promise<Reply> {
+  const q = call.query as { start?: string; end?: string; step?: number; names?: string };
+  const res = await call.ctx.databases.getMetrics({
+    organizationId: call.principal.organizationId,
+    databaseId: call.params.id,
+    ...(q.start !== undefined && { start: timestampOf(q.start) }),
+    ...(q.end !== undefined && { end: timestampOf(q.end) }),
+    stepSeconds: q.step ?? 0,
+    names: (q.names ?? "")
+      .split(",")
+      .map((n) => n.trim())
+      .filter((n) => n !== ""),
+  });
+  return ok(metrics(res));
+}

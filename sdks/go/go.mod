@@ -1,0 +1,3 @@
+module github.com/dbaas/dbaas-go
+
+go 1.19

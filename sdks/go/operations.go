@@ -1,0 +1,56 @@
+package dbaas
+
+// Operations maps every operationId of the API's OpenAPI document to the method that performs it
+// (a method expression, so a renamed or missing method fails to compile). The contract test
+// (test/sdks/contract.test.ts) compares its keys, printed by ./internal/cmd/operations, with the document.
+var Operations = map[string]any{
+	"signup":           (*Client).Signup,
+	"token":            (*Client).Login,
+	"acceptInvitation": (*Client).AcceptInvitation,
+	"openApi":          (*Client).OpenAPI,
+
+	"createDatabase":   (*Client).CreateDatabase,
+	"listDatabases":    (*Client).ListDatabases,
+	"getDatabase":      (*Client).GetDatabase,
+	"updateDatabase":   (*Client).UpdateDatabase,
+	"deleteDatabase":   (*Client).DeleteDatabase,
+	"startDatabase":    (*Client).StartDatabase,
+	"stopDatabase":     (*Client).StopDatabase,
+	"restartDatabase":  (*Client).RestartDatabase,
+	"resizeDatabase":   (*Client).ResizeDatabase,
+	"resetPassword":    (*Client).ResetPassword,
+	"listOperations":   (*Client).ListOperations,
+	"listBackups":      (*Client).ListBackups,
+	"createBackup":     (*Client).CreateBackup,
+	"restoreDatabase":  (*Client).RestoreDatabase,
+	"getMetrics":       (*Client).GetMetrics,
+	"getCaCertificate": (*Client).GetCACertificate,
+	"listRegions":      (*Client).ListRegions,
+	"listTiers":        (*Client).ListTiers,
+	"listVersions":     (*Client).ListVersions,
+
+	"getUsage":            (*Client).GetUsage,
+	"listPaymentMethods":  (*Client).ListPaymentMethods,
+	"addPaymentMethod":    (*Client).AddPaymentMethod,
+	"updatePaymentMethod": (*Client).UpdatePaymentMethod,
+	"deletePaymentMethod": (*Client).DeletePaymentMethod,
+	"listInvoices":        (*Client).ListInvoices,
+	"getInvoicePdf":       (*Client).GetInvoicePDF,
+	"createAlert":         (*Client).CreateAlert,
+	"listAlerts":          (*Client).ListAlerts,
+	"deleteAlert":         (*Client).DeleteAlert,
+
+	"getOrganization":    (*Client).GetOrganization,
+	"updateOrganization": (*Client).UpdateOrganization,
+	"deleteOrganization": (*Client).DeleteOrganization,
+	"listMembers":        (*Client).ListMembers,
+	"inviteMember":       (*Client).InviteMember,
+	"updateMember":       (*Client).UpdateMember,
+	"removeMember":       (*Client).RemoveMember,
+	"listInvitations":    (*Client).ListInvitations,
+	"cancelInvitation":   (*Client).CancelInvitation,
+	"transferOwnership":  (*Client).TransferOwnership,
+	"listApiKeys":        (*Client).ListAPIKeys,
+	"createApiKey":       (*Client).CreateAPIKey,
+	"revokeApiKey":       (*Client).RevokeAPIKey,
+}

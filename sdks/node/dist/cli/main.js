@@ -1,0 +1,163 @@
+#!/usr/bin/env node
+/**
+ * `dbaas`: the command-line tool on the Node client. Exit codes: 0 done,
+ * 1 the API answered with an error (or a wait ended in failure), 2 usage
+ * error, 3 the API could not be reached.
+ */
+import { parseArgs } from "node:util";
+import { DbaasClient } from "../client.js";
+import { DbaasConnectionError, DbaasError, DbaasWaitError } from "../errors.js";
+import { DEFAULT_BASE_URL } from "../transport.js";
+import { CliError, commandHelp, GLOBAL_OPTIONS, groupHelp, UsageError } from "./command.js";
+import { auth } from "./commands/auth.js";
+import { backups, restore } from "./commands/backups.js";
+import { billing } from "./commands/billing.js";
+import { databases } from "./commands/databases.js";
+import { apiKeys, members } from "./commands/organization.js";
+import { configPath, readConfig } from "./config.js";
+const TOP = { auth, databases, backups, restore, members, "api-keys": apiKeys, billing };
+const isGroup = (x) => "commands" in x;
+const EXIT = { ok: 0, api: 1, usage: 2, network: 3 };
+function topHelp() {
+    const width = Math.max(...Object.keys(TOP).map((k) => k.length));
+    return [
+        "dbaas: manage PostgreSQL databases from the command line.",
+        "",
+        "Usage: dbaas <command> [<subcommand>] [options]",
+        "",
+        "Commands:",
+        ...Object.entries(TOP).map(([name, x]) => `  ${name.padEnd(width)}   ${x.summary}`),
+        "",
+        "Credentials: 'dbaas auth login' keeps a token in ~/.config/dbaas/config.json (mode 0600;",
+        "$XDG_CONFIG_HOME honoured); DBAAS_TOKEN (a token or an API key) takes precedence.",
+        `API address: --url, else DBAAS_URL, else the config file, else ${DEFAULT_BASE_URL}.`,
+        "Output: tables, or --output json. Exit codes: 0 ok, 1 API error, 2 usage error, 3 network error.",
+        "",
+        "Examples:",
+        "  $ dbaas auth signup --email ada@example.com --name Ada --organization Acme",
+        "  $ dbaas databases create --name orders --region fsn1 --tier micro --wait",
+        "  $ dbaas databases list -o json",
+        "",
+        "Run 'dbaas <command> --help' for more.",
+        "",
+    ].join("\n");
+}
+/** The command words (`databases create`) out of argv, skipping global options and their values. */
+function splitWords(argv) {
+    const words = [];
+    const rest = [];
+    for (let i = 0; i < argv.length; i++) {
+        const a = argv[i];
+        if (a === "--") {
+            rest.push(...argv.slice(i));
+            break;
+        }
+        if (words.length < 2 && !a.startsWith("-") && (words.length === 0 || isGroup(TOP[words[0]] ?? { commands: {}, summary: "" }))) {
+            words.push(a);
+            continue;
+        }
+        rest.push(a);
+        // A global option's value stays with it.
+        if ((a === "--url" || a === "--output" || a === "-o") && i + 1 < argv.length)
+            rest.push(argv[++i]);
+    }
+    return { words, rest };
+}
+function resolve(words) {
+    const [first, second] = words;
+    if (!first)
+        return { path: "" };
+    const top = TOP[first];
+    if (!top)
+        throw new UsageError(`unknown command '${first}'`);
+    if (!isGroup(top))
+        return { path: first, command: top };
+    if (!second)
+        return { path: first, group: top };
+    const command = top.commands[second];
+    if (!command)
+        throw new UsageError(`unknown command '${first} ${second}'; run 'dbaas ${first} --help'`);
+    return { path: `${first} ${second}`, command };
+}
+async function main(argv) {
+    const { words, rest } = splitWords(argv);
+    const { path, command, group } = resolve(words);
+    const specs = { ...GLOBAL_OPTIONS, ...command?.options };
+    const options = Object.fromEntries(Object.entries(specs).map(([name, o]) => [
+        name,
+        { type: o.type, ...(o.short && { short: o.short }), ...(o.multiple && { multiple: true }) },
+    ]));
+    let parsed;
+    try {
+        parsed = parseArgs({ args: rest, options, allowPositionals: true, strict: true });
+    }
+    catch (err) {
+        throw new UsageError(err.message);
+    }
+    const values = parsed.values;
+    if (!command) {
+        process.stdout.write(group ? groupHelp(path, group) : topHelp());
+        return values.help ? EXIT.ok : EXIT.usage;
+    }
+    if (values.help) {
+        process.stdout.write(commandHelp(path, command));
+        return EXIT.ok;
+    }
+    const required = command.args ?? [];
+    if (parsed.positionals.length < required.length)
+        throw new UsageError(`missing <${required[parsed.positionals.length]}>`);
+    if (!command.rest && parsed.positionals.length > required.length) {
+        throw new UsageError(`unexpected argument '${parsed.positionals[required.length]}'`);
+    }
+    const output = values.output ?? "table";
+    if (output !== "table" && output !== "json")
+        throw new UsageError("--output must be table or json");
+    const env = process.env;
+    const cfgPath = configPath(env);
+    const config = await readConfig(cfgPath);
+    const baseUrl = values.url || env.DBAAS_URL || config.url || DEFAULT_BASE_URL;
+    const token = env.DBAAS_TOKEN || config.token;
+    const ctx = {
+        client: new DbaasClient({ baseUrl, token }),
+        output,
+        env,
+        stdout: process.stdout,
+        stderr: process.stderr,
+        configPath: cfgPath,
+        config,
+    };
+    await command.run(ctx, { values, positionals: parsed.positionals });
+    return Number(process.exitCode ?? EXIT.ok);
+}
+/** Prints `err` for a person; the exit code says which kind of failure it was. */
+function report(err, command) {
+    const e = process.stderr;
+    if (err instanceof UsageError) {
+        e.write(`Error: ${err.message}\nRun 'dbaas --help' (or '<command> --help') for usage.\n`);
+        return EXIT.usage;
+    }
+    if (err instanceof DbaasError) {
+        e.write(`Error: ${err.message} (${err.code}, HTTP ${err.status}${err.requestId ? `, request_id ${err.requestId}` : ""})\n`);
+        for (const d of err.details)
+            e.write(`  ${d.field}: ${d.message}\n`);
+        if (err.status === 401 && command !== "auth")
+            e.write("Log in with 'dbaas auth login', or set DBAAS_TOKEN to a token or an API key.\n");
+        return EXIT.api;
+    }
+    if (err instanceof DbaasConnectionError) {
+        e.write(`Error: ${err.message}\n`);
+        return EXIT.network;
+    }
+    if (err instanceof DbaasWaitError || err instanceof CliError) {
+        e.write(`Error: ${err.message}\n`);
+        return EXIT.api;
+    }
+    e.write(`Error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    return EXIT.api;
+}
+const argv = process.argv.slice(2);
+main(argv).then((code) => {
+    process.exitCode = code;
+}, (err) => {
+    process.exitCode = report(err, splitWords(argv).words[0]);
+});

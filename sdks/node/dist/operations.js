@@ -1,0 +1,58 @@
+import { DbaasClient } from "./client.js";
+import { ApiKeys, Auth, Organization } from "./resources/account.js";
+import { Billing, Catalogue } from "./resources/billing.js";
+import { Backups, Databases } from "./resources/databases.js";
+/**
+ * The method that performs each operation of the API, by `operationId`. The
+ * type makes tsc fail when the document gains an operation this client lacks;
+ * test/sdks/contract.test.ts checks the same against the served document for
+ * the three clients.
+ */
+export const OPERATIONS = {
+    signup: Auth.prototype.signup,
+    token: Auth.prototype.login,
+    acceptInvitation: Auth.prototype.acceptInvitation,
+    openApi: DbaasClient.prototype.getOpenApiDocument,
+    createDatabase: Databases.prototype.create,
+    listDatabases: Databases.prototype.list,
+    getDatabase: Databases.prototype.get,
+    updateDatabase: Databases.prototype.update,
+    deleteDatabase: Databases.prototype.delete,
+    startDatabase: Databases.prototype.start,
+    stopDatabase: Databases.prototype.stop,
+    restartDatabase: Databases.prototype.restart,
+    resizeDatabase: Databases.prototype.resize,
+    resetPassword: Databases.prototype.resetPassword,
+    listOperations: Databases.prototype.listOperations,
+    getMetrics: Databases.prototype.getMetrics,
+    getCaCertificate: Databases.prototype.getCaCertificate,
+    listBackups: Backups.prototype.list,
+    createBackup: Backups.prototype.create,
+    restoreDatabase: Backups.prototype.restore,
+    listRegions: Catalogue.prototype.listRegions,
+    listTiers: Catalogue.prototype.listTiers,
+    listVersions: Catalogue.prototype.listVersions,
+    getUsage: Billing.prototype.getUsage,
+    listPaymentMethods: Billing.prototype.listPaymentMethods,
+    addPaymentMethod: Billing.prototype.addPaymentMethod,
+    updatePaymentMethod: Billing.prototype.updatePaymentMethod,
+    deletePaymentMethod: Billing.prototype.deletePaymentMethod,
+    listInvoices: Billing.prototype.listInvoices,
+    getInvoicePdf: Billing.prototype.getInvoicePdf,
+    createAlert: Billing.prototype.createAlert,
+    listAlerts: Billing.prototype.listAlerts,
+    deleteAlert: Billing.prototype.deleteAlert,
+    getOrganization: Organization.prototype.get,
+    updateOrganization: Organization.prototype.update,
+    deleteOrganization: Organization.prototype.delete,
+    listMembers: Organization.prototype.listMembers,
+    inviteMember: Organization.prototype.inviteMember,
+    updateMember: Organization.prototype.updateMember,
+    removeMember: Organization.prototype.removeMember,
+    listInvitations: Organization.prototype.listInvitations,
+    cancelInvitation: Organization.prototype.cancelInvitation,
+    transferOwnership: Organization.prototype.transferOwnership,
+    listApiKeys: ApiKeys.prototype.list,
+    createApiKey: ApiKeys.prototype.create,
+    revokeApiKey: ApiKeys.prototype.revoke,
+};

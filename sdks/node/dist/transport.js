@@ -1,0 +1,141 @@
+import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import { DbaasConnectionError, DbaasError } from "./errors.js";
+/** The default API address: a local stack (`npm start`). */
+export const DEFAULT_BASE_URL = "http://127.0.0.1:8080";
+const RETRIED = new Set([429, 503]);
+function numberHeader(headers, name) {
+    const v = headers.get(name);
+    if (v === null || v.trim() === "")
+        return undefined;
+    const n = Number(v);
+    return Number.isFinite(n) ? n : undefined;
+}
+function rateLimitOf(headers) {
+    const limit = numberHeader(headers, "x-ratelimit-limit");
+    const remaining = numberHeader(headers, "x-ratelimit-remaining");
+    const reset = numberHeader(headers, "x-ratelimit-reset");
+    return limit === undefined || remaining === undefined || reset === undefined ? undefined : { limit, remaining, reset };
+}
+/**
+ * Sends requests: bearer credential, JSON in and out, an Idempotency-Key on
+ * every POST (kept across its retries, so a retried create never creates
+ * twice), retries of 429 and 503 after their Retry-After (bounded) and of a
+ * GET or POST that got no answer, error envelopes turned into `DbaasError`.
+ */
+export class Transport {
+    baseUrl;
+    token;
+    lastResponse;
+    #maxRetries;
+    #maxRetryWaitMs;
+    #timeoutMs;
+    #userAgent;
+    constructor(opts = {}) {
+        this.baseUrl = (opts.baseUrl ?? process.env.DBAAS_URL ?? DEFAULT_BASE_URL).replace(/\/+$/, "");
+        this.token = opts.token ?? process.env.DBAAS_TOKEN;
+        this.#maxRetries = opts.maxRetries ?? 3;
+        this.#maxRetryWaitMs = opts.maxRetryWaitMs ?? 60_000;
+        this.#timeoutMs = opts.timeoutMs ?? 30_000;
+        this.#userAgent = opts.userAgent ?? "dbaas-node/0.1.0";
+    }
+    async request(method, path, call = {}) {
+        const url = new URL(this.baseUrl + path);
+        for (const [k, v] of Object.entries(call.query ?? {}))
+            if (v !== undefined)
+                url.searchParams.set(k, String(v));
+        const headers = { accept: "application/json", "user-agent": this.#userAgent };
+        if (this.token)
+            headers.authorization = `Bearer ${this.token}`;
+        if (call.requestId)
+            headers["x-request-id"] = call.requestId;
+        if (method === "POST")
+            headers["idempotency-key"] = call.idempotencyKey ?? randomUUID();
+        let body;
+        if (call.body !== undefined) {
+            headers["content-type"] = "application/json";
+            body = JSON.stringify(call.body);
+        }
+        for (let attempt = 0;; attempt++) {
+            let res;
+            try {
+                res = await this.#send(url, { method, headers, body, signal: call.signal });
+            }
+            catch (err) {
+                // No answer: a GET, or a POST under its Idempotency-Key, is safe to send again; a PATCH or DELETE is not.
+                if (!(err instanceof DbaasConnectionError) || (method !== "GET" && method !== "POST") || attempt >= this.#maxRetries)
+                    throw err;
+                await sleep(500 * 2 ** attempt, undefined, { signal: call.signal });
+                continue;
+            }
+            this.lastResponse = {
+                status: res.status,
+                requestId: res.headers.get("x-request-id") ?? undefined,
+                rateLimit: rateLimitOf(res.headers),
+                replayed: res.headers.get("idempotent-replayed") === "true",
+                headers: res.headers,
+            };
+            if (res.ok)
+                return await this.#answer(res);
+            const error = await errorOf(res);
+            // A POST of ours still running under the same key (409 with Retry-After) is waited for like a 503.
+            const retryable = RETRIED.has(res.status) || (res.status === 409 && method === "POST" && error.retryAfter !== undefined);
+            if (!retryable || attempt >= this.#maxRetries)
+                throw error;
+            const waitMs = error.retryAfter !== undefined ? error.retryAfter * 1000 : 500 * 2 ** attempt;
+            if (waitMs > this.#maxRetryWaitMs)
+                throw error;
+            await sleep(waitMs, undefined, { signal: call.signal });
+        }
+    }
+    async #send(url, init) {
+        const timeout = AbortSignal.timeout(this.#timeoutMs);
+        const signal = init.signal ? AbortSignal.any([init.signal, timeout]) : timeout;
+        try {
+            return await fetch(url, { method: init.method, headers: init.headers, body: init.body, signal });
+        }
+        catch (err) {
+            if (init.signal?.aborted)
+                throw err;
+            const cause = err.cause;
+            const why = timeout.aborted ? `no answer within ${this.#timeoutMs} ms` : (cause?.code ?? cause?.message ?? String(err));
+            throw new DbaasConnectionError(`cannot reach ${url.origin}: ${why}`, { cause: err });
+        }
+    }
+    async #answer(res) {
+        if (res.status === 204)
+            return { status: 204, json: undefined, bytes: undefined };
+        const type = res.headers.get("content-type") ?? "";
+        if (type.includes("json"))
+            return { status: res.status, json: await res.json(), bytes: undefined };
+        return { status: res.status, json: undefined, bytes: new Uint8Array(await res.arrayBuffer()) };
+    }
+}
+async function errorOf(res) {
+    const text = await res.text();
+    const retryAfter = numberHeader(res.headers, "retry-after");
+    const requestId = res.headers.get("x-request-id") ?? undefined;
+    try {
+        const parsed = JSON.parse(text);
+        if (parsed.error?.code) {
+            return new DbaasError({
+                status: res.status,
+                code: parsed.error.code,
+                message: parsed.error.message ?? res.statusText,
+                details: parsed.error.details ?? [],
+                requestId: parsed.meta?.request_id ?? requestId,
+                retryAfter,
+            });
+        }
+    }
+    catch {
+        // Not the API's envelope (a proxy in between): described below.
+    }
+    return new DbaasError({
+        status: res.status,
+        code: "unexpected_response",
+        message: `HTTP ${res.status} ${res.statusText}`.trim(),
+        requestId,
+        retryAfter,
+    });
+}

@@ -1,0 +1,200 @@
+import type { DatabaseStatus, Schemas } from "../../types.ts";
+import { type Args, type Command, type Context, type Group, need, optional, print, say, WAIT } from "../command.ts";
+import type { Column } from "../output.ts";
+import { progress } from "../output.ts";
+import { psql } from "../psql.ts";
+
+type ListItem = Schemas["DatabaseListItem"];
+
+export const DATABASE_COLUMNS: Column<ListItem>[] = [
+  ["id", (d) => d.id],
+  ["name", (d) => d.name],
+  ["status", (d) => d.status],
+  ["region", (d) => d.region],
+  ["tier", (d) => d.tier],
+  ["version", (d) => d.version],
+  ["created", (d) => d.created_at],
+];
+
+/** --wait: polls until `status`, with a spinner on a terminal and plain lines otherwise (on stderr). */
+export async function waitFor(ctx: Context, id: string, status: DatabaseStatus): Promise<Schemas["Database"]> {
+  const p = progress(ctx.stderr);
+  try {
+    const db = await ctx.client.databases.waitForStatus(id, status, { onStatus: (s) => p.update(`${id}: ${s}`) });
+    p.done(`${id} is ${status}`);
+    return db;
+  } catch (err) {
+    p.fail();
+    throw err;
+  }
+}
+
+const id = (args: Args) => args.positionals[0]!;
+
+/** start, stop and restart: the same shape, a different target status. */
+function lifecycle(action: "start" | "stop" | "restart", target: DatabaseStatus, summary: string): Command {
+  return {
+    summary,
+    usage: "<database-id> [--wait]",
+    args: ["database-id"],
+    options: { wait: WAIT },
+    examples: [`dbaas databases ${action} db-abc123 --wait`],
+    async run(ctx, args) {
+      const res = await ctx.client.databases[action](id(args));
+      if (args.values.wait) print(ctx, await waitFor(ctx, res.id, target));
+      else print(ctx, res);
+    },
+  };
+}
+
+export const databases: Group = {
+  summary: "Create, inspect, change and connect to databases",
+  commands: {
+    list: {
+      summary: "List the organization's databases (every page)",
+      usage: "[--status STATUS] [--region REGION]",
+      options: {
+        status: { type: "string", value: "STATUS", description: "Only databases in this status (running, stopped, …)" },
+        region: { type: "string", value: "REGION", description: "Only databases in this region (fsn1, nbg1, hel1)" },
+      },
+      examples: ["dbaas databases list", "dbaas databases list --status running -o json"],
+      async run(ctx, args) {
+        const status = optional(args, "status") as DatabaseStatus | undefined;
+        const region = optional(args, "region") as ListItem["region"] | undefined;
+        print(ctx, await ctx.client.databases.list({ status, region }).all(), DATABASE_COLUMNS);
+      },
+    },
+    create: {
+      summary: "Create a database; its password is shown this once",
+      usage: "--name NAME --region REGION --tier TIER [--version VERSION] [--wait]",
+      options: {
+        name: { type: "string", value: "NAME", description: "3-63 characters, unique in the organization" },
+        region: { type: "string", value: "REGION", description: "fsn1, nbg1 or hel1" },
+        tier: { type: "string", value: "TIER", description: "micro, small, medium, large or xlarge" },
+        version: { type: "string", value: "VERSION", description: "PostgreSQL major version (default: the newest)" },
+        wait: { type: "boolean", description: "Wait until it is running, showing progress" },
+      },
+      examples: ["dbaas databases create --name orders --region fsn1 --tier micro --wait"],
+      async run(ctx, args) {
+        const version = optional(args, "version") as Schemas["CreatedDatabase"]["version"] | undefined;
+        const created = await ctx.client.databases.create({
+          name: need(args, "name"),
+          region: need(args, "region") as ListItem["region"],
+          tier: need(args, "tier") as ListItem["tier"],
+          ...(version && { version: version as "17" }),
+        });
+        const status = args.values.wait ? (await waitFor(ctx, created.id, "running")).status : created.status;
+        print(ctx, { ...created, status });
+        say(ctx, "\nThe password is shown this once: keep it (or 'dbaas databases reset-password' later).");
+      },
+    },
+    get: {
+      summary: "Show a database (its connection string's password masked)",
+      usage: "<database-id>",
+      args: ["database-id"],
+      examples: ["dbaas databases get db-abc123", "dbaas databases get db-abc123 -o json"],
+      async run(ctx, args) {
+        print(ctx, await ctx.client.databases.get(id(args)));
+      },
+    },
+    rename: {
+      summary: "Rename a database",
+      usage: "<database-id> <new-name>",
+      args: ["database-id", "new-name"],
+      examples: ["dbaas databases rename db-abc123 orders-eu"],
+      async run(ctx, args) {
+        print(ctx, await ctx.client.databases.update(id(args), { name: args.positionals[1]! }));
+      },
+    },
+    start: lifecycle("start", "running", "Start a stopped database"),
+    stop: lifecycle("stop", "stopped", "Stop a running database (compute billing stops)"),
+    restart: lifecycle("restart", "running", "Restart a running database"),
+    resize: {
+      summary: "Move a database to another tier",
+      usage: "<database-id> --tier TIER [--wait]",
+      args: ["database-id"],
+      options: { tier: { type: "string", value: "TIER", description: "The new tier" }, wait: WAIT },
+      examples: ["dbaas databases resize db-abc123 --tier small --wait"],
+      async run(ctx, args) {
+        const res = await ctx.client.databases.resize(id(args), { tier: need(args, "tier") as ListItem["tier"] });
+        if (args.values.wait) print(ctx, await waitFor(ctx, res.id, "running"));
+        else print(ctx, res);
+      },
+    },
+    "reset-password": {
+      summary: "Replace the password (shown this once); the old one stops working at once",
+      usage: "<database-id>",
+      args: ["database-id"],
+      examples: [
+        "dbaas databases reset-password db-abc123",
+        "PGPASSWORD=$(dbaas databases reset-password db-abc123 -o json | jq -r .password)",
+      ],
+      async run(ctx, args) {
+        print(ctx, await ctx.client.databases.resetPassword(id(args)));
+      },
+    },
+    delete: {
+      summary: "Delete a database (its data is retained 7 days)",
+      usage: "<database-id>",
+      args: ["database-id"],
+      examples: ["dbaas databases delete db-abc123"],
+      async run(ctx, args) {
+        await ctx.client.databases.delete(id(args));
+        if (ctx.output === "json") print(ctx, { id: id(args), deleted: true });
+        else say(ctx, `Deleted ${id(args)}.`);
+      },
+    },
+    operations: {
+      summary: "List the operations run on a database",
+      usage: "<database-id>",
+      args: ["database-id"],
+      examples: ["dbaas databases operations db-abc123"],
+      async run(ctx, args) {
+        const ops = await ctx.client.databases.listOperations(id(args)).all();
+        print(ctx, ops, [
+          ["id", (o) => o.id],
+          ["type", (o) => o.type],
+          ["status", (o) => o.status],
+          ["started", (o) => o.started_at],
+          ["finished", (o) => o.finished_at],
+        ]);
+      },
+    },
+    "ca-certificate": {
+      summary: "Print the CA certificate (PEM) for sslmode=verify-full",
+      usage: "<database-id>",
+      args: ["database-id"],
+      examples: ["dbaas databases ca-certificate db-abc123 > ca.pem"],
+      async run(ctx, args) {
+        ctx.stdout.write(await ctx.client.databases.getCaCertificate(id(args)));
+      },
+    },
+    psql: {
+      summary: "Run psql connected to a database",
+      usage: "<database-id> [--password PASSWORD] [--hostaddr ADDRESS] [-- <psql options>]",
+      args: ["database-id"],
+      rest: true,
+      options: {
+        password: {
+          type: "string",
+          value: "PASSWORD",
+          description: "The database password (else $PGPASSWORD, else psql asks): the API shows it only at create and reset-password",
+        },
+        hostaddr: {
+          type: "string",
+          value: "ADDRESS",
+          description: "Connect to this address (default: 127.0.0.1 when a *.localhost host does not resolve)",
+        },
+      },
+      examples: ["dbaas databases psql db-abc123", "PGPASSWORD=… dbaas databases psql db-abc123 -- -c 'SELECT 1'"],
+      async run(ctx, args) {
+        const db = await ctx.client.databases.get(id(args));
+        await psql(ctx, db, {
+          password: optional(args, "password"),
+          hostaddr: optional(args, "hostaddr"),
+          extra: args.positionals.slice(1),
+        });
+      },
+    },
+  },
+};

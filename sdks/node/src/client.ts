@@ -1,0 +1,58 @@
+import { ApiKeys, Auth, Organization } from "./resources/account.ts";
+import { Billing, Catalogue } from "./resources/billing.ts";
+import { Backups, Databases } from "./resources/databases.ts";
+import { type ClientOptions, type RequestOptions, type ResponseInfo, Transport } from "./transport.ts";
+import type { Schemas } from "./types.ts";
+
+/**
+ * The managed PostgreSQL API. Every method returns a promise of the answer's
+ * `data` (envelope unwrapped) and throws `DbaasError` for an error answer,
+ * `DbaasConnectionError` when the API cannot be reached.
+ *
+ * ```ts
+ * const client = new DbaasClient({ token: process.env.DBAAS_TOKEN });
+ * for await (const db of client.databases.list()) console.log(db.id, db.status);
+ * ```
+ */
+export class DbaasClient {
+  readonly #transport: Transport;
+  readonly auth: Auth;
+  readonly databases: Databases;
+  readonly backups: Backups;
+  readonly catalogue: Catalogue;
+  readonly organization: Organization;
+  readonly apiKeys: ApiKeys;
+  readonly billing: Billing;
+
+  constructor(opts: ClientOptions = {}) {
+    const t = new Transport(opts);
+    this.#transport = t;
+    this.auth = new Auth(t);
+    this.databases = new Databases(t);
+    this.backups = new Backups(t);
+    this.catalogue = new Catalogue(t);
+    this.organization = new Organization(t);
+    this.apiKeys = new ApiKeys(t);
+    this.billing = new Billing(t);
+  }
+
+  /** The API address requests go to. */
+  get baseUrl(): string {
+    return this.#transport.baseUrl;
+  }
+
+  /** Status, request id, rate limit (X-RateLimit-*) and replay flag of the last response received, error or not. */
+  get lastResponse(): ResponseInfo | undefined {
+    return this.#transport.lastResponse;
+  }
+
+  /** Uses `token` (a login token or an API key) from the next request on. */
+  setToken(token: string | undefined): void {
+    this.#transport.token = token;
+  }
+
+  /** This API's OpenAPI 3.1 description. */
+  async getOpenApiDocument(opts?: RequestOptions): Promise<Schemas["OpenApiDocument"]> {
+    return (await this.#transport.request("GET", "/v1/openapi.json", opts)).json;
+  }
+}

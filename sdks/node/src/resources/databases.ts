@@ -1,0 +1,131 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { DbaasError, DbaasWaitError } from "../errors.ts";
+import type { PageIterator } from "../pages.ts";
+import type { RequestOptions } from "../transport.ts";
+import type { Body, DatabaseStatus, ListData, Query, Schemas } from "../types.ts";
+import { Resource, seg } from "./base.ts";
+
+export interface WaitOptions {
+  /** Give up after this long; default 5 minutes. */
+  timeoutMs?: number;
+  /** Between two reads of the database; default 1 s (every read counts against the rate limit). */
+  intervalMs?: number;
+  /** Called with each status seen that differs from the previous one (progress output). */
+  onStatus?: (status: DatabaseStatus) => void;
+  signal?: AbortSignal;
+}
+
+/** Databases and their lifecycle: `client.databases`. */
+export class Databases extends Resource {
+  /** Creates a database; the answer carries its password, shown this once. Status starts at `provisioning`. */
+  create(body: Body<"createDatabase">, opts?: RequestOptions): Promise<Schemas["CreatedDatabase"]> {
+    return this.data("POST", "/v1/databases", body, opts);
+  }
+
+  /** The organization's databases: `await` for a page, `for await` for all of them. */
+  list(query?: Query<"listDatabases">, opts?: RequestOptions): PageIterator<Schemas["DatabaseListItem"]> {
+    return this.paged("/v1/databases", "databases", query, opts);
+  }
+
+  /** A database (its connection string's password masked). */
+  get(id: string, opts?: RequestOptions): Promise<Schemas["Database"]> {
+    return this.data("GET", `/v1/databases/${seg(id)}`, undefined, opts);
+  }
+
+  /** Renames a database. */
+  update(id: string, body: Body<"updateDatabase">, opts?: RequestOptions): Promise<Schemas["Database"]> {
+    return this.data("PATCH", `/v1/databases/${seg(id)}`, body, opts);
+  }
+
+  /** Deletes a database (its data is retained 7 days). */
+  delete(id: string, opts?: RequestOptions): Promise<void> {
+    return this.none("DELETE", `/v1/databases/${seg(id)}`, opts);
+  }
+
+  start(id: string, opts?: RequestOptions): Promise<Schemas["DatabaseStatus"]> {
+    return this.data("POST", `/v1/databases/${seg(id)}/start`, undefined, opts);
+  }
+
+  stop(id: string, opts?: RequestOptions): Promise<Schemas["DatabaseStatus"]> {
+    return this.data("POST", `/v1/databases/${seg(id)}/stop`, undefined, opts);
+  }
+
+  restart(id: string, opts?: RequestOptions): Promise<Schemas["DatabaseStatus"]> {
+    return this.data("POST", `/v1/databases/${seg(id)}/restart`, undefined, opts);
+  }
+
+  /** Moves a database to another tier. */
+  resize(id: string, body: Body<"resizeDatabase">, opts?: RequestOptions): Promise<Schemas["ResizedDatabase"]> {
+    return this.data("POST", `/v1/databases/${seg(id)}/resize`, body, opts);
+  }
+
+  /** Replaces the password; the old one stops working at once. */
+  resetPassword(id: string, opts?: RequestOptions): Promise<Schemas["Credentials"]> {
+    return this.data("POST", `/v1/databases/${seg(id)}/reset-password`, undefined, opts);
+  }
+
+  /** The operations run on a database, newest first. */
+  listOperations(id: string, query?: Query<"listOperations">, opts?: RequestOptions): PageIterator<Schemas["Operation"]> {
+    return this.paged(`/v1/databases/${seg(id)}/operations`, "operations", query, opts);
+  }
+
+  /** Metrics over [start, end] at `step` seconds. */
+  getMetrics(id: string, query?: Query<"getMetrics">, opts?: RequestOptions): Promise<Schemas["Metrics"]> {
+    return this.data("GET", `/v1/databases/${seg(id)}/metrics`, undefined, opts, query);
+  }
+
+  /** The CA certificate (PEM) that signs the database's server certificate, for `sslmode=verify-full`. */
+  async getCaCertificate(id: string, opts?: RequestOptions): Promise<string> {
+    return new TextDecoder().decode(await this.bytes(`/v1/databases/${seg(id)}/ca-certificate`, opts));
+  }
+
+  /**
+   * Polls the database until its status is `status`. Throws `DbaasWaitError`
+   * on timeout, when it becomes `failed` (unless that is what is awaited) or
+   * when it is gone (404).
+   */
+  async waitForStatus(id: string, status: DatabaseStatus, opts: WaitOptions = {}): Promise<Schemas["Database"]> {
+    const deadline = Date.now() + (opts.timeoutMs ?? 300_000);
+    let last: DatabaseStatus | undefined;
+    for (;;) {
+      let db: Schemas["Database"];
+      try {
+        db = await this.get(id, { ...(opts.signal && { signal: opts.signal }) });
+      } catch (err) {
+        if (err instanceof DbaasError && err.status === 404) throw new DbaasWaitError(`${id} no longer exists`, last);
+        throw err;
+      }
+      if (db.status !== last) opts.onStatus?.(db.status);
+      last = db.status;
+      if (db.status === status) return db;
+      if (db.status === "failed") {
+        throw new DbaasWaitError(`${id} failed${db.status_reason ? `: ${db.status_reason}` : ""} (waiting for ${status})`, last);
+      }
+      const left = deadline - Date.now();
+      if (left <= 0) throw new DbaasWaitError(`${id} is still ${last} (waited for ${status})`, last);
+      await sleep(Math.min(opts.intervalMs ?? 1000, left), undefined, { signal: opts.signal });
+    }
+  }
+}
+
+/** Base backups and point-in-time restore: `client.backups`. */
+export class Backups extends Resource {
+  /** A database's base backups, newest first; each page also carries the restore window and WAL archiving state. */
+  list(
+    databaseId: string,
+    query?: Query<"listBackups">,
+    opts?: RequestOptions,
+  ): PageIterator<Schemas["Backup"], Omit<ListData<"listBackups">, "backups">> {
+    return this.paged(`/v1/databases/${seg(databaseId)}/backups`, "backups", query, opts);
+  }
+
+  /** Takes a base backup now (status `running`); one at a time, of a running database. */
+  create(databaseId: string, opts?: RequestOptions): Promise<Schemas["Backup"]> {
+    return this.data("POST", `/v1/databases/${seg(databaseId)}/backups`, undefined, opts);
+  }
+
+  /** Restores to a point in time as a NEW database (its own id and password, shown this once). */
+  restore(databaseId: string, body: Body<"restoreDatabase">, opts?: RequestOptions): Promise<Schemas["RestoredDatabase"]> {
+    return this.data("POST", `/v1/databases/${seg(databaseId)}/restore`, body, opts);
+  }
+}

@@ -1,0 +1,65 @@
+"""``OPERATIONS``: each operationId of the API's OpenAPI document and the ``Client`` method that performs it.
+
+The cross-language contract test (test/sdks/contract.test.ts) compares these keys with the
+document the gateway serves, so an operation without a method fails it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .client import Client
+
+OPERATIONS: dict[str, Callable[..., Any]] = {
+    # auth, invitations, the document itself
+    "signup": Client.signup,
+    "token": Client.login,
+    "acceptInvitation": Client.accept_invitation,
+    "openApi": Client.get_openapi,
+    # databases
+    "createDatabase": Client.create_database,
+    "listDatabases": Client.list_databases,
+    "getDatabase": Client.get_database,
+    "updateDatabase": Client.update_database,
+    "deleteDatabase": Client.delete_database,
+    "startDatabase": Client.start_database,
+    "stopDatabase": Client.stop_database,
+    "restartDatabase": Client.restart_database,
+    "resizeDatabase": Client.resize_database,
+    "resetPassword": Client.reset_password,
+    "listOperations": Client.list_operations,
+    "listBackups": Client.list_backups,
+    "createBackup": Client.create_backup,
+    "restoreDatabase": Client.restore_database,
+    "getMetrics": Client.get_metrics,
+    "getCaCertificate": Client.get_ca_certificate,
+    "listRegions": Client.list_regions,
+    "listTiers": Client.list_tiers,
+    "listVersions": Client.list_versions,
+    # billing
+    "getUsage": Client.get_usage,
+    "listPaymentMethods": Client.list_payment_methods,
+    "addPaymentMethod": Client.add_payment_method,
+    "updatePaymentMethod": Client.update_payment_method,
+    "deletePaymentMethod": Client.delete_payment_method,
+    "listInvoices": Client.list_invoices,
+    "getInvoicePdf": Client.get_invoice_pdf,
+    "createAlert": Client.create_alert,
+    "listAlerts": Client.list_alerts,
+    "deleteAlert": Client.delete_alert,
+    # organization, members, invitations, API keys
+    "getOrganization": Client.get_organization,
+    "updateOrganization": Client.update_organization,
+    "deleteOrganization": Client.delete_organization,
+    "listMembers": Client.list_members,
+    "inviteMember": Client.invite_member,
+    "updateMember": Client.update_member,
+    "removeMember": Client.remove_member,
+    "listInvitations": Client.list_invitations,
+    "cancelInvitation": Client.cancel_invitation,
+    "transferOwnership": Client.transfer_ownership,
+    "listApiKeys": Client.list_api_keys,
+    "createApiKey": Client.create_api_key,
+    "revokeApiKey": Client.revoke_api_key,
+}

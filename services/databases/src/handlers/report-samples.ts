@@ -1,0 +1,24 @@
+import { notFound, withTransaction } from "@dbaas/kit";
+import type { ReportSamplesRequest } from "@dbaas/proto/agent";
+import type { AppContext } from "../context.ts";
+import { touchAgent } from "../db/agents.ts";
+import { insertUsageEvents } from "../db/outbox.ts";
+import { insertSamples } from "../db/samples.ts";
+
+/**
+ * An agent's measurements of its instances. Only samples of databases placed
+ * on that agent are kept; a resent sample (same database and sample id) is
+ * ignored. The storage and transfer counters of the new ones are queued for
+ * billing in the same transaction, so billing gets each sample exactly when
+ * the metrics have it.
+ */
+export function reportSamples(ctx: AppContext) {
+  return async (req: ReportSamplesRequest) => {
+    if (!(await touchAgent(ctx.pool, req.agentId, ctx.clock.now()))) throw notFound("agent (register first)");
+    await withTransaction(ctx.pool, async (db) => {
+      const fresh = await insertSamples(db, req.agentId, req.samples);
+      await insertUsageEvents(db, fresh);
+    });
+    return {};
+  };
+}

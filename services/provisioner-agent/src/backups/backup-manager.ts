@@ -1,0 +1,398 @@
+import { rm } from "node:fs/promises";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { type Clock, type Logger, tracedWork } from "@dbaas/kit";
+import {
+  type BackupObservation,
+  BackupObservationSchema,
+  BackupState,
+  type DatabaseBackups,
+  DatabaseBackupsSchema,
+  DesiredState,
+  type InstanceSpec,
+} from "@dbaas/proto/agent";
+import { withAgentClient } from "../instances/agent-socket.ts";
+import type { RunAsIdentity } from "../instances/run-as.ts";
+import type { InstanceRuntime } from "../runtime.ts";
+import { createArchiver } from "./archiver.ts";
+import { BACKUP_ATTEMPTS, createAttemptLog } from "./attempts.ts";
+import { clearBackupLeftovers, stagingDirOf, takeBaseBackup } from "./base-backup.ts";
+import type { BlobStore } from "./blob-store.ts";
+import { type BackupRecord, basePrefix, databasePrefix } from "./layout.ts";
+import { planRetention, prune } from "./retention.ts";
+import { createWindowKeeper } from "./window.ts";
+
+export interface BackupSettings {
+  /** Per database; over it archiving pauses (the server keeps its WAL) and archive_error says why. */
+  maxSpoolBytes: number;
+  retentionDays: number;
+  pruneIntervalMs: number;
+  /** Base backups at once on this agent. */
+  concurrency: number;
+}
+
+export interface BackupManagerOptions {
+  store: BlobStore;
+  /** Where instances run: a backup starts only on one observed running. */
+  runtime: InstanceRuntime;
+  /** The instances' unix socket directory (local runtime). */
+  socketDir: string;
+  /** AGENT_DATA_DIR: spools, staging, attempt counts and the last known windows live below it. */
+  dataDir: string;
+  spoolRoot: string;
+  runAs: RunAsIdentity;
+  log: Logger;
+  clock: Clock;
+  settings: BackupSettings;
+  /** Something worth reporting happened (backup news, or a periodic tick): send {@link BackupManager.snapshot}. */
+  notify: () => void;
+  /** Sampling, window and backup scheduling period. Default 5 s. */
+  tickMs?: number;
+  /** WAL spool scan period. Default 1 s. */
+  archiveIntervalMs?: number;
+  /** A failed backup is tried again after this times its attempts so far. Default 10 s. */
+  retryDelayMs?: number;
+}
+
+/** How long a finished base backup waits for its WAL to be stored before the attempt fails. */
+const WAL_WAIT_MS = 5 * 60_000;
+
+const toTimestamp = (d: Date | string) => timestampFromDate(typeof d === "string" ? new Date(d) : d);
+
+/**
+ * Everything backup on one agent: WAL archiving (archiver.ts), the base
+ * backups the databases service asks for (base-backup.ts), each database's
+ * restore window (window.ts), retention (retention.ts) and purges, and what
+ * the agent reports about them. Driven by the desired state, as the
+ * reconciler is; all it must remember across a crash is in the store plus
+ * small files under AGENT_DATA_DIR (attempt counts, last known windows).
+ */
+export function createBackupManager(opts: BackupManagerOptions) {
+  const { store, log, clock, settings } = opts;
+  const tickMs = opts.tickMs ?? 5000;
+  const retryDelayMs = opts.retryDelayMs ?? 10_000;
+  const stagingRoot = path.join(opts.dataDir, "backup-staging");
+  const attempts = createAttemptLog(path.join(opts.dataDir, "backups", "attempts"));
+  const windows = createWindowKeeper({
+    socketDir: opts.socketDir,
+    now: () => clock.now().getTime(),
+    retentionDays: settings.retentionDays,
+    file: path.join(opts.dataDir, "backups", "latest-restore-times.json"),
+  });
+  let specs = new Map<string, InstanceSpec>();
+  const records = new Map<string, BackupRecord[]>();
+  /** Observations of the backups each spec lists; repeated in every report until the spec drops them. */
+  const current = new Map<string, Map<string, BackupObservation>>();
+  /** PRUNED observations not yet delivered. */
+  const pruned = new Map<string, BackupObservation[]>();
+  const running = new Map<string, { backupId: string; abort: AbortController; done: Promise<void> }>();
+  /** When a database's failed backup may be tried again (a restart or a short outage should not use up its attempts). */
+  const retryAt = new Map<string, number>();
+  const purging = new Set<string>();
+  /** Databases whose backups are being settled right now (setDesired and the tick both do it). */
+  const scheduling = new Set<string>();
+  const stop = new AbortController();
+  let loops: Promise<unknown> | undefined;
+
+  /** Attempts ended since the agent started: completed, or failed (each failed attempt; the third fails the backup). */
+  const outcomes = { completed: 0, failed: 0 };
+  const archiver = createArchiver({
+    spoolRoot: opts.spoolRoot,
+    store,
+    log,
+    maxSpoolBytes: settings.maxSpoolBytes,
+    intervalMs: opts.archiveIntervalMs,
+    wake: (id) => {
+      // A reload wakes the server's archiver, which otherwise retries a failed file only after a minute.
+      const spec = specs.get(id);
+      if (spec?.desiredState === DesiredState.RUNNING)
+        void withAgentClient(opts.socketDir, spec.port, (c) => c.query("SELECT pg_reload_conf()")).catch(() => {});
+    },
+  });
+
+  const observe = (id: string, obs: BackupObservation) => {
+    const m = current.get(id) ?? new Map<string, BackupObservation>();
+    current.set(id, m);
+    m.set(obs.backupId, obs);
+    opts.notify();
+  };
+
+  async function loadRecords(id: string): Promise<BackupRecord[]> {
+    const have = records.get(id);
+    if (have) return have;
+    const list: BackupRecord[] = [];
+    for (const { key } of await store.list(basePrefix(id))) {
+      if (!key.endsWith("/backup.json")) continue;
+      const chunks: Buffer[] = [];
+      for await (const c of await store.get(key)) chunks.push(c as Buffer);
+      list.push(JSON.parse(Buffer.concat(chunks).toString("utf8")) as BackupRecord);
+    }
+    records.set(id, list);
+    return list;
+  }
+
+  const completedObs = (r: BackupRecord) =>
+    create(BackupObservationSchema, {
+      backupId: r.backupId,
+      state: BackupState.COMPLETED,
+      startedAt: toTimestamp(r.startedAt),
+      completedAt: toTimestamp(r.stoppedAt),
+      sizeBytes: BigInt(r.sizeBytes),
+    });
+
+  async function waitForWal(id: string, from: number, to: number, signal: AbortSignal): Promise<void> {
+    const deadline = Date.now() + WAL_WAIT_MS;
+    for (;;) {
+      const stored = await archiver.stored(id);
+      let n = from;
+      while (n <= to && stored.has(n)) n++;
+      if (n > to) return;
+      if (Date.now() > deadline) {
+        const why = archiver.status(id).archiveError;
+        throw new Error(`the WAL this backup needs was not stored within ${WAL_WAIT_MS / 60_000} min${why ? `: ${why}` : ""}`);
+      }
+      await sleep(250, undefined, { signal });
+    }
+  }
+
+  function startBackup(spec: InstanceSpec, backupId: string): void {
+    const id = spec.databaseId;
+    const abort = new AbortController();
+    const signal = AbortSignal.any([abort.signal, stop.signal]);
+    const done = (async () => {
+      const obs = await opts.runtime.observe(id);
+      if (obs.state !== "running" || obs.message) return;
+      const attempt = await attempts.begin(id, backupId);
+      const startedAt = clock.now();
+      observe(id, create(BackupObservationSchema, { backupId, state: BackupState.RUNNING, startedAt: toTimestamp(startedAt) }));
+      log.info("base backup started", { database_id: id, backup_id: backupId, attempt: attempt.attempts });
+      // Joins the trace of the request that asked for the backup (none for a scheduled one).
+      const work = tracedWork("backup", spec.traceContext, { "dbaas.database_id": id, "dbaas.backup_id": backupId });
+      try {
+        const rec = await work.step("base backup", () =>
+          takeBaseBackup({
+            store,
+            databaseId: id,
+            backupId,
+            version: spec.version,
+            socketDir: opts.socketDir,
+            port: spec.port,
+            stagingRoot,
+            runAs: opts.runAs,
+            waitForWal: (from, to, s) => waitForWal(id, from, to, s),
+            now: () => clock.now(),
+            signal,
+          }),
+        );
+        const recs = await loadRecords(id);
+        recs.push(rec);
+        await attempts.clear(id);
+        // The report that says "completed" carries the window the backup opens.
+        windows.update(id, recs, await archiver.stored(id));
+        observe(id, completedObs(rec));
+        log.info("base backup completed", { database_id: id, backup_id: backupId, size_bytes: rec.sizeBytes, stop_lsn: rec.stopLsn });
+        outcomes.completed++;
+        work.end();
+      } catch (e) {
+        work.end(e);
+        if (signal.aborted) {
+          await attempts.uncount(id, backupId);
+          return;
+        }
+        const reason = (e as Error).message;
+        await attempts.failed(id, backupId, reason);
+        log.warn("base backup failed", { database_id: id, backup_id: backupId, attempt: attempt.attempts, error: reason });
+        outcomes.failed++;
+        if (attempt.attempts >= BACKUP_ATTEMPTS) await giveUp(id, backupId, reason);
+        else retryAt.set(id, Date.now() + retryDelayMs * attempt.attempts);
+      }
+    })()
+      .catch((e) => log.warn("base backup step failed", { database_id: id, backup_id: backupId, error: e }))
+      .finally(() => running.delete(id));
+    running.set(id, { backupId, abort, done });
+  }
+
+  async function giveUp(id: string, backupId: string, reason: string): Promise<void> {
+    observe(id, create(BackupObservationSchema, { backupId, state: BackupState.FAILED, message: reason }));
+    // No record was written, so nothing lists it; its files are of no use.
+    await store.deletePrefix(`${id}/base/${backupId}/`).catch(() => {});
+  }
+
+  /** Settles the backups a running database's spec lists: known outcome, or the next one to take. */
+  async function scheduleBackups(spec: InstanceSpec): Promise<void> {
+    const id = spec.databaseId;
+    if (spec.desiredState !== DesiredState.RUNNING || running.has(id) || purging.has(id) || scheduling.has(id)) return;
+    scheduling.add(id);
+    try {
+      await settleBackups(spec);
+    } finally {
+      scheduling.delete(id);
+    }
+  }
+
+  async function settleBackups(spec: InstanceSpec): Promise<void> {
+    const id = spec.databaseId;
+    for (const backupId of spec.backupIds) {
+      const known = current.get(id)?.get(backupId);
+      if (known && known.state !== BackupState.RUNNING) continue;
+      const recs = await loadRecords(id);
+      const rec = recs.find((r) => r.backupId === backupId);
+      if (rec) {
+        if (!known) observe(id, completedObs(rec));
+        continue;
+      }
+      const a = await attempts.read(id, backupId);
+      if (a.attempts >= BACKUP_ATTEMPTS) {
+        await giveUp(id, backupId, a.lastError);
+        continue;
+      }
+      if (running.size >= settings.concurrency || stop.signal.aborted || Date.now() < (retryAt.get(id) ?? 0)) return;
+      startBackup(spec, backupId);
+      return;
+    }
+  }
+
+  async function tick(): Promise<void> {
+    for (const spec of specs.values()) {
+      const id = spec.databaseId;
+      if (spec.desiredState === DesiredState.PURGED || purging.has(id)) continue;
+      try {
+        if (spec.desiredState === DesiredState.RUNNING) await windows.sample(id, spec.port);
+        windows.update(id, await loadRecords(id), await archiver.stored(id));
+        await scheduleBackups(spec);
+      } catch (e) {
+        log.warn("backup bookkeeping failed", { database_id: id, error: e });
+      }
+    }
+    await windows.save().catch((e) => log.warn("could not save restore windows", { error: e }));
+    opts.notify();
+  }
+
+  async function pruneAll(): Promise<void> {
+    for (const spec of specs.values()) {
+      const id = spec.databaseId;
+      if (spec.desiredState === DesiredState.PURGED || purging.has(id)) continue;
+      try {
+        const backups = await loadRecords(id);
+        const plan = planRetention(backups, clock.now(), settings.retentionDays);
+        const removed = await prune(store, id, plan);
+        records.set(id, plan.keep);
+        if (plan.walBefore !== undefined) archiver.forgetBelow(id, plan.walBefore);
+        if (removed.length === 0) continue;
+        const list = pruned.get(id) ?? [];
+        for (const backupId of removed) list.push(create(BackupObservationSchema, { backupId, state: BackupState.PRUNED }));
+        pruned.set(id, list);
+        log.info("backups pruned by retention", { database_id: id, backup_ids: removed });
+        opts.notify();
+      } catch (e) {
+        log.warn("retention failed", { database_id: id, error: e });
+      }
+    }
+  }
+
+  const every = async (ms: number, fn: () => Promise<void>) => {
+    while (!stop.signal.aborted) {
+      await fn();
+      await sleep(ms, undefined, { signal: stop.signal }).catch(() => {});
+    }
+  };
+
+  /**
+   * Takes no more backups: the loops end, a backup in flight is abandoned
+   * (its walsender ended, its attempt not counted). WAL keeps being
+   * uploaded until {@link stop}, so instances stopped after this leave
+   * nothing behind in their spools.
+   */
+  async function quiesce(): Promise<void> {
+    if (!stop.signal.aborted) {
+      stop.abort();
+      for (const id of running.keys()) {
+        const spec = specs.get(id);
+        if (spec) await clearBackupLeftovers({ socketDir: opts.socketDir, port: spec.port, stagingRoot, databaseId: id }).catch(() => {});
+      }
+    }
+    await Promise.all([...running.values()].map((r) => r.done));
+    await loops;
+  }
+
+  return {
+    async start(): Promise<void> {
+      // A kill -9 mid-backup leaves staging files; their attempt was counted when it began.
+      await rm(stagingRoot, { recursive: true, force: true });
+      await attempts.sweep();
+      await windows.load();
+      archiver.start();
+      loops = Promise.all([every(tickMs, tick), every(settings.pruneIntervalMs, pruneAll)]);
+    },
+    /** The desired state, as the reconciler gets it: backups are taken for databases desired running only. */
+    setDesired(next: readonly InstanceSpec[]): void {
+      specs = new Map(next.map((s) => [s.databaseId, s]));
+      for (const [id, m] of current) {
+        const wanted = new Set(specs.get(id)?.backupIds ?? []);
+        for (const backupId of m.keys()) if (!wanted.has(backupId)) m.delete(backupId);
+      }
+      for (const spec of specs.values()) void scheduleBackups(spec).catch(() => {});
+    },
+    /** One DatabaseBackups per database in the desired state (purged ones aside). */
+    /** Base backup attempts this process saw end, by how they ended (for `base_backups_total`). */
+    outcomes(): Readonly<{ completed: number; failed: number }> {
+      return outcomes;
+    },
+    snapshot(): DatabaseBackups[] {
+      const out: DatabaseBackups[] = [];
+      for (const spec of specs.values()) {
+        const id = spec.databaseId;
+        if (spec.desiredState === DesiredState.PURGED) continue;
+        const w = windows.window(id);
+        const st = archiver.status(id);
+        out.push(
+          create(DatabaseBackupsSchema, {
+            databaseId: id,
+            backups: [...(current.get(id)?.values() ?? []), ...(pruned.get(id) ?? [])],
+            ...(w ? { earliestRestoreTime: toTimestamp(w.earliest), latestRestoreTime: toTimestamp(w.latest) } : {}),
+            archiveError: st.archiveError || windows.serverArchiveError(id),
+            spoolBytes: BigInt(st.spoolBytes),
+          }),
+        );
+      }
+      return out;
+    },
+    /** A snapshot reached the databases service: its PRUNED news need not be repeated. */
+    delivered(sent: readonly DatabaseBackups[]): void {
+      for (const d of sent) {
+        const delivered = new Set(d.backups.filter((b) => b.state === BackupState.PRUNED));
+        const left = (pruned.get(d.databaseId) ?? []).filter((b) => !delivered.has(b));
+        if (left.length) pruned.set(d.databaseId, left);
+        else pruned.delete(d.databaseId);
+      }
+    },
+    /** Removes a purged database's backups: its spool, then everything under its prefix in the store. */
+    async purge(id: string): Promise<void> {
+      purging.add(id);
+      try {
+        const r = running.get(id);
+        r?.abort.abort();
+        await r?.done;
+        await archiver.purge(id);
+        await store.deletePrefix(databasePrefix(id));
+        await rm(stagingDirOf(stagingRoot, id), { recursive: true, force: true });
+        await attempts.clear(id);
+        for (const m of [records, current, pruned, retryAt]) m.delete(id);
+        windows.forget(id);
+      } finally {
+        purging.delete(id);
+      }
+    },
+    quiesce,
+    /** {@link quiesce}, then a last bounded upload pass over every spool. */
+    async stop(): Promise<void> {
+      await quiesce();
+      await archiver.stop();
+      await windows.save(true).catch(() => {});
+    },
+  };
+}
+
+export type BackupManager = ReturnType<typeof createBackupManager>;

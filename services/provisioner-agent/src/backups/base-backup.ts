@@ -1,0 +1,147 @@
+import { createReadStream } from "node:fs";
+import { chown, mkdir, rm, stat } from "node:fs/promises";
+import path from "node:path";
+import { pipeline, Transform } from "node:stream";
+import { constants, createGzip } from "node:zlib";
+import pg from "pg";
+import { AGENT_SUPERUSER, withAgentClient } from "../instances/agent-socket.ts";
+import type { RunAsIdentity } from "../instances/run-as.ts";
+import type { BlobStore } from "./blob-store.ts";
+import { type BackupRecord, baseTarKey, manifestKey, recordKey } from "./layout.ts";
+import { lastSegmentNeeded, parseLsn, segnoOfLsn } from "./wal.ts";
+
+/** application_name of the replication connection: how a later attempt finds (and ends) one a crash left behind. */
+const BACKUP_APP = "dbaas-backup";
+const BACKUP_ID_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
+
+export interface BaseBackupOptions {
+  store: BlobStore;
+  databaseId: string;
+  backupId: string;
+  /** PostgreSQL major of the instance (goes into the record; a restore needs the same). */
+  version: string;
+  /** Where the instance's unix socket is, and its port. */
+  socketDir: string;
+  port: number;
+  /** `<AGENT_DATA_DIR>/backup-staging`: the server writes base.tar and the manifest below it. */
+  stagingRoot: string;
+  runAs: RunAsIdentity;
+  /** Resolves once every WAL segment from `from` to `to` is in the store. */
+  waitForWal: (from: number, to: number, signal: AbortSignal) => Promise<void>;
+  now: () => Date;
+  signal: AbortSignal;
+}
+
+/** The database's staging directory; removing it is how leftovers of any attempt go. */
+export const stagingDirOf = (stagingRoot: string, databaseId: string) => path.join(stagingRoot, databaseId);
+
+/**
+ * Ends what an earlier attempt left running (a walsender still writing a
+ * backup for an agent that was killed) and removes its staging files.
+ */
+export async function clearBackupLeftovers(o: Pick<BaseBackupOptions, "socketDir" | "port" | "stagingRoot" | "databaseId">) {
+  await withAgentClient(o.socketDir, o.port, (c) =>
+    c.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'walsender' AND application_name = $1", [
+      BACKUP_APP,
+    ]),
+  );
+  await rm(stagingDirOf(o.stagingRoot, o.databaseId), { recursive: true, force: true });
+}
+
+interface Position {
+  lsn: string;
+  timeline: number;
+}
+
+/** BASE_BACKUP answers its start and end positions as one-row result sets with columns recptr and tli. */
+function positions(result: unknown): { start: Position; stop: Position } {
+  const sets = (Array.isArray(result) ? result : [result]) as pg.QueryResult[];
+  const found = sets
+    .filter((r) => r.fields?.[0]?.name === "recptr" && r.rows.length === 1)
+    .map((r) => ({ lsn: String(r.rows[0].recptr), timeline: Number(r.rows[0].tli) }));
+  if (found.length < 2) throw new Error("BASE_BACKUP did not report its start and end positions");
+  return { start: found[0]!, stop: found[found.length - 1]! };
+}
+
+/** base.tar through gzip into the store; resolves with the compressed size. */
+async function uploadCompressed(store: BlobStore, key: string, file: string): Promise<number> {
+  let size = 0;
+  const counter = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      size += chunk.length;
+      cb(null, chunk);
+    },
+  });
+  // Speed over ratio: the backup's duration is what a customer waits for.
+  const body = pipeline(createReadStream(file), createGzip({ level: constants.Z_BEST_SPEED }), counter, () => {});
+  await store.put(key, body);
+  return size;
+}
+
+/**
+ * One base backup of a running instance into the store. The server writes
+ * base.tar and backup_manifest into a staging directory (BASE_BACKUP TARGET
+ * 'server', on a replication connection over the unix socket); they are
+ * uploaded, the WAL up to the backup's end is waited for, and only then is
+ * the record written: its presence is what "completed" means, so nothing
+ * half-written is ever listed. Any failure (or a kill) leaves at most
+ * unreferenced files that the next attempt overwrites.
+ */
+export async function takeBaseBackup(o: BaseBackupOptions): Promise<BackupRecord> {
+  if (!BACKUP_ID_RE.test(o.backupId)) throw new Error(`invalid backup id ${JSON.stringify(o.backupId)}`);
+  await clearBackupLeftovers(o);
+  const dbStaging = stagingDirOf(o.stagingRoot, o.databaseId);
+  await mkdir(o.stagingRoot, { recursive: true, mode: 0o711 });
+  await mkdir(dbStaging, { mode: 0o700 });
+  if (o.runAs.switchUser) await chown(dbStaging, o.runAs.uid, o.runAs.gid);
+  // The server creates the target directory itself and refuses one that is not empty.
+  const target = path.join(dbStaging, o.backupId);
+  const client = new pg.Client({
+    host: o.socketDir,
+    port: o.port,
+    user: AGENT_SUPERUSER,
+    database: "postgres",
+    replication: "database",
+    application_name: BACKUP_APP,
+    connectionTimeoutMillis: 5000,
+  } as pg.ClientConfig);
+  client.on("error", () => {});
+  const abort = () => void client.end().catch(() => {});
+  o.signal.addEventListener("abort", abort, { once: true });
+  try {
+    o.signal.throwIfAborted();
+    const startedAt = o.now();
+    await client.connect();
+    const result = await client.query(
+      `BASE_BACKUP (LABEL '${o.backupId}', TARGET 'server', TARGET_DETAIL ${client.escapeLiteral(target)}, ` +
+        "CHECKPOINT 'fast', WAIT true, MANIFEST 'yes')",
+    );
+    const stoppedAt = o.now();
+    await client.end();
+    const { start, stop } = positions(result);
+    o.signal.throwIfAborted();
+    const tarSize = await uploadCompressed(o.store, baseTarKey(o.databaseId, o.backupId), path.join(target, "base.tar"));
+    const manifest = path.join(target, "backup_manifest");
+    await o.store.put(manifestKey(o.databaseId, o.backupId), { path: manifest });
+    const manifestSize = (await stat(manifest)).size;
+    // Restorable only with the WAL from its start to its end.
+    await o.waitForWal(segnoOfLsn(parseLsn(start.lsn)), lastSegmentNeeded(parseLsn(stop.lsn)), o.signal);
+    const record: BackupRecord = {
+      backupId: o.backupId,
+      databaseId: o.databaseId,
+      version: o.version,
+      startLsn: start.lsn,
+      stopLsn: stop.lsn,
+      timeline: stop.timeline,
+      startedAt: startedAt.toISOString(),
+      stoppedAt: stoppedAt.toISOString(),
+      sizeBytes: tarSize + manifestSize,
+    };
+    await o.store.put(recordKey(o.databaseId, o.backupId), Buffer.from(JSON.stringify(record, null, 2)));
+    return record;
+  } finally {
+    o.signal.removeEventListener("abort", abort);
+    await client.end().catch(() => {});
+    await rm(dbStaging, { recursive: true, force: true });
+  }
+}

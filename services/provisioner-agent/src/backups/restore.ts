@@ -1,0 +1,155 @@
+import { createWriteStream } from "node:fs";
+import { mkdir, readFile, rm } from "node:fs/promises";
+import path from "node:path";
+import type { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { createGunzip } from "node:zlib";
+import { writeOwned } from "../instances/files.ts";
+import type { RunAsIdentity } from "../instances/run-as.ts";
+import type { RestoreRequest } from "../runtime.ts";
+import type { BlobStore } from "./blob-store.ts";
+import { type BackupRecord, basePrefix, baseTarKey, walPrefix } from "./layout.ts";
+import { recoverySignalPath, restoreDir, restoreWalDir, writeRecoveryConfig, writeRestoreMarker } from "./recovery-state.ts";
+import { extractTarGz } from "./tar.ts";
+import { lastSegmentNeeded, parseLsn, parseSegmentName, segnoOfLsn } from "./wal.ts";
+
+/**
+ * Point-in-time restore, the fetching half: fills a staging data directory
+ * from a source database's backups in the blob store (base backup + WAL +
+ * recovery settings, see recovery-state.ts). The start that follows replays
+ * and promotes (process-control.ts). The caller renames the staging directory
+ * into place only when this resolves, so an interrupted fetch is redone from
+ * scratch and never listed as an instance.
+ */
+
+/** Concurrent WAL downloads. */
+const WAL_FETCH_CONCURRENCY = 4;
+/** Files a base backup carries that belong to the source's host, not to the restored instance. */
+const HOST_SPECIFIC = ["server.crt", "server.key", "postmaster.pid", "postmaster.opts", "standby.signal", "recovery.signal"];
+
+async function readAll(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const c of stream) chunks.push(c as Buffer);
+  return Buffer.concat(chunks);
+}
+
+/** What a restore replays: a base backup, and the WAL after it up to `lastSegment` (or to the archive's end). */
+export interface RestorePlan {
+  base: BackupRecord;
+  lastSegment?: number;
+}
+
+/**
+ * The newest completed backup of `sourceId` that is consistent at or before
+ * `restoreTime` (its `stoppedAt`), which must hold PostgreSQL `version`.
+ * Only backups with a `backup.json` are completed (layout.ts).
+ *
+ * When a later backup began after the target, WAL past that backup's end is
+ * not fetched: a commit stamped at or before the target is written before a
+ * backup that began after it (short of a backend stalled between stamping
+ * its commit and writing it for the whole backup), and PostgreSQL stops at
+ * the first commit past the target in WAL order anyway. That bounds a
+ * restore to an old target by the daily backups' spacing, not the window.
+ */
+export async function planRestore(store: BlobStore, sourceId: string, restoreTime: Date, version: string): Promise<RestorePlan> {
+  const records: BackupRecord[] = [];
+  for (const { key } of await store.list(basePrefix(sourceId))) {
+    if (!key.endsWith("/backup.json")) continue;
+    const r = JSON.parse((await readAll(await store.get(key))).toString("utf8")) as BackupRecord;
+    if (r.databaseId === sourceId) records.push(r);
+  }
+  const target = restoreTime.getTime();
+  const base = records
+    .filter((r) => Date.parse(r.stoppedAt) <= target)
+    .sort((a, b) => Date.parse(b.stoppedAt) - Date.parse(a.stoppedAt))[0];
+  if (!base) {
+    const oldest = records.map((r) => r.stoppedAt).sort()[0];
+    throw new Error(
+      `no base backup of ${sourceId} before ${restoreTime.toISOString()}` +
+        (oldest ? ` (the oldest is consistent from ${oldest})` : " (it has no completed backup)"),
+    );
+  }
+  if (base.version !== version) {
+    throw new Error(`version mismatch: backup ${base.backupId} of ${sourceId} holds PostgreSQL ${base.version}, not ${version}`);
+  }
+  const next = records.filter((r) => Date.parse(r.startedAt) > target).sort((a, b) => Date.parse(a.startedAt) - Date.parse(b.startedAt))[0];
+  return next ? { base, lastSegment: lastSegmentNeeded(parseLsn(next.stopLsn)) } : { base };
+}
+
+/**
+ * The WAL files replay may ask for: every segment from the backup's start
+ * segment on (on any timeline; up to the plan's last one) and every timeline
+ * history file. `.partial` and `.backup` files are never asked for by name.
+ */
+export function walFilesNeeded(keys: readonly string[], sourceId: string, plan: RestorePlan): string[] {
+  const prefix = walPrefix(sourceId);
+  const first = segnoOfLsn(parseLsn(plan.base.startLsn));
+  const last = plan.lastSegment ?? Number.POSITIVE_INFINITY;
+  const names: string[] = [];
+  for (const key of keys) {
+    if (!key.startsWith(prefix) || !key.endsWith(".gz")) continue;
+    const name = key.slice(prefix.length, -3);
+    const segno = parseSegmentName(name)?.segno;
+    if (/^[0-9A-F]{8}\.history$/.test(name) || (segno !== undefined && segno >= first && segno <= last)) names.push(name);
+  }
+  return names.sort();
+}
+
+async function fetchWal(store: BlobStore, sourceId: string, names: string[], dir: string): Promise<void> {
+  const pending = [...names];
+  const worker = async () => {
+    for (let name = pending.shift(); name !== undefined; name = pending.shift()) {
+      // World-readable: the run-as user's restore_command copies from here.
+      await pipeline(
+        await store.get(`${walPrefix(sourceId)}${name}.gz`),
+        createGunzip(),
+        createWriteStream(path.join(dir, name), { mode: 0o644 }),
+      );
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(WAL_FETCH_CONCURRENCY, pending.length) }, worker));
+}
+
+export interface StageRestoreOptions {
+  store: BlobStore;
+  runAs: RunAsIdentity;
+  /** The staging data directory: exists, empty, owned by the run-as user, mode 0700. */
+  dir: string;
+  /** The PostgreSQL major the new instance is created with. */
+  version: string;
+  request: RestoreRequest;
+  log: (msg: string) => void;
+}
+
+/** Fills `o.dir` with the source's data as of its chosen base backup, the WAL to replay, and the recovery settings. */
+export async function stageRestore(o: StageRestoreOptions): Promise<void> {
+  const { store, dir, runAs, request } = o;
+  const source = request.sourceDatabaseId;
+  // "2025-01-31 12:00:00.123+00": PostgreSQL 16 refuses ISO 8601's "T…Z" form here.
+  const target = request.restoreTime.toISOString().replace("T", " ").replace("Z", "+00");
+  const plan = await planRestore(store, source, request.restoreTime, o.version);
+  const record = plan.base;
+  o.log(`restore from ${source} to ${target}: base backup ${record.backupId} (consistent from ${record.stoppedAt})`);
+
+  const started = Date.now();
+  await extractTarGz(await store.get(baseTarKey(source, record.backupId)), dir, runAs);
+  const major = (await readFile(path.join(dir, "PG_VERSION"), "utf8").catch(() => "?")).trim();
+  if (major !== o.version) throw new Error(`base backup ${record.backupId} of ${source} holds PostgreSQL ${major}, not ${o.version}`);
+  for (const name of HOST_SPECIFIC) await rm(path.join(dir, name), { force: true });
+
+  const names = walFilesNeeded(
+    (await store.list(walPrefix(source))).map((b) => b.key),
+    source,
+    plan,
+  );
+  // Agent-owned (the server cannot alter what it replays), readable by the run-as user.
+  await mkdir(restoreDir(dir), { mode: 0o755 });
+  await mkdir(restoreWalDir(dir), { mode: 0o755 });
+  await fetchWal(store, source, names, restoreWalDir(dir));
+  o.log(`restore from ${source}: base backup and ${names.length} WAL files fetched in ${Date.now() - started} ms`);
+
+  const marker = { sourceDatabaseId: source, backupId: record.backupId, restoreTime: target, replayToEnd: false, walFiles: names.length };
+  await writeRestoreMarker(dir, marker);
+  await writeRecoveryConfig(runAs, dir, marker);
+  await writeOwned(runAs, recoverySignalPath(dir), "");
+}

@@ -1,0 +1,100 @@
+import { lstat, readFile, readlink, rename, symlink, unlink } from "node:fs/promises";
+import net from "node:net";
+import path from "node:path";
+import type { Host } from "./host.ts";
+
+/**
+ * Where an instance's server really listens. Clients use the database's
+ * published port, which the agent's connection proxy serves (src/proxy/);
+ * the server listens on loopback only, on a private port chosen when it
+ * starts (a port free at that moment) and kept while it runs (postmaster.pid
+ * has it). TLS must pass through the proxy untouched and PostgreSQL does not
+ * speak TLS over unix sockets, hence a TCP port rather than a socket.
+ *
+ * PostgreSQL names its unix socket after the port it listens on, and the
+ * agent's own connections (admission, observation, backups, samples) address
+ * an instance by its published port. So the agent keeps
+ * `<socketDir>/.s.PGSQL.<published>` as a symlink to the server's real socket
+ * `.s.PGSQL.<private>` while the server runs: every agent component goes on
+ * connecting with (socketDir, published port), over the socket, not through
+ * the proxy (its traffic is not the customer's).
+ */
+export const PRIVATE_HOST = "127.0.0.1";
+
+const socketName = (port: number) => `.s.PGSQL.${port}`;
+
+/**
+ * The published port as a rendered `dbaas.conf` records it (server-config.ts),
+ * naming the instance: a restored copy carries its source's file until its
+ * own first start rewrites it, and must not be taken for the source.
+ */
+export function publishedPortLine(id: string, port: number): string {
+  return `# published port: ${port} (served by the agent's proxy for ${id})`;
+}
+
+/** The published port of instance `id`, whose `dbaas.conf` is at `confPath`, if the file was rendered for it. */
+export async function publishedPortOf(confPath: string, id: string): Promise<number | undefined> {
+  const m = /^# published port: (\d+) \(served by the agent's proxy for ([^)]+)\)$/m.exec(await readFile(confPath, "utf8").catch(() => ""));
+  return m && m[2] === id ? Number(m[1]) : undefined;
+}
+
+function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, PRIVATE_HOST, () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function exists(p: string): Promise<boolean> {
+  try {
+    await lstat(p);
+    return true;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return false;
+    throw e;
+  }
+}
+
+/**
+ * A private port for a server about to start: free on loopback now, not the
+ * published one, and with no socket (or another instance's symlink) of that
+ * name in the socket directory, which PostgreSQL would replace.
+ */
+export async function choosePrivatePort(host: Host, published: number): Promise<number> {
+  for (let i = 0; i < 20; i++) {
+    const port = await freeLoopbackPort();
+    if (port !== published && !(await exists(path.join(host.socketDir, socketName(port))))) return port;
+  }
+  throw new Error(`no free private port for the instance published on ${published}`);
+}
+
+/** Points `.s.PGSQL.<published>` at the server's socket `.s.PGSQL.<private>` (atomically replacing an older link). */
+export async function linkAgentSocket(host: Host, published: number, privatePort: number): Promise<void> {
+  const link = path.join(host.socketDir, socketName(published));
+  const target = socketName(privatePort);
+  try {
+    const st = await lstat(link);
+    if (!st.isSymbolicLink()) throw new Error(`${link} is another server's socket: port ${published} is taken on this host`);
+    if ((await readlink(link)) === target) return;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+  }
+  const tmp = `${link}.tmp-${process.pid}`;
+  await unlink(tmp).catch(() => {});
+  await symlink(target, tmp);
+  await rename(tmp, link);
+}
+
+/** Removes the agent's link for a stopped server, so a later server on that private port is never reached by this name. */
+export async function unlinkAgentSocket(host: Host, published: number): Promise<void> {
+  const link = path.join(host.socketDir, socketName(published));
+  try {
+    if ((await lstat(link)).isSymbolicLink()) await unlink(link);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+  }
+}

@@ -1,0 +1,141 @@
+import { randomBytes } from "node:crypto";
+import { realpath } from "node:fs/promises";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { Clock, Logger } from "@dbaas/kit";
+import { type InstanceSample, InstanceSampleSchema } from "@dbaas/proto/agent";
+import { withAgentClient } from "../instances/agent-socket.ts";
+import { walSpoolRoot } from "../instances/host.ts";
+import { readPidFile } from "../instances/observe.ts";
+import { directoryBytes, pgStats, processUsage, walArchiveLagSeconds } from "./measure.ts";
+
+/** A database's proxied bytes since `epoch` began (the connection proxy's counters). */
+export interface ByteCounters {
+  epoch: string;
+  bytesIn: bigint;
+  bytesOut: bigint;
+}
+
+export interface SamplerOptions {
+  /** The agent's root: instances under `instances/<id>`, WAL spools under `wal-spool/<id>` (instances/host.ts). */
+  dataDir: string;
+  /** Ids of the instances that exist; only running ones are sampled. */
+  list(): Promise<string[]>;
+  /** The proxy's byte counters of a database; without them (or before the proxy counted it) the bytes are 0 in epoch "". */
+  counters?: (id: string) => ByteCounters | undefined;
+  /** Delivers one batch (ReportSamples); throws when it was not delivered. */
+  send(samples: InstanceSample[]): Promise<void>;
+  clock: Clock;
+  log: Logger;
+  /** Samples kept for delivery through an outage; the oldest go first beyond it. */
+  maxPending?: number;
+  /** Samples per ReportSamples call. */
+  batchSize?: number;
+}
+
+/**
+ * The agent's sampler (DESIGN.md, Metrics; issue 13 "Samples and billing"):
+ * every interval it measures each running instance and reports the samples.
+ * Sample ids are `<process epoch>-<seq>`, unique per database because the
+ * process epoch is new at every agent start. Samples not delivered stay
+ * pending (bounded) and go with the next round, oldest first; the databases
+ * service ignores one it already has, so a resend after a lost answer is
+ * harmless.
+ */
+export function createSampler(o: SamplerOptions) {
+  const processEpoch = `${o.clock.now().getTime().toString(36)}${randomBytes(3).toString("hex")}`;
+  const maxPending = o.maxPending ?? 10_000;
+  const batchSize = o.batchSize ?? 500;
+  let seq = 0;
+  const lastCpu = new Map<string, { at: number; seconds: number }>();
+  let pending: InstanceSample[] = [];
+
+  /** One running instance's sample now, or undefined if it is not running (or stopped while being measured). */
+  async function measure(id: string): Promise<InstanceSample | undefined> {
+    const dir = path.join(o.dataDir, "instances", id);
+    const pf = await readPidFile(dir).catch(() => undefined);
+    if (!pf?.port || !pf.socketDir) return undefined;
+    const real = await realpath(dir).catch(() => undefined);
+    if (!real) return undefined;
+    const usage = await processUsage(pf.pid, real);
+    if (!usage) return undefined;
+    const stats = await withAgentClient(pf.socketDir, pf.port, pgStats, 3000).catch(() => undefined);
+    if (!stats) return undefined;
+    const now = o.clock.now();
+    // CPU is a rate: the first sample after a (re)start has nothing to compare with and reports 0.
+    const prev = lastCpu.get(id);
+    lastCpu.set(id, { at: now.getTime(), seconds: usage.cpuSeconds });
+    const elapsed = prev ? (now.getTime() - prev.at) / 1000 : 0;
+    const cpuPercent = prev && elapsed > 0 && usage.cpuSeconds >= prev.seconds ? ((usage.cpuSeconds - prev.seconds) / elapsed) * 100 : 0;
+    const bytes = o.counters?.(id);
+    return create(InstanceSampleSchema, {
+      databaseId: id,
+      sampleId: `${processEpoch}-${++seq}`,
+      sampledAt: timestampFromDate(now),
+      countersEpoch: bytes?.epoch ?? "",
+      networkBytesIn: bytes?.bytesIn ?? 0n,
+      networkBytesOut: bytes?.bytesOut ?? 0n,
+      storageBytes: BigInt(await directoryBytes(dir)),
+      cpuPercent,
+      memoryBytes: BigInt(usage.memoryBytes),
+      ...stats,
+      walArchiveLagSeconds: await walArchiveLagSeconds(path.join(walSpoolRoot(o.dataDir), id), now),
+      // No replicas yet: every instance is a primary.
+      replicationLagBytes: 0n,
+    });
+  }
+
+  /** Samples of every running instance now. */
+  async function collect(): Promise<InstanceSample[]> {
+    const ids = await o.list();
+    for (const id of lastCpu.keys()) if (!ids.includes(id)) lastCpu.delete(id);
+    const out: InstanceSample[] = [];
+    for (const id of ids) {
+      const s = await measure(id).catch((e: unknown) => {
+        o.log.warn("sampling failed", { database_id: id, error: e });
+        return undefined;
+      });
+      if (s) out.push(s);
+      else lastCpu.delete(id);
+    }
+    return out;
+  }
+
+  /** Sends what is pending, a batch at a time; false when a batch was not delivered (it stays pending). */
+  async function flush(): Promise<boolean> {
+    while (pending.length > 0) {
+      const batch = pending.slice(0, batchSize);
+      try {
+        await o.send(batch);
+      } catch (e) {
+        o.log.warn("sample report failed; kept for the next round", { pending: pending.length, error: e });
+        return false;
+      }
+      pending = pending.slice(batch.length);
+    }
+    return true;
+  }
+
+  /** One round: measure, queue (dropping the oldest beyond the bound), deliver. */
+  async function round(): Promise<boolean> {
+    pending.push(...(await collect()));
+    if (pending.length > maxPending) pending = pending.slice(pending.length - maxPending);
+    return flush();
+  }
+
+  return {
+    collect,
+    round,
+    /** Samples waiting for delivery. */
+    pending: () => pending.length,
+    /** Rounds every `intervalMs` until `signal` aborts. */
+    async run(intervalMs: number, signal: AbortSignal): Promise<void> {
+      while (!signal.aborted) {
+        await round().catch((e: unknown) => o.log.warn("sampling round failed", { error: e }));
+        await sleep(intervalMs, undefined, { signal }).catch(() => {});
+      }
+    },
+  };
+}

@@ -1,0 +1,90 @@
+import { mkdir, rm, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { createLogger } from "@dbaas/kit";
+import { afterEach, describe, expect, it } from "vitest";
+import { createArchiver } from "../../src/backups/archiver.ts";
+import type { BlobStore } from "../../src/backups/blob-store.ts";
+import { createFileStore } from "../../src/backups/file-store.ts";
+import { walKey } from "../../src/backups/layout.ts";
+import { tempDataDir } from "../instances/helpers.ts";
+import { waitFor } from "./support.ts";
+
+// The uploader's bookkeeping under concurrency: every spool gets its turn,
+// and what it knows is stored is not lost to a listing that overlapped an upload.
+
+const SEG = "000000010000000000000001";
+
+describe("the WAL uploader", { timeout: 60_000 }, () => {
+  let root: string | undefined;
+  let stop: (() => Promise<void>) | undefined;
+
+  afterEach(async () => {
+    await stop?.();
+    if (root) await rm(root, { recursive: true, force: true });
+  });
+
+  // It used to start the first idle spools in listing order on every scan, so
+  // with more spools than it drains at once the same ones were drained over
+  // and over and the rest never were.
+  it("drains every spool, not only the first ones listed", async () => {
+    root = await tempDataDir("fair");
+    const spoolRoot = path.join(root, "wal-spool");
+    const store = createFileStore(path.join(root, "store"));
+    const ids = Array.from({ length: 6 }, (_, i) => `db-fair${i}`);
+    for (const id of ids) {
+      await mkdir(path.join(spoolRoot, id), { recursive: true, mode: 0o700 });
+      await writeFile(path.join(spoolRoot, id, SEG), `wal of ${id}`);
+    }
+    const archiver = createArchiver({ spoolRoot, store, log: createLogger("archiver-test"), maxSpoolBytes: 1024 ** 3, intervalMs: 20 });
+    archiver.start();
+    stop = () => archiver.stop(1000);
+    const stored = async () => (await Promise.all(ids.map((id) => store.exists(walKey(id, SEG))))).every(Boolean);
+    await waitFor(stored, 10_000, "every spool's WAL in the store").catch(() => undefined);
+    const missing = [];
+    for (const id of ids) if (!(await store.exists(walKey(id, SEG)))) missing.push(id);
+    expect(missing).toEqual([]);
+  });
+
+  // The first listing of a database's stored WAL (a base backup or the
+  // window asking) answered after an upload it overlapped used to replace
+  // what the upload had added: a backup then waited for that segment in vain.
+  it("keeps a segment stored while an earlier listing was in flight", async () => {
+    root = await tempDataDir("list");
+    const spoolRoot = path.join(root, "wal-spool");
+    const store = createFileStore(path.join(root, "store"));
+    const id = "db-list";
+    await mkdir(path.join(spoolRoot, id), { recursive: true, mode: 0o700 });
+    await writeFile(path.join(spoolRoot, id, SEG), "wal");
+    // The real store, with its first listing answered late (a slow S3 LIST).
+    let release = () => {};
+    const late = new Promise<void>((r) => (release = r));
+    let first = true;
+    const slowFirstList: BlobStore = {
+      ...store,
+      async list(prefix) {
+        const keys = await store.list(prefix);
+        if (first) {
+          first = false;
+          await late;
+        }
+        return keys;
+      },
+    };
+    const archiver = createArchiver({
+      spoolRoot,
+      store: slowFirstList,
+      log: createLogger("archiver-test"),
+      maxSpoolBytes: 1024 ** 3,
+      intervalMs: 20,
+    });
+    const early = archiver.stored(id);
+    archiver.start();
+    stop = () => archiver.stop(1000);
+    // Let the uploader store the segment if it does not wait for that listing.
+    await waitFor(() => store.exists(walKey(id, SEG)), 2000, "upload").catch(() => undefined);
+    release();
+    await early;
+    await waitFor(() => store.exists(walKey(id, SEG)), 10_000, "upload");
+    expect([...(await archiver.stored(id))]).toEqual([1]);
+  });
+});

@@ -1,0 +1,180 @@
+/**
+ * `npm run bench:proxy`: the connection proxy's overhead, side by side in one
+ * run. One real instance (PostgreSQL 17, tier medium); its published port is
+ * served by an agent process (the proxy alone: test/proxy/agent-child.ts);
+ * pgbench select-only (Debian's postgresql-contrib) with TLS against the
+ * published port (through the proxy) and against the instance's private port
+ * (direct), alternating rounds so both see the same machine. Prints and
+ * writes to docs/benchmarks.md: TPS of each and their ratio (target ≥ 0.9),
+ * latency percentiles and what the proxy adds at p99, and the agent's memory
+ * per idle proxied connection (RSS delta over N idle TLS sessions).
+ */
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { cpus, tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import pg from "pg";
+import { createInstanceManager } from "../../services/provisioner-agent/src/instances/instance-manager.ts";
+import { createConnectionProxy } from "../../services/provisioner-agent/src/proxy/connection-proxy.ts";
+import { freePort, randomPassword, scramVerifier } from "../../services/provisioner-agent/test/instances/helpers.ts";
+import { fmt, runBench, writeSection } from "./report.ts";
+
+const SECONDS = Number(process.env.BENCH_PROXY_SECONDS ?? 15);
+const ROUNDS = Number(process.env.BENCH_PROXY_ROUNDS ?? 3);
+const CLIENTS = Number(process.env.BENCH_PROXY_CLIENTS ?? 8);
+const IDLE = Number(process.env.BENCH_PROXY_IDLE ?? 150);
+const SCALE = Number(process.env.BENCH_PROXY_SCALE ?? 10);
+const HOST = "db-bench.example.test";
+const ID = "proxybench";
+const AGENT = "bench-proxy";
+const run = promisify(execFile);
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.max(0, Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+
+/** One pgbench select-only run; TPS from its report, latencies (µs) from its per-transaction log. */
+async function pgbench(port: number, password: string, logDir: string, tag: string): Promise<{ tps: number; latencies: number[] }> {
+  const prefix = join(logDir, tag);
+  const { stdout } = await run(
+    "pgbench",
+    ["-h", "127.0.0.1", "-p", String(port), "-U", "dbadmin", "-S", "-M", "prepared", "-c", String(CLIENTS), "-j", "2"].concat([
+      "-T",
+      String(SECONDS),
+      "-n",
+      "-l",
+      "--log-prefix",
+      prefix,
+      "defaultdb",
+    ]),
+    { env: { ...process.env, PGPASSWORD: password, PGSSLMODE: "require" }, maxBuffer: 1 << 24 },
+  );
+  const m = /tps = ([\d.]+) \(without initial connection time\)/.exec(stdout);
+  if (!m) throw new Error(`no tps in pgbench output:\n${stdout}`);
+  const latencies: number[] = [];
+  for (const f of readdirSync(logDir).filter((n) => n.startsWith(`${tag}.`))) {
+    for (const line of readFileSync(join(logDir, f), "utf8").split("\n")) {
+      const us = Number(line.split(" ")[2]);
+      if (line && Number.isFinite(us)) latencies.push(us);
+    }
+  }
+  return { tps: Number(m[1]), latencies };
+}
+
+function rssBytes(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return Number(m![1]) * 1024;
+}
+
+/** The agent's RSS growth per idle proxied TLS session (the clients live in this process, the proxy in the agent's). */
+async function memoryPerIdleConnection(agentPid: number, port: number, password: string, ca: string): Promise<number> {
+  const settle = () => new Promise((r) => setTimeout(r, 2000));
+  await settle();
+  const before = rssBytes(agentPid);
+  const clients: pg.Client[] = [];
+  try {
+    for (let i = 0; i < IDLE; i++) {
+      const c = new pg.Client({ host: "127.0.0.1", port, user: "dbadmin", password, database: "defaultdb", ssl: { ca, servername: HOST } });
+      await c.connect();
+      await c.query("SELECT 1");
+      clients.push(c);
+    }
+    await settle();
+    return (rssBytes(agentPid) - before) / IDLE;
+  } finally {
+    await Promise.all(clients.map((c) => c.end().catch(() => {})));
+  }
+}
+
+async function main(): Promise<void> {
+  const dataDir = await mkdtemp(join(tmpdir(), "dbaas-bench-proxy-"));
+  const logDir = await mkdtemp(join(tmpdir(), "dbaas-bench-pgbench-"));
+  const proxy = createConnectionProxy({ dir: join(dataDir, "proxy"), listenAddress: "127.0.0.1" });
+  const m = createInstanceManager({ dataDir, agentId: AGENT, proxy });
+  let agent: ChildProcess | undefined;
+  try {
+    const password = randomPassword();
+    const port = await freePort();
+    await m.provision(ID, { major: "17" });
+    await m.start(ID, { port, tier: "medium", hostname: HOST, scramVerifier: scramVerifier(password) });
+    const ca = await m.caCertificatePem();
+    // The proxy runs in an agent process of its own, as in production; the instance keeps running meanwhile.
+    await proxy.close();
+    agent = spawn(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        fileURLToPath(new URL("../../services/provisioner-agent/test/proxy/agent-child.ts", import.meta.url)),
+        dataDir,
+        AGENT,
+      ],
+      {
+        stdio: ["ignore", "pipe", "inherit"],
+      },
+    );
+    await new Promise<void>((resolve, reject) => {
+      agent!.stdout!.on("data", (d: Buffer) => d.toString().includes("serving") && resolve());
+      agent!.once("exit", (code) => reject(new Error(`agent exited with ${code}`)));
+    });
+    const c = new pg.Client({ host: "127.0.0.1", port, user: "dbadmin", password, database: "defaultdb", ssl: { ca, servername: HOST } });
+    await c.connect();
+    const privatePort = Number((await c.query<{ p: string }>("SELECT current_setting('port') AS p")).rows[0]!.p);
+    const version = (await c.query<{ v: string }>("SELECT version() AS v")).rows[0]!.v;
+    await c.end();
+    await run("pgbench", ["-h", "127.0.0.1", "-p", String(privatePort), "-U", "dbadmin", "-i", "-q", "-s", String(SCALE), "defaultdb"], {
+      env: { ...process.env, PGPASSWORD: password, PGSSLMODE: "require" },
+    });
+
+    const runs: Record<"direct" | "proxy", { tps: number[]; latencies: number[] }> = {
+      direct: { tps: [], latencies: [] },
+      proxy: { tps: [], latencies: [] },
+    };
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const mode of r % 2 === 0 ? (["direct", "proxy"] as const) : (["proxy", "direct"] as const)) {
+        const res = await pgbench(mode === "direct" ? privatePort : port, password, logDir, `${mode}${r}`);
+        runs[mode].tps.push(res.tps);
+        for (const us of res.latencies) runs[mode].latencies.push(us);
+        process.stdout.write(`round ${r + 1} ${mode}: ${res.tps.toFixed(0)} tps\n`);
+      }
+    }
+    const perIdle = await memoryPerIdleConnection(agent.pid!, port, password, ca);
+
+    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    const rows = (["direct", "proxy"] as const).map((mode) => {
+      const lat = runs[mode].latencies.sort((a, b) => a - b);
+      return { mode, tps: mean(runs[mode].tps), p50: percentile(lat, 50), p99: percentile(lat, 99), all: runs[mode].tps };
+    });
+    const [direct, proxied] = rows as [(typeof rows)[0], (typeof rows)[0]];
+    const ratio = proxied.tps / direct.tps;
+    const body = [
+      `${cpus().length} cores (shared), ${version.split(" on ")[0]}, tier medium, pgbench 15 select-only (-S -M prepared), ` +
+        `${CLIENTS} clients, 2 threads, TLS (sslmode=require), scale ${SCALE}; ${ROUNDS} alternating rounds of ${SECONDS} s per mode. ` +
+        "The proxy runs in an agent process of its own (counting every chunk with a pwrite before forwarding it).",
+      "",
+      "| path | TPS (mean of rounds) | rounds | p50 latency | p99 latency |",
+      "|---|---|---|---|---|",
+      ...rows.map(
+        (r) =>
+          `| ${r.mode === "direct" ? "direct (private port)" : "through the proxy (published port)"} | ${fmt(r.tps)} | ${r.all.map(fmt).join(", ")} | ${(r.p50 / 1000).toFixed(2)} ms | ${(r.p99 / 1000).toFixed(2)} ms |`,
+      ),
+      "",
+      `- TPS ratio proxy / direct: **${ratio.toFixed(3)}** (target ≥ 0.9).`,
+      `- p99 latency added by the proxy: ${((proxied.p99 - direct.p99) / 1000).toFixed(3)} ms (p50: ${((proxied.p50 - direct.p50) / 1000).toFixed(3)} ms).`,
+      `- Agent memory per idle proxied connection: ${(perIdle / 1024).toFixed(1)} KiB (RSS delta over ${IDLE} idle TLS sessions).`,
+    ].join("\n");
+    process.stdout.write(`\n${body}\n`);
+    await writeSection("Connection proxy (npm run bench:proxy)", body);
+  } finally {
+    agent?.kill("SIGKILL");
+    await m.stopAll().catch(() => {});
+    await rm(dataDir, { recursive: true, force: true });
+    await rm(logDir, { recursive: true, force: true });
+    await rm(m.socketDir, { recursive: true, force: true });
+  }
+}
+
+runBench(main);

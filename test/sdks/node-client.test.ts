@@ -1,0 +1,189 @@
+/**
+ * The Node client's HTTP behaviour against a tiny local server scripted per
+ * test (the boundary under test): retries of 429/503 after Retry-After with
+ * the same Idempotency-Key, bounded; error envelopes as DbaasError; rate-limit
+ * headers; pages; an unreachable API as DbaasConnectionError. The real API is
+ * exercised by test/sdks/node.test.ts.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { DbaasClient, DbaasConnectionError, DbaasError } from "../../sdks/node/src/index.ts";
+
+interface Seen {
+  method: string;
+  url: string;
+  headers: IncomingMessage["headers"];
+  body: string;
+}
+
+let server: Server | undefined;
+
+/** Serves the scripted answers in order (the last one repeats) and records every request. */
+async function serve(answers: Array<(res: ServerResponse) => void>): Promise<{ url: string; seen: Seen[] }> {
+  const seen: Seen[] = [];
+  server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => {
+      body += c;
+    });
+    req.on("end", () => {
+      seen.push({ method: req.method!, url: req.url!, headers: req.headers, body });
+      answers[Math.min(seen.length - 1, answers.length - 1)]!(res);
+    });
+  });
+  await new Promise<void>((r) => server!.listen(0, "127.0.0.1", r));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen };
+}
+
+afterEach(async () => {
+  await new Promise((r) => (server ? server.close(r) : r(undefined)));
+  server = undefined;
+});
+
+const RATE = { "x-ratelimit-limit": "60", "x-ratelimit-remaining": "41", "x-ratelimit-reset": "1767225600" };
+
+const json =
+  (status: number, body: unknown, headers: Record<string, string> = {}) =>
+  (res: ServerResponse) => {
+    res.writeHead(status, { "content-type": "application/json", "x-request-id": "req_test", ...RATE, ...headers });
+    res.end(JSON.stringify(body));
+  };
+
+const apiError = (status: number, code: string, headers: Record<string, string> = {}, details: unknown[] = []) =>
+  json(status, { error: { code, message: `${code} happened`, details }, meta: { request_id: "req_err" } }, headers);
+
+const STATUS = { data: { id: "db-1", status: "running" }, meta: { request_id: "req_ok" } };
+
+describe("retries", () => {
+  it("retries a 429 and a 503 after their Retry-After with the same Idempotency-Key, then returns the data", async () => {
+    const { url, seen } = await serve([
+      apiError(429, "rate_limit_exceeded", { "retry-after": "1" }),
+      apiError(503, "service_unavailable", { "retry-after": "1" }),
+      json(200, STATUS),
+    ]);
+    const client = new DbaasClient({ baseUrl: url, token: "dbs_x" });
+    const started = Date.now();
+    expect(await client.databases.start("db-1")).toEqual({ id: "db-1", status: "running" });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1900);
+    expect(seen.map((s) => s.method)).toEqual(["POST", "POST", "POST"]);
+    const keys = seen.map((s) => s.headers["idempotency-key"]);
+    expect(keys[0]).toMatch(/^[\x21-\x7e]{1,255}$/);
+    expect(new Set(keys).size).toBe(1);
+    expect(seen[0]!.headers.authorization).toBe("Bearer dbs_x");
+  });
+
+  it("every POST call gets its own key unless one is given; GET has none", async () => {
+    const { url, seen } = await serve([json(200, STATUS)]);
+    const client = new DbaasClient({ baseUrl: url });
+    await client.databases.stop("db-1");
+    await client.databases.stop("db-1");
+    await client.databases.stop("db-1", { idempotencyKey: "mine-1" });
+    await client.databases.get("db-1");
+    const keys = seen.map((s) => s.headers["idempotency-key"]);
+    expect(keys[0]).not.toBe(keys[1]);
+    expect(keys[2]).toBe("mine-1");
+    expect(keys[3]).toBeUndefined();
+  });
+
+  it("gives up after maxRetries with the last error", async () => {
+    const { url, seen } = await serve([apiError(503, "maintenance_mode", { "retry-after": "1" })]);
+    const client = new DbaasClient({ baseUrl: url, maxRetries: 1 });
+    const err = await client.databases.get("db-1").catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DbaasError);
+    expect(err).toMatchObject({ status: 503, code: "maintenance_mode", retryAfter: 1, requestId: "req_err" });
+    expect(seen).toHaveLength(2);
+  });
+
+  it("a Retry-After beyond maxRetryWaitMs is thrown at once, not waited", async () => {
+    const { url, seen } = await serve([apiError(429, "rate_limit_exceeded", { "retry-after": "3600" })]);
+    const client = new DbaasClient({ baseUrl: url, maxRetryWaitMs: 10_000 });
+    await expect(client.databases.list()).rejects.toMatchObject({ status: 429, retryAfter: 3600 });
+    expect(seen).toHaveLength(1);
+  });
+
+  it("other errors are not retried; the envelope becomes a typed DbaasError", async () => {
+    const details = [{ field: "name", message: "must be 3-63 characters" }];
+    const { url, seen } = await serve([apiError(422, "validation_error", {}, details)]);
+    const client = new DbaasClient({ baseUrl: url });
+    const err = (await client.databases.create({ name: "x", region: "fsn1", tier: "micro" }).catch((e: unknown) => e)) as DbaasError;
+    expect(err).toBeInstanceOf(DbaasError);
+    expect(err).toMatchObject({
+      status: 422,
+      code: "validation_error",
+      message: "validation_error happened",
+      details,
+      requestId: "req_err",
+    });
+    expect(seen).toHaveLength(1);
+    expect(JSON.parse(seen[0]!.body)).toEqual({ name: "x", region: "fsn1", tier: "micro" });
+  });
+
+  it("an answer without the envelope (a proxy's page) is a DbaasError too", async () => {
+    const { url } = await serve([
+      (res) => {
+        res.writeHead(502, { "content-type": "text/html" });
+        res.end("<html>bad gateway</html>");
+      },
+    ]);
+    await expect(new DbaasClient({ baseUrl: url }).databases.get("db-1")).rejects.toMatchObject({
+      status: 502,
+      code: "unexpected_response",
+    });
+  });
+});
+
+describe("responses", () => {
+  it("keeps the last response's rate limit and request id, errors included", async () => {
+    const { url } = await serve([json(200, STATUS), apiError(404, "not_found", { "x-ratelimit-remaining": "40" })]);
+    const client = new DbaasClient({ baseUrl: url });
+    await client.databases.get("db-1");
+    expect(client.lastResponse).toMatchObject({
+      status: 200,
+      requestId: "req_test",
+      rateLimit: { limit: 60, remaining: 41, reset: 1767225600 },
+    });
+    await client.databases.get("db-2").catch(() => {});
+    expect(client.lastResponse).toMatchObject({ status: 404, rateLimit: { remaining: 40 } });
+  });
+
+  it("pages: await gives one page, for await walks them all", async () => {
+    const page = (n: number, ids: string[]) =>
+      json(200, {
+        data: { databases: ids.map((id) => ({ id })) },
+        meta: { request_id: "r", page: n, per_page: 2, total: 3, total_pages: 2 },
+      });
+    const { url, seen } = await serve([page(1, ["db-1", "db-2"]), page(2, ["db-3"]), page(1, ["db-1", "db-2"])]);
+    const client = new DbaasClient({ baseUrl: url });
+    const ids: string[] = [];
+    for await (const db of client.databases.list({ per_page: 2, status: "running" })) ids.push(db.id);
+    expect(ids).toEqual(["db-1", "db-2", "db-3"]);
+    expect(seen.map((s) => s.url)).toEqual([
+      "/v1/databases?per_page=2&status=running&page=1",
+      "/v1/databases?per_page=2&status=running&page=2",
+    ]);
+    const first = await client.databases.list({ per_page: 2 });
+    expect(first.items.map((d) => d.id)).toEqual(["db-1", "db-2"]);
+    expect(first.meta.total_pages).toBe(2);
+  });
+
+  it("a GET or POST without an answer is sent again (the POST with its key); a DELETE is not", async () => {
+    const hangUp = (res: ServerResponse) => res.socket!.destroy();
+    const { url, seen } = await serve([hangUp, json(200, STATUS), hangUp, json(200, STATUS), hangUp]);
+    const client = new DbaasClient({ baseUrl: url });
+    expect(await client.databases.get("db-1")).toEqual(STATUS.data);
+    expect(await client.databases.restart("db-1")).toEqual(STATUS.data);
+    expect(seen[2]!.headers["idempotency-key"]).toBe(seen[3]!.headers["idempotency-key"]);
+    await expect(client.databases.delete("db-1")).rejects.toBeInstanceOf(DbaasConnectionError);
+    expect(seen.map((s) => s.method)).toEqual(["GET", "GET", "POST", "POST", "DELETE"]);
+  });
+
+  it("an API nobody answers at is a DbaasConnectionError", async () => {
+    const { url } = await serve([json(200, STATUS)]);
+    await new Promise((r) => server!.close(r));
+    server = undefined;
+    const err = await new DbaasClient({ baseUrl: url, maxRetries: 0 }).databases.get("db-1").catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DbaasConnectionError);
+    expect((err as Error).message).toContain("ECONNREFUSED");
+  });
+});
