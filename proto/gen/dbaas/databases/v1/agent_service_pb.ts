@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dbaas/databases/v1/agent_service.proto.
  */
 export const file_dbaas_databases_v1_agent_service: GenFile = /*@__PURE__*/
-  fileDesc("CiZkYmFhcy9kYXRhYmFzZXMvdjEvYWdlbnRfc2VydmljZS5wcm90bxISZGJhYXMuZGF0YWJhc2VzLnYxIqsBChRSZWdpc3RlckFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIPCgdyZWdpb25zGAIgAygJEhAKCGNhcGFjaXR5GAMgASgFEhgKEHBvcnRfcmFuZ2Vfc3RhcnQYBCABKAUSFgoOcG9ydF9yYW5nZV9lbmQYBSABKAUSEAoIdmVyc2lvbnMYBiADKAkSGgoSY2FfY2VydGlmaWNhdGVfcGVtGAcgASgJIhcKFVJlZ2lzdGVyQWdlbnRSZXNwb25zZSIrChdXYXRjaEFzc2lnbm1lbnRzUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSKyAwoMSW5zdGFuY2VTcGVjEhMKC2RhdGFiYXNlX2lkGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSDAoEdGllchgDIAEoCRIMCgRwb3J0GAQgASgFEjcKDWRlc2lyZWRfc3RhdGUYBSABKA4yIC5kYmFhcy5kYXRhYmFzZXMudjEuRGVzaXJlZFN0YXRlEhYKDnNjcmFtX3ZlcmlmaWVyGAYgASgJEhIKCmdlbmVyYXRpb24YByABKAMSHgoWY3JlZGVudGlhbHNfZ2VuZXJhdGlvbhgIIAEoAxIMCgRob3N0GAkgASgJEjkKDnJlc3RvcmVfc291cmNlGAogASgLMiEuZGJhYXMuZGF0YWJhc2VzLnYxLlJlc3RvcmVTb3VyY2USEgoKYmFja3VwX2lkcxgLIAMoCRJJCg10cmFjZV9jb250ZXh0GAwgAygLMjIuZGJhYXMuZGF0YWJhc2VzLnYxLkluc3RhbmNlU3BlYy5UcmFjZUNvbnRleHRFbnRyeRozChFUcmFjZUNvbnRleHRFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlYKDVJlc3RvcmVTb3VyY2USEwoLZGF0YWJhc2VfaWQYASABKAkSMAoMcmVzdG9yZV90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJPChhXYXRjaEFzc2lnbm1lbnRzUmVzcG9uc2USMwoJaW5zdGFuY2VzGAEgAygLMiAuZGJhYXMuZGF0YWJhc2VzLnYxLkluc3RhbmNlU3BlYyKyAQoTSW5zdGFuY2VPYnNlcnZhdGlvbhITCgtkYXRhYmFzZV9pZBgBIAEoCRIwCgVzdGF0ZRgCIAEoDjIhLmRiYWFzLmRhdGFiYXNlcy52MS5PYnNlcnZlZFN0YXRlEhsKE29ic2VydmVkX2dlbmVyYXRpb24YAyABKAMSJgoeYXBwbGllZF9jcmVkZW50aWFsc19nZW5lcmF0aW9uGAQgASgDEg8KB21lc3NhZ2UYBSABKAkiZgoWUmVwb3J0SW5zdGFuY2VzUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRI6CglpbnN0YW5jZXMYAiADKAsyJy5kYmFhcy5kYXRhYmFzZXMudjEuSW5zdGFuY2VPYnNlcnZhdGlvbiIZChdSZXBvcnRJbnN0YW5jZXNSZXNwb25zZSLdAQoRQmFja3VwT2JzZXJ2YXRpb24SEQoJYmFja3VwX2lkGAEgASgJEi4KBXN0YXRlGAIgASgOMh8uZGJhYXMuZGF0YWJhc2VzLnYxLkJhY2t1cFN0YXRlEi4KCnN0YXJ0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGNvbXBsZXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc2l6ZV9ieXRlcxgFIAEoAxIPCgdtZXNzYWdlGAYgASgJIv4BCg9EYXRhYmFzZUJhY2t1cHMSEwoLZGF0YWJhc2VfaWQYASABKAkSNgoHYmFja3VwcxgCIAMoCzIlLmRiYWFzLmRhdGFiYXNlcy52MS5CYWNrdXBPYnNlcnZhdGlvbhI5ChVlYXJsaWVzdF9yZXN0b3JlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjcKE2xhdGVzdF9yZXN0b3JlX3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWFyY2hpdmVfZXJyb3IYBSABKAkSEwoLc3Bvb2xfYnl0ZXMYBiABKAMiYAoUUmVwb3J0QmFja3Vwc1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSNgoJZGF0YWJhc2VzGAIgAygLMiMuZGJhYXMuZGF0YWJhc2VzLnYxLkRhdGFiYXNlQmFja3VwcyIXChVSZXBvcnRCYWNrdXBzUmVzcG9uc2UizwQKDkluc3RhbmNlU2FtcGxlEhMKC2RhdGFiYXNlX2lkGAEgASgJEhEKCXNhbXBsZV9pZBgCIAEoCRIuCgpzYW1wbGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCg5jb3VudGVyc19lcG9jaBgEIAEoCRIVCg1zdG9yYWdlX2J5dGVzGAUgASgDEhgKEG5ldHdvcmtfYnl0ZXNfaW4YBiABKAMSGQoRbmV0d29ya19ieXRlc19vdXQYByABKAMSEwoLY3B1X3BlcmNlbnQYCCABKAESFAoMbWVtb3J5X2J5dGVzGAkgASgDEhoKEmNvbm5lY3Rpb25zX2FjdGl2ZRgKIAEoBRIYChBjb25uZWN0aW9uc19pZGxlGAsgASgFEicKH2Nvbm5lY3Rpb25zX2lkbGVfaW5fdHJhbnNhY3Rpb24YDCABKAUSEwoLeGFjdF9jb21taXQYDSABKAMSFQoNeGFjdF9yb2xsYmFjaxgOIAEoAxITCgt0dXBfZmV0Y2hlZBgPIAEoAxIUCgx0dXBfaW5zZXJ0ZWQYECABKAMSEwoLdHVwX3VwZGF0ZWQYESABKAMSEwoLdHVwX2RlbGV0ZWQYEiABKAMSEAoIYmxrc19oaXQYEyABKAMSEQoJYmxrc19yZWFkGBQgASgDEhEKCWRlYWRsb2NrcxgVIAEoAxIfChd3YWxfYXJjaGl2ZV9sYWdfc2Vjb25kcxgWIAEoARIdChVyZXBsaWNhdGlvbl9sYWdfYnl0ZXMYFyABKAMiXQoUUmVwb3J0U2FtcGxlc1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSMwoHc2FtcGxlcxgCIAMoCzIiLmRiYWFzLmRhdGFiYXNlcy52MS5JbnN0YW5jZVNhbXBsZSIXChVSZXBvcnRTYW1wbGVzUmVzcG9uc2UqmAEKDERlc2lyZWRTdGF0ZRIdChlERVNJUkVEX1NUQVRFX1VOU1BFQ0lGSUVEEAASGQoVREVTSVJFRF9TVEFURV9SVU5OSU5HEAESGQoVREVTSVJFRF9TVEFURV9TVE9QUEVEEAISGQoVREVTSVJFRF9TVEFURV9ERUxFVEVEEAMSGAoUREVTSVJFRF9TVEFURV9QVVJHRUQQBCq9AQoNT2JzZXJ2ZWRTdGF0ZRIeChpPQlNFUlZFRF9TVEFURV9VTlNQRUNJRklFRBAAEhoKFk9CU0VSVkVEX1NUQVRFX1JVTk5JTkcQARIaChZPQlNFUlZFRF9TVEFURV9TVE9QUEVEEAISGQoVT0JTRVJWRURfU1RBVEVfRkFJTEVEEAMSGQoVT0JTRVJWRURfU1RBVEVfUFVSR0VEEAQSHgoaT0JTRVJWRURfU1RBVEVfUFJPR1JFU1NJTkcQBSqTAQoLQmFja3VwU3RhdGUSHAoYQkFDS1VQX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoUQkFDS1VQX1NUQVRFX1JVTk5JTkcQARIaChZCQUNLVVBfU1RBVEVfQ09NUExFVEVEEAISFwoTQkFDS1VQX1NUQVRFX0ZBSUxFRBADEhcKE0JBQ0tVUF9TVEFURV9QUlVORUQQBDKdBAoMQWdlbnRTZXJ2aWNlEmQKDVJlZ2lzdGVyQWdlbnQSKC5kYmFhcy5kYXRhYmFzZXMudjEuUmVnaXN0ZXJBZ2VudFJlcXVlc3QaKS5kYmFhcy5kYXRhYmFzZXMudjEuUmVnaXN0ZXJBZ2VudFJlc3BvbnNlEm8KEFdhdGNoQXNzaWdubWVudHMSKy5kYmFhcy5kYXRhYmFzZXMudjEuV2F0Y2hBc3NpZ25tZW50c1JlcXVlc3QaLC5kYmFhcy5kYXRhYmFzZXMudjEuV2F0Y2hBc3NpZ25tZW50c1Jlc3BvbnNlMAESagoPUmVwb3J0SW5zdGFuY2VzEiouZGJhYXMuZGF0YWJhc2VzLnYxLlJlcG9ydEluc3RhbmNlc1JlcXVlc3QaKy5kYmFhcy5kYXRhYmFzZXMudjEuUmVwb3J0SW5zdGFuY2VzUmVzcG9uc2USZAoNUmVwb3J0QmFja3VwcxIoLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBvcnRCYWNrdXBzUmVxdWVzdBopLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBvcnRCYWNrdXBzUmVzcG9uc2USZAoNUmVwb3J0U2FtcGxlcxIoLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBvcnRTYW1wbGVzUmVxdWVzdBopLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBvcnRTYW1wbGVzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("CiZkYmFhcy9kYXRhYmFzZXMvdjEvYWdlbnRfc2VydmljZS5wcm90bxISZGJhYXMuZGF0YWJhc2VzLnYxIqsBChRSZWdpc3RlckFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIPCgdyZWdpb25zGAIgAygJEhAKCGNhcGFjaXR5GAMgASgFEhgKEHBvcnRfcmFuZ2Vfc3RhcnQYBCABKAUSFgoOcG9ydF9yYW5nZV9lbmQYBSABKAUSEAoIdmVyc2lvbnMYBiADKAkSGgoSY2FfY2VydGlmaWNhdGVfcGVtGAcgASgJIhcKFVJlZ2lzdGVyQWdlbnRSZXNwb25zZSIrChdXYXRjaEFzc2lnbm1lbnRzUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSKfBAoMSW5zdGFuY2VTcGVjEhMKC2RhdGFiYXNlX2lkGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSDAoEdGllchgDIAEoCRIMCgRwb3J0GAQgASgFEjcKDWRlc2lyZWRfc3RhdGUYBSABKA4yIC5kYmFhcy5kYXRhYmFzZXMudjEuRGVzaXJlZFN0YXRlEhYKDnNjcmFtX3ZlcmlmaWVyGAYgASgJEhIKCmdlbmVyYXRpb24YByABKAMSHgoWY3JlZGVudGlhbHNfZ2VuZXJhdGlvbhgIIAEoAxIMCgRob3N0GAkgASgJEjkKDnJlc3RvcmVfc291cmNlGAogASgLMiEuZGJhYXMuZGF0YWJhc2VzLnYxLlJlc3RvcmVTb3VyY2USEgoKYmFja3VwX2lkcxgLIAMoCRJJCg10cmFjZV9jb250ZXh0GAwgAygLMjIuZGJhYXMuZGF0YWJhc2VzLnYxLkluc3RhbmNlU3BlYy5UcmFjZUNvbnRleHRFbnRyeRI1CgpyZXBsaWNhX29mGA0gASgLMiEuZGJhYXMuZGF0YWJhc2VzLnYxLlJlcGxpY2FTb3VyY2USGQoRcmVwbGljYXRpb25fc2xvdHMYDiADKAkSGQoRYWRvcHRfaW5zdGFuY2VfaWQYDyABKAkaMwoRVHJhY2VDb250ZXh0RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLNAQoNUmVwbGljYVNvdXJjZRIbChNwcmltYXJ5X2RhdGFiYXNlX2lkGAEgASgJEhYKDnNlZWRfYmFja3VwX2lkGAIgASgJEhcKD3ByaW1hcnlfYWRkcmVzcxgDIAEoCRIUCgxwcmltYXJ5X3BvcnQYBCABKAUSFAoMcHJpbWFyeV9ob3N0GAUgASgJEhYKDnByaW1hcnlfY2FfcGVtGAYgASgJEhEKCXNsb3RfbmFtZRgHIAEoCRIXCg9wcmltYXJ5X3ZlcnNpb24YCCABKAkiVgoNUmVzdG9yZVNvdXJjZRITCgtkYXRhYmFzZV9pZBgBIAEoCRIwCgxyZXN0b3JlX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk8KGFdhdGNoQXNzaWdubWVudHNSZXNwb25zZRIzCglpbnN0YW5jZXMYASADKAsyIC5kYmFhcy5kYXRhYmFzZXMudjEuSW5zdGFuY2VTcGVjIukBChNJbnN0YW5jZU9ic2VydmF0aW9uEhMKC2RhdGFiYXNlX2lkGAEgASgJEjAKBXN0YXRlGAIgASgOMiEuZGJhYXMuZGF0YWJhc2VzLnYxLk9ic2VydmVkU3RhdGUSGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgDIAEoAxImCh5hcHBsaWVkX2NyZWRlbnRpYWxzX2dlbmVyYXRpb24YBCABKAMSDwoHbWVzc2FnZRgFIAEoCRIbChNyZXBsaWNhdGlvbl9hZGRyZXNzGAYgASgJEhgKEHJlcGxpY2F0aW9uX3BvcnQYByABKAUiZgoWUmVwb3J0SW5zdGFuY2VzUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRI6CglpbnN0YW5jZXMYAiADKAsyJy5kYmFhcy5kYXRhYmFzZXMudjEuSW5zdGFuY2VPYnNlcnZhdGlvbiIZChdSZXBvcnRJbnN0YW5jZXNSZXNwb25zZSLdAQoRQmFja3VwT2JzZXJ2YXRpb24SEQoJYmFja3VwX2lkGAEgASgJEi4KBXN0YXRlGAIgASgOMh8uZGJhYXMuZGF0YWJhc2VzLnYxLkJhY2t1cFN0YXRlEi4KCnN0YXJ0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGNvbXBsZXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc2l6ZV9ieXRlcxgFIAEoAxIPCgdtZXNzYWdlGAYgASgJIv4BCg9EYXRhYmFzZUJhY2t1cHMSEwoLZGF0YWJhc2VfaWQYASABKAkSNgoHYmFja3VwcxgCIAMoCzIlLmRiYWFzLmRhdGFiYXNlcy52MS5CYWNrdXBPYnNlcnZhdGlvbhI5ChVlYXJsaWVzdF9yZXN0b3JlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjcKE2xhdGVzdF9yZXN0b3JlX3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWFyY2hpdmVfZXJyb3IYBSABKAkSEwoLc3Bvb2xfYnl0ZXMYBiABKAMiYAoUUmVwb3J0QmFja3Vwc1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSNgoJZGF0YWJhc2VzGAIgAygLMiMuZGJhYXMuZGF0YWJhc2VzLnYxLkRhdGFiYXNlQmFja3VwcyIXChVSZXBvcnRCYWNrdXBzUmVzcG9uc2UihQUKDkluc3RhbmNlU2FtcGxlEhMKC2RhdGFiYXNlX2lkGAEgASgJEhEKCXNhbXBsZV9pZBgCIAEoCRIuCgpzYW1wbGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCg5jb3VudGVyc19lcG9jaBgEIAEoCRIVCg1zdG9yYWdlX2J5dGVzGAUgASgDEhgKEG5ldHdvcmtfYnl0ZXNfaW4YBiABKAMSGQoRbmV0d29ya19ieXRlc19vdXQYByABKAMSEwoLY3B1X3BlcmNlbnQYCCABKAESFAoMbWVtb3J5X2J5dGVzGAkgASgDEhoKEmNvbm5lY3Rpb25zX2FjdGl2ZRgKIAEoBRIYChBjb25uZWN0aW9uc19pZGxlGAsgASgFEicKH2Nvbm5lY3Rpb25zX2lkbGVfaW5fdHJhbnNhY3Rpb24YDCABKAUSEwoLeGFjdF9jb21taXQYDSABKAMSFQoNeGFjdF9yb2xsYmFjaxgOIAEoAxITCgt0dXBfZmV0Y2hlZBgPIAEoAxIUCgx0dXBfaW5zZXJ0ZWQYECABKAMSEwoLdHVwX3VwZGF0ZWQYESABKAMSEwoLdHVwX2RlbGV0ZWQYEiABKAMSEAoIYmxrc19oaXQYEyABKAMSEQoJYmxrc19yZWFkGBQgASgDEhEKCWRlYWRsb2NrcxgVIAEoAxIfChd3YWxfYXJjaGl2ZV9sYWdfc2Vjb25kcxgWIAEoARIdChVyZXBsaWNhdGlvbl9sYWdfYnl0ZXMYFyABKAMSNAoMcmVwbGljYV9sYWdzGBggAygLMh4uZGJhYXMuZGF0YWJhc2VzLnYxLlJlcGxpY2FMYWciQgoKUmVwbGljYUxhZxISCgpyZXBsaWNhX2lkGAEgASgJEhEKCWxhZ19ieXRlcxgCIAEoAxINCgVzdGF0ZRgDIAEoCSJdChRSZXBvcnRTYW1wbGVzUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIzCgdzYW1wbGVzGAIgAygLMiIuZGJhYXMuZGF0YWJhc2VzLnYxLkluc3RhbmNlU2FtcGxlIhcKFVJlcG9ydFNhbXBsZXNSZXNwb25zZSqYAQoMRGVzaXJlZFN0YXRlEh0KGURFU0lSRURfU1RBVEVfVU5TUEVDSUZJRUQQABIZChVERVNJUkVEX1NUQVRFX1JVTk5JTkcQARIZChVERVNJUkVEX1NUQVRFX1NUT1BQRUQQAhIZChVERVNJUkVEX1NUQVRFX0RFTEVURUQQAxIYChRERVNJUkVEX1NUQVRFX1BVUkdFRBAEKr0BCg1PYnNlcnZlZFN0YXRlEh4KGk9CU0VSVkVEX1NUQVRFX1VOU1BFQ0lGSUVEEAASGgoWT0JTRVJWRURfU1RBVEVfUlVOTklORxABEhoKFk9CU0VSVkVEX1NUQVRFX1NUT1BQRUQQAhIZChVPQlNFUlZFRF9TVEFURV9GQUlMRUQQAxIZChVPQlNFUlZFRF9TVEFURV9QVVJHRUQQBBIeChpPQlNFUlZFRF9TVEFURV9QUk9HUkVTU0lORxAFKpMBCgtCYWNrdXBTdGF0ZRIcChhCQUNLVVBfU1RBVEVfVU5TUEVDSUZJRUQQABIYChRCQUNLVVBfU1RBVEVfUlVOTklORxABEhoKFkJBQ0tVUF9TVEFURV9DT01QTEVURUQQAhIXChNCQUNLVVBfU1RBVEVfRkFJTEVEEAMSFwoTQkFDS1VQX1NUQVRFX1BSVU5FRBAEMp0ECgxBZ2VudFNlcnZpY2USZAoNUmVnaXN0ZXJBZ2VudBIoLmRiYWFzLmRhdGFiYXNlcy52MS5SZWdpc3RlckFnZW50UmVxdWVzdBopLmRiYWFzLmRhdGFiYXNlcy52MS5SZWdpc3RlckFnZW50UmVzcG9uc2USbwoQV2F0Y2hBc3NpZ25tZW50cxIrLmRiYWFzLmRhdGFiYXNlcy52MS5XYXRjaEFzc2lnbm1lbnRzUmVxdWVzdBosLmRiYWFzLmRhdGFiYXNlcy52MS5XYXRjaEFzc2lnbm1lbnRzUmVzcG9uc2UwARJqCg9SZXBvcnRJbnN0YW5jZXMSKi5kYmFhcy5kYXRhYmFzZXMudjEuUmVwb3J0SW5zdGFuY2VzUmVxdWVzdBorLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBvcnRJbnN0YW5jZXNSZXNwb25zZRJkCg1SZXBvcnRCYWNrdXBzEiguZGJhYXMuZGF0YWJhc2VzLnYxLlJlcG9ydEJhY2t1cHNSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlJlcG9ydEJhY2t1cHNSZXNwb25zZRJkCg1SZXBvcnRTYW1wbGVzEiguZGJhYXMuZGF0YWJhc2VzLnYxLlJlcG9ydFNhbXBsZXNSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlJlcG9ydFNhbXBsZXNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message dbaas.databases.v1.RegisterAgentRequest
@@ -173,6 +173,33 @@ export type InstanceSpec = Message<"dbaas.databases.v1.InstanceSpec"> & {
    * @generated from field: map<string, string> trace_context = 12;
    */
   traceContext: { [key: string]: string };
+
+  /**
+   * Set for a read replica ("rep-…"): the primary it is seeded from and streams from. A replica
+   * is a hot standby: it refuses writes, takes no backups and never has its password set (its
+   * roles arrive by replication).
+   *
+   * @generated from field: dbaas.databases.v1.ReplicaSource replica_of = 13;
+   */
+  replicaOf?: ReplicaSource | undefined;
+
+  /**
+   * Physical replication slots this (primary) instance keeps, one per replica of it
+   * ("dbaas_rep_…"). The agent creates a missing one before a base backup (a replica is seeded
+   * only from a backup taken after its slot exists) and drops every "dbaas_" slot not listed.
+   *
+   * @generated from field: repeated string replication_slots = 14;
+   */
+  replicationSlots: string[];
+
+  /**
+   * Set when this database takes over another instance's data directory on the same agent (a
+   * promoted replica): the agent promotes that standby, moves its directory to this id and
+   * starts it as an ordinary primary. The adopted instance's spec is no longer sent.
+   *
+   * @generated from field: string adopt_instance_id = 15;
+   */
+  adoptInstanceId: string;
 };
 
 /**
@@ -181,6 +208,73 @@ export type InstanceSpec = Message<"dbaas.databases.v1.InstanceSpec"> & {
  */
 export const InstanceSpecSchema: GenMessage<InstanceSpec> = /*@__PURE__*/
   messageDesc(file_dbaas_databases_v1_agent_service, 3);
+
+/**
+ * Where and how a replica reaches its primary. Replication goes to the primary's server
+ * directly (its private address), never through the metering proxy: it is not customer traffic.
+ *
+ * @generated from message dbaas.databases.v1.ReplicaSource
+ */
+export type ReplicaSource = Message<"dbaas.databases.v1.ReplicaSource"> & {
+  /**
+   * @generated from field: string primary_database_id = 1;
+   */
+  primaryDatabaseId: string;
+
+  /**
+   * A completed base backup of the primary, taken after the replica's slot existed: the
+   * replica's data directory is created from it (through the blob store, so the primary may
+   * be on another agent). Empty while that backup is not complete: the agent waits.
+   *
+   * @generated from field: string seed_backup_id = 2;
+   */
+  seedBackupId: string;
+
+  /**
+   * The primary server's private address (as its agent reported it) and port.
+   *
+   * @generated from field: string primary_address = 3;
+   */
+  primaryAddress: string;
+
+  /**
+   * @generated from field: int32 primary_port = 4;
+   */
+  primaryPort: number;
+
+  /**
+   * Host name in the primary's certificate and the CA that issued it (sslmode=verify-full).
+   *
+   * @generated from field: string primary_host = 5;
+   */
+  primaryHost: string;
+
+  /**
+   * @generated from field: string primary_ca_pem = 6;
+   */
+  primaryCaPem: string;
+
+  /**
+   * The physical slot on the primary this replica streams from.
+   *
+   * @generated from field: string slot_name = 7;
+   */
+  slotName: string;
+
+  /**
+   * The primary's PostgreSQL major version (a replica runs the same).
+   *
+   * @generated from field: string primary_version = 8;
+   */
+  primaryVersion: string;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.ReplicaSource.
+ * Use `create(ReplicaSourceSchema)` to create a new message.
+ */
+export const ReplicaSourceSchema: GenMessage<ReplicaSource> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_agent_service, 4);
 
 /**
  * @generated from message dbaas.databases.v1.RestoreSource
@@ -206,7 +300,7 @@ export type RestoreSource = Message<"dbaas.databases.v1.RestoreSource"> & {
  * Use `create(RestoreSourceSchema)` to create a new message.
  */
 export const RestoreSourceSchema: GenMessage<RestoreSource> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 4);
+  messageDesc(file_dbaas_databases_v1_agent_service, 5);
 
 /**
  * @generated from message dbaas.databases.v1.WatchAssignmentsResponse
@@ -223,7 +317,7 @@ export type WatchAssignmentsResponse = Message<"dbaas.databases.v1.WatchAssignme
  * Use `create(WatchAssignmentsResponseSchema)` to create a new message.
  */
 export const WatchAssignmentsResponseSchema: GenMessage<WatchAssignmentsResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 5);
+  messageDesc(file_dbaas_databases_v1_agent_service, 6);
 
 /**
  * @generated from message dbaas.databases.v1.InstanceObservation
@@ -255,6 +349,19 @@ export type InstanceObservation = Message<"dbaas.databases.v1.InstanceObservatio
    * @generated from field: string message = 5;
    */
   message: string;
+
+  /**
+   * Where the running server listens for replication (its private address and port; not the
+   * proxy's). Empty/0 while it is not running.
+   *
+   * @generated from field: string replication_address = 6;
+   */
+  replicationAddress: string;
+
+  /**
+   * @generated from field: int32 replication_port = 7;
+   */
+  replicationPort: number;
 };
 
 /**
@@ -262,7 +369,7 @@ export type InstanceObservation = Message<"dbaas.databases.v1.InstanceObservatio
  * Use `create(InstanceObservationSchema)` to create a new message.
  */
 export const InstanceObservationSchema: GenMessage<InstanceObservation> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 6);
+  messageDesc(file_dbaas_databases_v1_agent_service, 7);
 
 /**
  * @generated from message dbaas.databases.v1.ReportInstancesRequest
@@ -284,7 +391,7 @@ export type ReportInstancesRequest = Message<"dbaas.databases.v1.ReportInstances
  * Use `create(ReportInstancesRequestSchema)` to create a new message.
  */
 export const ReportInstancesRequestSchema: GenMessage<ReportInstancesRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 7);
+  messageDesc(file_dbaas_databases_v1_agent_service, 8);
 
 /**
  * @generated from message dbaas.databases.v1.ReportInstancesResponse
@@ -297,7 +404,7 @@ export type ReportInstancesResponse = Message<"dbaas.databases.v1.ReportInstance
  * Use `create(ReportInstancesResponseSchema)` to create a new message.
  */
 export const ReportInstancesResponseSchema: GenMessage<ReportInstancesResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 8);
+  messageDesc(file_dbaas_databases_v1_agent_service, 9);
 
 /**
  * @generated from message dbaas.databases.v1.BackupObservation
@@ -343,7 +450,7 @@ export type BackupObservation = Message<"dbaas.databases.v1.BackupObservation"> 
  * Use `create(BackupObservationSchema)` to create a new message.
  */
 export const BackupObservationSchema: GenMessage<BackupObservation> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 9);
+  messageDesc(file_dbaas_databases_v1_agent_service, 10);
 
 /**
  * @generated from message dbaas.databases.v1.DatabaseBackups
@@ -393,7 +500,7 @@ export type DatabaseBackups = Message<"dbaas.databases.v1.DatabaseBackups"> & {
  * Use `create(DatabaseBackupsSchema)` to create a new message.
  */
 export const DatabaseBackupsSchema: GenMessage<DatabaseBackups> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 10);
+  messageDesc(file_dbaas_databases_v1_agent_service, 11);
 
 /**
  * @generated from message dbaas.databases.v1.ReportBackupsRequest
@@ -415,7 +522,7 @@ export type ReportBackupsRequest = Message<"dbaas.databases.v1.ReportBackupsRequ
  * Use `create(ReportBackupsRequestSchema)` to create a new message.
  */
 export const ReportBackupsRequestSchema: GenMessage<ReportBackupsRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 11);
+  messageDesc(file_dbaas_databases_v1_agent_service, 12);
 
 /**
  * @generated from message dbaas.databases.v1.ReportBackupsResponse
@@ -428,7 +535,7 @@ export type ReportBackupsResponse = Message<"dbaas.databases.v1.ReportBackupsRes
  * Use `create(ReportBackupsResponseSchema)` to create a new message.
  */
 export const ReportBackupsResponseSchema: GenMessage<ReportBackupsResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 12);
+  messageDesc(file_dbaas_databases_v1_agent_service, 13);
 
 /**
  * One measurement of one instance. Counters are cumulative within their epoch;
@@ -573,6 +680,14 @@ export type InstanceSample = Message<"dbaas.databases.v1.InstanceSample"> & {
    * @generated from field: int64 replication_lag_bytes = 23;
    */
   replicationLagBytes: bigint;
+
+  /**
+   * Primaries only: each replica's lag as the primary sees it (pg_stat_replication of the
+   * replica's application_name, current WAL position minus its replay position).
+   *
+   * @generated from field: repeated dbaas.databases.v1.ReplicaLag replica_lags = 24;
+   */
+  replicaLags: ReplicaLag[];
 };
 
 /**
@@ -580,7 +695,38 @@ export type InstanceSample = Message<"dbaas.databases.v1.InstanceSample"> & {
  * Use `create(InstanceSampleSchema)` to create a new message.
  */
 export const InstanceSampleSchema: GenMessage<InstanceSample> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 13);
+  messageDesc(file_dbaas_databases_v1_agent_service, 14);
+
+/**
+ * @generated from message dbaas.databases.v1.ReplicaLag
+ */
+export type ReplicaLag = Message<"dbaas.databases.v1.ReplicaLag"> & {
+  /**
+   * @generated from field: string replica_id = 1;
+   */
+  replicaId: string;
+
+  /**
+   * Bytes of WAL written on the primary that the replica has not replayed.
+   *
+   * @generated from field: int64 lag_bytes = 2;
+   */
+  lagBytes: bigint;
+
+  /**
+   * pg_stat_replication.state ("streaming", "catchup", …); empty when the replica is not connected.
+   *
+   * @generated from field: string state = 3;
+   */
+  state: string;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.ReplicaLag.
+ * Use `create(ReplicaLagSchema)` to create a new message.
+ */
+export const ReplicaLagSchema: GenMessage<ReplicaLag> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_agent_service, 15);
 
 /**
  * @generated from message dbaas.databases.v1.ReportSamplesRequest
@@ -602,7 +748,7 @@ export type ReportSamplesRequest = Message<"dbaas.databases.v1.ReportSamplesRequ
  * Use `create(ReportSamplesRequestSchema)` to create a new message.
  */
 export const ReportSamplesRequestSchema: GenMessage<ReportSamplesRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 14);
+  messageDesc(file_dbaas_databases_v1_agent_service, 16);
 
 /**
  * @generated from message dbaas.databases.v1.ReportSamplesResponse
@@ -615,7 +761,7 @@ export type ReportSamplesResponse = Message<"dbaas.databases.v1.ReportSamplesRes
  * Use `create(ReportSamplesResponseSchema)` to create a new message.
  */
 export const ReportSamplesResponseSchema: GenMessage<ReportSamplesResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 15);
+  messageDesc(file_dbaas_databases_v1_agent_service, 17);
 
 /**
  * @generated from enum dbaas.databases.v1.DesiredState

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dbaas/databases/v1/databases_service.proto.
  */
 export const file_dbaas_databases_v1_databases_service: GenFile = /*@__PURE__*/
-  fileDesc("CipkYmFhcy9kYXRhYmFzZXMvdjEvZGF0YWJhc2VzX3NlcnZpY2UucHJvdG8SEmRiYWFzLmRhdGFiYXNlcy52MSLEAwoIRGF0YWJhc2USCgoCaWQYASABKAkSFwoPb3JnYW5pemF0aW9uX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSDgoGcmVnaW9uGAQgASgJEgwKBHRpZXIYBSABKAkSDwoHdmVyc2lvbhgGIAEoCRISCgZzdGF0dXMYByABKAlCAhgBEgwKBGhvc3QYCCABKAkSDAoEcG9ydBgJIAEoBRIQCghkYXRhYmFzZRgKIAEoCRIQCgh1c2VybmFtZRgLIAEoCRIZChFjb25uZWN0aW9uX3N0cmluZxgMIAEoCRIuCgpjcmVhdGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1zdGF0dXNfcmVhc29uGA8gASgJEjcKC3N0YXR1c19lbnVtGBAgASgOMiIuZGJhYXMuZGF0YWJhc2VzLnYxLkRhdGFiYXNlU3RhdHVzEjcKDXJlc3RvcmVkX2Zyb20YESABKAsyIC5kYmFhcy5kYXRhYmFzZXMudjEuUmVzdG9yZWRGcm9tIlUKDFJlc3RvcmVkRnJvbRITCgtkYXRhYmFzZV9pZBgBIAEoCRIwCgxyZXN0b3JlX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIm0KFUNyZWF0ZURhdGFiYXNlUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSDAoEbmFtZRgCIAEoCRIOCgZyZWdpb24YAyABKAkSDAoEdGllchgEIAEoCRIPCgd2ZXJzaW9uGAUgASgJInUKFkNyZWF0ZURhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2USEAoIcGFzc3dvcmQYAiABKAkSGQoRY29ubmVjdGlvbl9zdHJpbmcYAyABKAkiOQoSR2V0RGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSJFChNHZXREYXRhYmFzZVJlc3BvbnNlEi4KCGRhdGFiYXNlGAEgASgLMhwuZGJhYXMuZGF0YWJhc2VzLnYxLkRhdGFiYXNlIlQKGEJhdGNoR2V0RGF0YWJhc2VzUmVxdWVzdBI4CghyZXF1ZXN0cxgBIAMoCzImLmRiYWFzLmRhdGFiYXNlcy52MS5HZXREYXRhYmFzZVJlcXVlc3QiWQoZQmF0Y2hHZXREYXRhYmFzZXNSZXNwb25zZRI8CgdyZXN1bHRzGAEgAygLMisuZGJhYXMuZGF0YWJhc2VzLnYxLkJhdGNoR2V0RGF0YWJhc2VzUmVzdWx0IooBChdCYXRjaEdldERhdGFiYXNlc1Jlc3VsdBIwCghkYXRhYmFzZRgBIAEoCzIcLmRiYWFzLmRhdGFiYXNlcy52MS5EYXRhYmFzZUgAEjMKBWVycm9yGAIgASgLMiIuZGJhYXMuZGF0YWJhc2VzLnYxLkJhdGNoSXRlbUVycm9ySABCCAoGcmVzdWx0Ii8KDkJhdGNoSXRlbUVycm9yEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCSKsAQoUTGlzdERhdGFiYXNlc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgwKBHBhZ2UYAiABKAUSEAoIcGVyX3BhZ2UYAyABKAUSEgoGc3RhdHVzGAQgASgJQgIYARIOCgZyZWdpb24YBSABKAkSNwoLc3RhdHVzX2VudW0YBiABKA4yIi5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2VTdGF0dXMidwoVTGlzdERhdGFiYXNlc1Jlc3BvbnNlEi8KCWRhdGFiYXNlcxgBIAMoCzIcLmRiYWFzLmRhdGFiYXNlcy52MS5EYXRhYmFzZRINCgV0b3RhbBgCIAEoBRIMCgRwYWdlGAMgASgFEhAKCHBlcl9wYWdlGAQgASgFIlgKFVVwZGF0ZURhdGFiYXNlUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSCgoCaWQYAiABKAkSEQoEbmFtZRgDIAEoCUgAiAEBQgcKBV9uYW1lIkgKFlVwZGF0ZURhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiPAoVRGVsZXRlRGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSIYChZEZWxldGVEYXRhYmFzZVJlc3BvbnNlIjsKFFN0YXJ0RGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSJHChVTdGFydERhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiOgoTU3RvcERhdGFiYXNlUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSCgoCaWQYAiABKAkiRgoUU3RvcERhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiPQoWUmVzdGFydERhdGFiYXNlUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSCgoCaWQYAiABKAkiSQoXUmVzdGFydERhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiSgoVUmVzaXplRGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCRIMCgR0aWVyGAMgASgJIkgKFlJlc2l6ZURhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiOwoUUmVzZXRQYXNzd29yZFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJIkQKFVJlc2V0UGFzc3dvcmRSZXNwb25zZRIQCghwYXNzd29yZBgBIAEoCRIZChFjb25uZWN0aW9uX3N0cmluZxgCIAEoCSK6AQoJT3BlcmF0aW9uEgoKAmlkGAEgASgJEhMKC2RhdGFiYXNlX2lkGAIgASgJEgwKBHR5cGUYAyABKAkSDgoGc3RhdHVzGAQgASgJEi4KCnN0YXJ0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVlcnJvchgHIAEoCSJlChVMaXN0T3BlcmF0aW9uc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2RhdGFiYXNlX2lkGAIgASgJEgwKBHBhZ2UYAyABKAUSEAoIcGVyX3BhZ2UYBCABKAUiegoWTGlzdE9wZXJhdGlvbnNSZXNwb25zZRIxCgpvcGVyYXRpb25zGAEgAygLMh0uZGJhYXMuZGF0YWJhc2VzLnYxLk9wZXJhdGlvbhINCgV0b3RhbBgCIAEoBRIMCgRwYWdlGAMgASgFEhAKCHBlcl9wYWdlGAQgASgFIj4KF0dldENhQ2VydGlmaWNhdGVSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSInChhHZXRDYUNlcnRpZmljYXRlUmVzcG9uc2USCwoDcGVtGAEgASgJIiQKFlJlc3RvcmVEYXRhYmFzZVJlcXVlc3QSCgoCaWQYASABKAkiSQoXUmVzdG9yZURhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiJAoGUmVnaW9uEgwKBGNvZGUYASABKAkSDAoEbmFtZRgCIAEoCSIUChJMaXN0UmVnaW9uc1JlcXVlc3QiQgoTTGlzdFJlZ2lvbnNSZXNwb25zZRIrCgdyZWdpb25zGAEgAygLMhouZGJhYXMuZGF0YWJhc2VzLnYxLlJlZ2lvbiJfCgRUaWVyEgwKBG5hbWUYASABKAkSDAoEdmNwdRgCIAEoBRIRCgltZW1vcnlfZ2IYAyABKAUSEgoKc3RvcmFnZV9nYhgEIAEoBRIUCgxob3VybHlfcHJpY2UYBSABKAEiEgoQTGlzdFRpZXJzUmVxdWVzdCI8ChFMaXN0VGllcnNSZXNwb25zZRInCgV0aWVycxgBIAMoCzIYLmRiYWFzLmRhdGFiYXNlcy52MS5UaWVyIi4KB1ZlcnNpb24SDwoHdmVyc2lvbhgBIAEoCRISCgppc19kZWZhdWx0GAIgASgIIhUKE0xpc3RWZXJzaW9uc1JlcXVlc3QiRQoUTGlzdFZlcnNpb25zUmVzcG9uc2USLQoIdmVyc2lvbnMYASADKAsyGy5kYmFhcy5kYXRhYmFzZXMudjEuVmVyc2lvbiKXAgoGQmFja3VwEgoKAmlkGAEgASgJEhMKC2RhdGFiYXNlX2lkGAIgASgJEiwKBHR5cGUYAyABKA4yHi5kYmFhcy5kYXRhYmFzZXMudjEuQmFja3VwVHlwZRIwCgZzdGF0dXMYBCABKA4yIC5kYmFhcy5kYXRhYmFzZXMudjEuQmFja3VwU3RhdHVzEi4KCnN0YXJ0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGNvbXBsZXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc2l6ZV9ieXRlcxgHIAEoAxIWCg5mYWlsdXJlX3JlYXNvbhgIIAEoCSJiChJMaXN0QmFja3Vwc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2RhdGFiYXNlX2lkGAIgASgJEgwKBHBhZ2UYAyABKAUSEAoIcGVyX3BhZ2UYBCABKAUi/AEKE0xpc3RCYWNrdXBzUmVzcG9uc2USKwoHYmFja3VwcxgBIAMoCzIaLmRiYWFzLmRhdGFiYXNlcy52MS5CYWNrdXASDQoFdG90YWwYAiABKAUSDAoEcGFnZRgDIAEoBRIQCghwZXJfcGFnZRgEIAEoBRI5ChVlYXJsaWVzdF9yZXN0b3JlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjcKE2xhdGVzdF9yZXN0b3JlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWFyY2hpdmVfZXJyb3IYByABKAkiQwoTQ3JlYXRlQmFja3VwUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEwoLZGF0YWJhc2VfaWQYAiABKAkiQgoUQ3JlYXRlQmFja3VwUmVzcG9uc2USKgoGYmFja3VwGAEgASgLMhouZGJhYXMuZGF0YWJhc2VzLnYxLkJhY2t1cCKpAQoUUmVzdG9yZVRvVGltZVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhoKEnNvdXJjZV9kYXRhYmFzZV9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEjAKDHJlc3RvcmVfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEdGllchgFIAEoCRIOCgZyZWdpb24YBiABKAkidAoVUmVzdG9yZVRvVGltZVJlc3BvbnNlEi4KCGRhdGFiYXNlGAEgASgLMhwuZGJhYXMuZGF0YWJhc2VzLnYxLkRhdGFiYXNlEhAKCHBhc3N3b3JkGAIgASgJEhkKEWNvbm5lY3Rpb25fc3RyaW5nGAMgASgJIroBChFHZXRNZXRyaWNzUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEwoLZGF0YWJhc2VfaWQYAiABKAkSKQoFc3RhcnQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEicKA2VuZBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMc3RlcF9zZWNvbmRzGAUgASgFEg0KBW5hbWVzGAYgAygJIjIKC01ldHJpY1BvaW50EhQKDHVuaXhfc2Vjb25kcxgBIAEoAxINCgV2YWx1ZRgCIAEoASKsAQoMTWV0cmljU2VyaWVzEjwKBmxhYmVscxgBIAMoCzIsLmRiYWFzLmRhdGFiYXNlcy52MS5NZXRyaWNTZXJpZXMuTGFiZWxzRW50cnkSLwoGcG9pbnRzGAIgAygLMh8uZGJhYXMuZGF0YWJhc2VzLnYxLk1ldHJpY1BvaW50Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiVgoGTWV0cmljEgwKBG5hbWUYASABKAkSDAoEdW5pdBgCIAEoCRIwCgZzZXJpZXMYAyADKAsyIC5kYmFhcy5kYXRhYmFzZXMudjEuTWV0cmljU2VyaWVzIqsBChJHZXRNZXRyaWNzUmVzcG9uc2USKQoFc3RhcnQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEicKA2VuZBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMc3RlcF9zZWNvbmRzGAMgASgFEisKB21ldHJpY3MYBCADKAsyGi5kYmFhcy5kYXRhYmFzZXMudjEuTWV0cmljKtwCCg5EYXRhYmFzZVN0YXR1cxIfChtEQVRBQkFTRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIgChxEQVRBQkFTRV9TVEFUVVNfUFJPVklTSU9OSU5HEAESGwoXREFUQUJBU0VfU1RBVFVTX1JVTk5JTkcQAhIcChhEQVRBQkFTRV9TVEFUVVNfU1RBUlRJTkcQAxIcChhEQVRBQkFTRV9TVEFUVVNfU1RPUFBJTkcQBBIbChdEQVRBQkFTRV9TVEFUVVNfU1RPUFBFRBAFEh4KGkRBVEFCQVNFX1NUQVRVU19SRVNUQVJUSU5HEAYSHAoYREFUQUJBU0VfU1RBVFVTX1JFU0laSU5HEAcSGgoWREFUQUJBU0VfU1RBVFVTX0ZBSUxFRBAIEhsKF0RBVEFCQVNFX1NUQVRVU19ERUxFVEVEEAkSGgoWREFUQUJBU0VfU1RBVFVTX1BVUkdFRBAKKlwKCkJhY2t1cFR5cGUSGwoXQkFDS1VQX1RZUEVfVU5TUEVDSUZJRUQQABIZChVCQUNLVVBfVFlQRV9TQ0hFRFVMRUQQARIWChJCQUNLVVBfVFlQRV9NQU5VQUwQAip/CgxCYWNrdXBTdGF0dXMSHQoZQkFDS1VQX1NUQVRVU19VTlNQRUNJRklFRBAAEhkKFUJBQ0tVUF9TVEFUVVNfUlVOTklORxABEhsKF0JBQ0tVUF9TVEFUVVNfQ09NUExFVEVEEAISGAoUQkFDS1VQX1NUQVRVU19GQUlMRUQQAzLwEAoQRGF0YWJhc2VzU2VydmljZRJnCg5DcmVhdGVEYXRhYmFzZRIpLmRiYWFzLmRhdGFiYXNlcy52MS5DcmVhdGVEYXRhYmFzZVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuQ3JlYXRlRGF0YWJhc2VSZXNwb25zZRJeCgtHZXREYXRhYmFzZRImLmRiYWFzLmRhdGFiYXNlcy52MS5HZXREYXRhYmFzZVJlcXVlc3QaJy5kYmFhcy5kYXRhYmFzZXMudjEuR2V0RGF0YWJhc2VSZXNwb25zZRJwChFCYXRjaEdldERhdGFiYXNlcxIsLmRiYWFzLmRhdGFiYXNlcy52MS5CYXRjaEdldERhdGFiYXNlc1JlcXVlc3QaLS5kYmFhcy5kYXRhYmFzZXMudjEuQmF0Y2hHZXREYXRhYmFzZXNSZXNwb25zZRJkCg1MaXN0RGF0YWJhc2VzEiguZGJhYXMuZGF0YWJhc2VzLnYxLkxpc3REYXRhYmFzZXNSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLkxpc3REYXRhYmFzZXNSZXNwb25zZRJnCg5VcGRhdGVEYXRhYmFzZRIpLmRiYWFzLmRhdGFiYXNlcy52MS5VcGRhdGVEYXRhYmFzZVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuVXBkYXRlRGF0YWJhc2VSZXNwb25zZRJnCg5EZWxldGVEYXRhYmFzZRIpLmRiYWFzLmRhdGFiYXNlcy52MS5EZWxldGVEYXRhYmFzZVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuRGVsZXRlRGF0YWJhc2VSZXNwb25zZRJkCg1TdGFydERhdGFiYXNlEiguZGJhYXMuZGF0YWJhc2VzLnYxLlN0YXJ0RGF0YWJhc2VSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlN0YXJ0RGF0YWJhc2VSZXNwb25zZRJhCgxTdG9wRGF0YWJhc2USJy5kYmFhcy5kYXRhYmFzZXMudjEuU3RvcERhdGFiYXNlUmVxdWVzdBooLmRiYWFzLmRhdGFiYXNlcy52MS5TdG9wRGF0YWJhc2VSZXNwb25zZRJqCg9SZXN0YXJ0RGF0YWJhc2USKi5kYmFhcy5kYXRhYmFzZXMudjEuUmVzdGFydERhdGFiYXNlUmVxdWVzdBorLmRiYWFzLmRhdGFiYXNlcy52MS5SZXN0YXJ0RGF0YWJhc2VSZXNwb25zZRJnCg5SZXNpemVEYXRhYmFzZRIpLmRiYWFzLmRhdGFiYXNlcy52MS5SZXNpemVEYXRhYmFzZVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuUmVzaXplRGF0YWJhc2VSZXNwb25zZRJkCg1SZXNldFBhc3N3b3JkEiguZGJhYXMuZGF0YWJhc2VzLnYxLlJlc2V0UGFzc3dvcmRSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlJlc2V0UGFzc3dvcmRSZXNwb25zZRJnCg5MaXN0T3BlcmF0aW9ucxIpLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0T3BlcmF0aW9uc1JlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdE9wZXJhdGlvbnNSZXNwb25zZRJtChBHZXRDYUNlcnRpZmljYXRlEisuZGJhYXMuZGF0YWJhc2VzLnYxLkdldENhQ2VydGlmaWNhdGVSZXF1ZXN0GiwuZGJhYXMuZGF0YWJhc2VzLnYxLkdldENhQ2VydGlmaWNhdGVSZXNwb25zZRJqCg9SZXN0b3JlRGF0YWJhc2USKi5kYmFhcy5kYXRhYmFzZXMudjEuUmVzdG9yZURhdGFiYXNlUmVxdWVzdBorLmRiYWFzLmRhdGFiYXNlcy52MS5SZXN0b3JlRGF0YWJhc2VSZXNwb25zZRJeCgtMaXN0QmFja3VwcxImLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0QmFja3Vwc1JlcXVlc3QaJy5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdEJhY2t1cHNSZXNwb25zZRJhCgxDcmVhdGVCYWNrdXASJy5kYmFhcy5kYXRhYmFzZXMudjEuQ3JlYXRlQmFja3VwUmVxdWVzdBooLmRiYWFzLmRhdGFiYXNlcy52MS5DcmVhdGVCYWNrdXBSZXNwb25zZRJkCg1SZXN0b3JlVG9UaW1lEiguZGJhYXMuZGF0YWJhc2VzLnYxLlJlc3RvcmVUb1RpbWVSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlJlc3RvcmVUb1RpbWVSZXNwb25zZRJbCgpHZXRNZXRyaWNzEiUuZGJhYXMuZGF0YWJhc2VzLnYxLkdldE1ldHJpY3NSZXF1ZXN0GiYuZGJhYXMuZGF0YWJhc2VzLnYxLkdldE1ldHJpY3NSZXNwb25zZRJeCgtMaXN0UmVnaW9ucxImLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0UmVnaW9uc1JlcXVlc3QaJy5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdFJlZ2lvbnNSZXNwb25zZRJYCglMaXN0VGllcnMSJC5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdFRpZXJzUmVxdWVzdBolLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0VGllcnNSZXNwb25zZRJhCgxMaXN0VmVyc2lvbnMSJy5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdFZlcnNpb25zUmVxdWVzdBooLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0VmVyc2lvbnNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("CipkYmFhcy9kYXRhYmFzZXMvdjEvZGF0YWJhc2VzX3NlcnZpY2UucHJvdG8SEmRiYWFzLmRhdGFiYXNlcy52MSLEAwoIRGF0YWJhc2USCgoCaWQYASABKAkSFwoPb3JnYW5pemF0aW9uX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSDgoGcmVnaW9uGAQgASgJEgwKBHRpZXIYBSABKAkSDwoHdmVyc2lvbhgGIAEoCRISCgZzdGF0dXMYByABKAlCAhgBEgwKBGhvc3QYCCABKAkSDAoEcG9ydBgJIAEoBRIQCghkYXRhYmFzZRgKIAEoCRIQCgh1c2VybmFtZRgLIAEoCRIZChFjb25uZWN0aW9uX3N0cmluZxgMIAEoCRIuCgpjcmVhdGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1zdGF0dXNfcmVhc29uGA8gASgJEjcKC3N0YXR1c19lbnVtGBAgASgOMiIuZGJhYXMuZGF0YWJhc2VzLnYxLkRhdGFiYXNlU3RhdHVzEjcKDXJlc3RvcmVkX2Zyb20YESABKAsyIC5kYmFhcy5kYXRhYmFzZXMudjEuUmVzdG9yZWRGcm9tIlUKDFJlc3RvcmVkRnJvbRITCgtkYXRhYmFzZV9pZBgBIAEoCRIwCgxyZXN0b3JlX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIm0KFUNyZWF0ZURhdGFiYXNlUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSDAoEbmFtZRgCIAEoCRIOCgZyZWdpb24YAyABKAkSDAoEdGllchgEIAEoCRIPCgd2ZXJzaW9uGAUgASgJInUKFkNyZWF0ZURhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2USEAoIcGFzc3dvcmQYAiABKAkSGQoRY29ubmVjdGlvbl9zdHJpbmcYAyABKAkiOQoSR2V0RGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSJFChNHZXREYXRhYmFzZVJlc3BvbnNlEi4KCGRhdGFiYXNlGAEgASgLMhwuZGJhYXMuZGF0YWJhc2VzLnYxLkRhdGFiYXNlIlQKGEJhdGNoR2V0RGF0YWJhc2VzUmVxdWVzdBI4CghyZXF1ZXN0cxgBIAMoCzImLmRiYWFzLmRhdGFiYXNlcy52MS5HZXREYXRhYmFzZVJlcXVlc3QiWQoZQmF0Y2hHZXREYXRhYmFzZXNSZXNwb25zZRI8CgdyZXN1bHRzGAEgAygLMisuZGJhYXMuZGF0YWJhc2VzLnYxLkJhdGNoR2V0RGF0YWJhc2VzUmVzdWx0IooBChdCYXRjaEdldERhdGFiYXNlc1Jlc3VsdBIwCghkYXRhYmFzZRgBIAEoCzIcLmRiYWFzLmRhdGFiYXNlcy52MS5EYXRhYmFzZUgAEjMKBWVycm9yGAIgASgLMiIuZGJhYXMuZGF0YWJhc2VzLnYxLkJhdGNoSXRlbUVycm9ySABCCAoGcmVzdWx0Ii8KDkJhdGNoSXRlbUVycm9yEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCSKsAQoUTGlzdERhdGFiYXNlc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgwKBHBhZ2UYAiABKAUSEAoIcGVyX3BhZ2UYAyABKAUSEgoGc3RhdHVzGAQgASgJQgIYARIOCgZyZWdpb24YBSABKAkSNwoLc3RhdHVzX2VudW0YBiABKA4yIi5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2VTdGF0dXMidwoVTGlzdERhdGFiYXNlc1Jlc3BvbnNlEi8KCWRhdGFiYXNlcxgBIAMoCzIcLmRiYWFzLmRhdGFiYXNlcy52MS5EYXRhYmFzZRINCgV0b3RhbBgCIAEoBRIMCgRwYWdlGAMgASgFEhAKCHBlcl9wYWdlGAQgASgFIlgKFVVwZGF0ZURhdGFiYXNlUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSCgoCaWQYAiABKAkSEQoEbmFtZRgDIAEoCUgAiAEBQgcKBV9uYW1lIkgKFlVwZGF0ZURhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiPAoVRGVsZXRlRGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSIYChZEZWxldGVEYXRhYmFzZVJlc3BvbnNlIjsKFFN0YXJ0RGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSJHChVTdGFydERhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiOgoTU3RvcERhdGFiYXNlUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSCgoCaWQYAiABKAkiRgoUU3RvcERhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiPQoWUmVzdGFydERhdGFiYXNlUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSCgoCaWQYAiABKAkiSQoXUmVzdGFydERhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiSgoVUmVzaXplRGF0YWJhc2VSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCRIMCgR0aWVyGAMgASgJIkgKFlJlc2l6ZURhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiOwoUUmVzZXRQYXNzd29yZFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgoKAmlkGAIgASgJIkQKFVJlc2V0UGFzc3dvcmRSZXNwb25zZRIQCghwYXNzd29yZBgBIAEoCRIZChFjb25uZWN0aW9uX3N0cmluZxgCIAEoCSK6AQoJT3BlcmF0aW9uEgoKAmlkGAEgASgJEhMKC2RhdGFiYXNlX2lkGAIgASgJEgwKBHR5cGUYAyABKAkSDgoGc3RhdHVzGAQgASgJEi4KCnN0YXJ0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVlcnJvchgHIAEoCSJlChVMaXN0T3BlcmF0aW9uc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2RhdGFiYXNlX2lkGAIgASgJEgwKBHBhZ2UYAyABKAUSEAoIcGVyX3BhZ2UYBCABKAUiegoWTGlzdE9wZXJhdGlvbnNSZXNwb25zZRIxCgpvcGVyYXRpb25zGAEgAygLMh0uZGJhYXMuZGF0YWJhc2VzLnYxLk9wZXJhdGlvbhINCgV0b3RhbBgCIAEoBRIMCgRwYWdlGAMgASgFEhAKCHBlcl9wYWdlGAQgASgFIj4KF0dldENhQ2VydGlmaWNhdGVSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIKCgJpZBgCIAEoCSInChhHZXRDYUNlcnRpZmljYXRlUmVzcG9uc2USCwoDcGVtGAEgASgJIiQKFlJlc3RvcmVEYXRhYmFzZVJlcXVlc3QSCgoCaWQYASABKAkiSQoXUmVzdG9yZURhdGFiYXNlUmVzcG9uc2USLgoIZGF0YWJhc2UYASABKAsyHC5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2UiJAoGUmVnaW9uEgwKBGNvZGUYASABKAkSDAoEbmFtZRgCIAEoCSIUChJMaXN0UmVnaW9uc1JlcXVlc3QiQgoTTGlzdFJlZ2lvbnNSZXNwb25zZRIrCgdyZWdpb25zGAEgAygLMhouZGJhYXMuZGF0YWJhc2VzLnYxLlJlZ2lvbiJfCgRUaWVyEgwKBG5hbWUYASABKAkSDAoEdmNwdRgCIAEoBRIRCgltZW1vcnlfZ2IYAyABKAUSEgoKc3RvcmFnZV9nYhgEIAEoBRIUCgxob3VybHlfcHJpY2UYBSABKAEiEgoQTGlzdFRpZXJzUmVxdWVzdCI8ChFMaXN0VGllcnNSZXNwb25zZRInCgV0aWVycxgBIAMoCzIYLmRiYWFzLmRhdGFiYXNlcy52MS5UaWVyIi4KB1ZlcnNpb24SDwoHdmVyc2lvbhgBIAEoCRISCgppc19kZWZhdWx0GAIgASgIIhUKE0xpc3RWZXJzaW9uc1JlcXVlc3QiRQoUTGlzdFZlcnNpb25zUmVzcG9uc2USLQoIdmVyc2lvbnMYASADKAsyGy5kYmFhcy5kYXRhYmFzZXMudjEuVmVyc2lvbiKXAgoGQmFja3VwEgoKAmlkGAEgASgJEhMKC2RhdGFiYXNlX2lkGAIgASgJEiwKBHR5cGUYAyABKA4yHi5kYmFhcy5kYXRhYmFzZXMudjEuQmFja3VwVHlwZRIwCgZzdGF0dXMYBCABKA4yIC5kYmFhcy5kYXRhYmFzZXMudjEuQmFja3VwU3RhdHVzEi4KCnN0YXJ0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGNvbXBsZXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc2l6ZV9ieXRlcxgHIAEoAxIWCg5mYWlsdXJlX3JlYXNvbhgIIAEoCSJiChJMaXN0QmFja3Vwc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2RhdGFiYXNlX2lkGAIgASgJEgwKBHBhZ2UYAyABKAUSEAoIcGVyX3BhZ2UYBCABKAUi/AEKE0xpc3RCYWNrdXBzUmVzcG9uc2USKwoHYmFja3VwcxgBIAMoCzIaLmRiYWFzLmRhdGFiYXNlcy52MS5CYWNrdXASDQoFdG90YWwYAiABKAUSDAoEcGFnZRgDIAEoBRIQCghwZXJfcGFnZRgEIAEoBRI5ChVlYXJsaWVzdF9yZXN0b3JlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjcKE2xhdGVzdF9yZXN0b3JlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWFyY2hpdmVfZXJyb3IYByABKAkiQwoTQ3JlYXRlQmFja3VwUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEwoLZGF0YWJhc2VfaWQYAiABKAkiQgoUQ3JlYXRlQmFja3VwUmVzcG9uc2USKgoGYmFja3VwGAEgASgLMhouZGJhYXMuZGF0YWJhc2VzLnYxLkJhY2t1cCKpAQoUUmVzdG9yZVRvVGltZVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhoKEnNvdXJjZV9kYXRhYmFzZV9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEjAKDHJlc3RvcmVfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEdGllchgFIAEoCRIOCgZyZWdpb24YBiABKAkidAoVUmVzdG9yZVRvVGltZVJlc3BvbnNlEi4KCGRhdGFiYXNlGAEgASgLMhwuZGJhYXMuZGF0YWJhc2VzLnYxLkRhdGFiYXNlEhAKCHBhc3N3b3JkGAIgASgJEhkKEWNvbm5lY3Rpb25fc3RyaW5nGAMgASgJIroBChFHZXRNZXRyaWNzUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEwoLZGF0YWJhc2VfaWQYAiABKAkSKQoFc3RhcnQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEicKA2VuZBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMc3RlcF9zZWNvbmRzGAUgASgFEg0KBW5hbWVzGAYgAygJIjIKC01ldHJpY1BvaW50EhQKDHVuaXhfc2Vjb25kcxgBIAEoAxINCgV2YWx1ZRgCIAEoASLWAQoMTWV0cmljU2VyaWVzEjwKBmxhYmVscxgBIAMoCzIsLmRiYWFzLmRhdGFiYXNlcy52MS5NZXRyaWNTZXJpZXMuTGFiZWxzRW50cnkSMwoGcG9pbnRzGAIgAygLMh8uZGJhYXMuZGF0YWJhc2VzLnYxLk1ldHJpY1BvaW50QgIYARIUCgx1bml4X3NlY29uZHMYAyADKAMSDgoGdmFsdWVzGAQgAygBGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiVgoGTWV0cmljEgwKBG5hbWUYASABKAkSDAoEdW5pdBgCIAEoCRIwCgZzZXJpZXMYAyADKAsyIC5kYmFhcy5kYXRhYmFzZXMudjEuTWV0cmljU2VyaWVzIqsBChJHZXRNZXRyaWNzUmVzcG9uc2USKQoFc3RhcnQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEicKA2VuZBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMc3RlcF9zZWNvbmRzGAMgASgFEisKB21ldHJpY3MYBCADKAsyGi5kYmFhcy5kYXRhYmFzZXMudjEuTWV0cmljIpsCCgdSZXBsaWNhEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZGF0YWJhc2VfaWQYAyABKAkSDgoGcmVnaW9uGAQgASgJEgwKBHRpZXIYBSABKAkSDgoGc3RhdHVzGAYgASgJEgwKBGhvc3QYByABKAkSDAoEcG9ydBgIIAEoBRIQCghkYXRhYmFzZRgJIAEoCRIQCgh1c2VybmFtZRgKIAEoCRIZChFjb25uZWN0aW9uX3N0cmluZxgLIAEoCRIRCglsYWdfYnl0ZXMYDCABKAMSLgoKY3JlYXRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNc3RhdHVzX3JlYXNvbhgOIAEoCSJwChRDcmVhdGVSZXBsaWNhUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEwoLZGF0YWJhc2VfaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIMCgR0aWVyGAQgASgJEg4KBnJlZ2lvbhgFIAEoCSJFChVDcmVhdGVSZXBsaWNhUmVzcG9uc2USLAoHcmVwbGljYRgBIAEoCzIbLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBsaWNhImMKE0xpc3RSZXBsaWNhc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2RhdGFiYXNlX2lkGAIgASgJEgwKBHBhZ2UYAyABKAUSEAoIcGVyX3BhZ2UYBCABKAUidAoUTGlzdFJlcGxpY2FzUmVzcG9uc2USLQoIcmVwbGljYXMYASADKAsyGy5kYmFhcy5kYXRhYmFzZXMudjEuUmVwbGljYRINCgV0b3RhbBgCIAEoBRIMCgRwYWdlGAMgASgFEhAKCHBlcl9wYWdlGAQgASgFIlUKEUdldFJlcGxpY2FSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRITCgtkYXRhYmFzZV9pZBgCIAEoCRISCgpyZXBsaWNhX2lkGAMgASgJIkIKEkdldFJlcGxpY2FSZXNwb25zZRIsCgdyZXBsaWNhGAEgASgLMhsuZGJhYXMuZGF0YWJhc2VzLnYxLlJlcGxpY2EiWAoURGVsZXRlUmVwbGljYVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2RhdGFiYXNlX2lkGAIgASgJEhIKCnJlcGxpY2FfaWQYAyABKAkiFwoVRGVsZXRlUmVwbGljYVJlc3BvbnNlIlkKFVByb21vdGVSZXBsaWNhUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEwoLZGF0YWJhc2VfaWQYAiABKAkSEgoKcmVwbGljYV9pZBgDIAEoCSJIChZQcm9tb3RlUmVwbGljYVJlc3BvbnNlEi4KCGRhdGFiYXNlGAEgASgLMhwuZGJhYXMuZGF0YWJhc2VzLnYxLkRhdGFiYXNlKtwCCg5EYXRhYmFzZVN0YXR1cxIfChtEQVRBQkFTRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIgChxEQVRBQkFTRV9TVEFUVVNfUFJPVklTSU9OSU5HEAESGwoXREFUQUJBU0VfU1RBVFVTX1JVTk5JTkcQAhIcChhEQVRBQkFTRV9TVEFUVVNfU1RBUlRJTkcQAxIcChhEQVRBQkFTRV9TVEFUVVNfU1RPUFBJTkcQBBIbChdEQVRBQkFTRV9TVEFUVVNfU1RPUFBFRBAFEh4KGkRBVEFCQVNFX1NUQVRVU19SRVNUQVJUSU5HEAYSHAoYREFUQUJBU0VfU1RBVFVTX1JFU0laSU5HEAcSGgoWREFUQUJBU0VfU1RBVFVTX0ZBSUxFRBAIEhsKF0RBVEFCQVNFX1NUQVRVU19ERUxFVEVEEAkSGgoWREFUQUJBU0VfU1RBVFVTX1BVUkdFRBAKKlwKCkJhY2t1cFR5cGUSGwoXQkFDS1VQX1RZUEVfVU5TUEVDSUZJRUQQABIZChVCQUNLVVBfVFlQRV9TQ0hFRFVMRUQQARIWChJCQUNLVVBfVFlQRV9NQU5VQUwQAip/CgxCYWNrdXBTdGF0dXMSHQoZQkFDS1VQX1NUQVRVU19VTlNQRUNJRklFRBAAEhkKFUJBQ0tVUF9TVEFUVVNfUlVOTklORxABEhsKF0JBQ0tVUF9TVEFUVVNfQ09NUExFVEVEEAISGAoUQkFDS1VQX1NUQVRVU19GQUlMRUQQAzLlFAoQRGF0YWJhc2VzU2VydmljZRJnCg5DcmVhdGVEYXRhYmFzZRIpLmRiYWFzLmRhdGFiYXNlcy52MS5DcmVhdGVEYXRhYmFzZVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuQ3JlYXRlRGF0YWJhc2VSZXNwb25zZRJeCgtHZXREYXRhYmFzZRImLmRiYWFzLmRhdGFiYXNlcy52MS5HZXREYXRhYmFzZVJlcXVlc3QaJy5kYmFhcy5kYXRhYmFzZXMudjEuR2V0RGF0YWJhc2VSZXNwb25zZRJwChFCYXRjaEdldERhdGFiYXNlcxIsLmRiYWFzLmRhdGFiYXNlcy52MS5CYXRjaEdldERhdGFiYXNlc1JlcXVlc3QaLS5kYmFhcy5kYXRhYmFzZXMudjEuQmF0Y2hHZXREYXRhYmFzZXNSZXNwb25zZRJkCg1MaXN0RGF0YWJhc2VzEiguZGJhYXMuZGF0YWJhc2VzLnYxLkxpc3REYXRhYmFzZXNSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLkxpc3REYXRhYmFzZXNSZXNwb25zZRJnCg5VcGRhdGVEYXRhYmFzZRIpLmRiYWFzLmRhdGFiYXNlcy52MS5VcGRhdGVEYXRhYmFzZVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuVXBkYXRlRGF0YWJhc2VSZXNwb25zZRJnCg5EZWxldGVEYXRhYmFzZRIpLmRiYWFzLmRhdGFiYXNlcy52MS5EZWxldGVEYXRhYmFzZVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuRGVsZXRlRGF0YWJhc2VSZXNwb25zZRJkCg1TdGFydERhdGFiYXNlEiguZGJhYXMuZGF0YWJhc2VzLnYxLlN0YXJ0RGF0YWJhc2VSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlN0YXJ0RGF0YWJhc2VSZXNwb25zZRJhCgxTdG9wRGF0YWJhc2USJy5kYmFhcy5kYXRhYmFzZXMudjEuU3RvcERhdGFiYXNlUmVxdWVzdBooLmRiYWFzLmRhdGFiYXNlcy52MS5TdG9wRGF0YWJhc2VSZXNwb25zZRJqCg9SZXN0YXJ0RGF0YWJhc2USKi5kYmFhcy5kYXRhYmFzZXMudjEuUmVzdGFydERhdGFiYXNlUmVxdWVzdBorLmRiYWFzLmRhdGFiYXNlcy52MS5SZXN0YXJ0RGF0YWJhc2VSZXNwb25zZRJnCg5SZXNpemVEYXRhYmFzZRIpLmRiYWFzLmRhdGFiYXNlcy52MS5SZXNpemVEYXRhYmFzZVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuUmVzaXplRGF0YWJhc2VSZXNwb25zZRJkCg1SZXNldFBhc3N3b3JkEiguZGJhYXMuZGF0YWJhc2VzLnYxLlJlc2V0UGFzc3dvcmRSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlJlc2V0UGFzc3dvcmRSZXNwb25zZRJnCg5MaXN0T3BlcmF0aW9ucxIpLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0T3BlcmF0aW9uc1JlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdE9wZXJhdGlvbnNSZXNwb25zZRJtChBHZXRDYUNlcnRpZmljYXRlEisuZGJhYXMuZGF0YWJhc2VzLnYxLkdldENhQ2VydGlmaWNhdGVSZXF1ZXN0GiwuZGJhYXMuZGF0YWJhc2VzLnYxLkdldENhQ2VydGlmaWNhdGVSZXNwb25zZRJqCg9SZXN0b3JlRGF0YWJhc2USKi5kYmFhcy5kYXRhYmFzZXMudjEuUmVzdG9yZURhdGFiYXNlUmVxdWVzdBorLmRiYWFzLmRhdGFiYXNlcy52MS5SZXN0b3JlRGF0YWJhc2VSZXNwb25zZRJeCgtMaXN0QmFja3VwcxImLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0QmFja3Vwc1JlcXVlc3QaJy5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdEJhY2t1cHNSZXNwb25zZRJhCgxDcmVhdGVCYWNrdXASJy5kYmFhcy5kYXRhYmFzZXMudjEuQ3JlYXRlQmFja3VwUmVxdWVzdBooLmRiYWFzLmRhdGFiYXNlcy52MS5DcmVhdGVCYWNrdXBSZXNwb25zZRJkCg1SZXN0b3JlVG9UaW1lEiguZGJhYXMuZGF0YWJhc2VzLnYxLlJlc3RvcmVUb1RpbWVSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlJlc3RvcmVUb1RpbWVSZXNwb25zZRJbCgpHZXRNZXRyaWNzEiUuZGJhYXMuZGF0YWJhc2VzLnYxLkdldE1ldHJpY3NSZXF1ZXN0GiYuZGJhYXMuZGF0YWJhc2VzLnYxLkdldE1ldHJpY3NSZXNwb25zZRJkCg1DcmVhdGVSZXBsaWNhEiguZGJhYXMuZGF0YWJhc2VzLnYxLkNyZWF0ZVJlcGxpY2FSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLkNyZWF0ZVJlcGxpY2FSZXNwb25zZRJhCgxMaXN0UmVwbGljYXMSJy5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdFJlcGxpY2FzUmVxdWVzdBooLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0UmVwbGljYXNSZXNwb25zZRJbCgpHZXRSZXBsaWNhEiUuZGJhYXMuZGF0YWJhc2VzLnYxLkdldFJlcGxpY2FSZXF1ZXN0GiYuZGJhYXMuZGF0YWJhc2VzLnYxLkdldFJlcGxpY2FSZXNwb25zZRJkCg1EZWxldGVSZXBsaWNhEiguZGJhYXMuZGF0YWJhc2VzLnYxLkRlbGV0ZVJlcGxpY2FSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLkRlbGV0ZVJlcGxpY2FSZXNwb25zZRJnCg5Qcm9tb3RlUmVwbGljYRIpLmRiYWFzLmRhdGFiYXNlcy52MS5Qcm9tb3RlUmVwbGljYVJlcXVlc3QaKi5kYmFhcy5kYXRhYmFzZXMudjEuUHJvbW90ZVJlcGxpY2FSZXNwb25zZRJeCgtMaXN0UmVnaW9ucxImLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0UmVnaW9uc1JlcXVlc3QaJy5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdFJlZ2lvbnNSZXNwb25zZRJYCglMaXN0VGllcnMSJC5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdFRpZXJzUmVxdWVzdBolLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0VGllcnNSZXNwb25zZRJhCgxMaXN0VmVyc2lvbnMSJy5kYmFhcy5kYXRhYmFzZXMudjEuTGlzdFZlcnNpb25zUmVxdWVzdBooLmRiYWFzLmRhdGFiYXNlcy52MS5MaXN0VmVyc2lvbnNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message dbaas.databases.v1.Database
@@ -1415,9 +1415,24 @@ export type MetricSeries = Message<"dbaas.databases.v1.MetricSeries"> & {
   labels: { [key: string]: string };
 
   /**
-   * @generated from field: repeated dbaas.databases.v1.MetricPoint points = 2;
+   * Deprecated: the same points as unix_seconds/values, one message each (slow to encode).
+   *
+   * @generated from field: repeated dbaas.databases.v1.MetricPoint points = 2 [deprecated = true];
+   * @deprecated
    */
   points: MetricPoint[];
+
+  /**
+   * The points as two packed columns of equal length: unix_seconds[i] has values[i].
+   *
+   * @generated from field: repeated int64 unix_seconds = 3;
+   */
+  unixSeconds: bigint[];
+
+  /**
+   * @generated from field: repeated double values = 4;
+   */
+  values: number[];
 };
 
 /**
@@ -1485,6 +1500,352 @@ export type GetMetricsResponse = Message<"dbaas.databases.v1.GetMetricsResponse"
  */
 export const GetMetricsResponseSchema: GenMessage<GetMetricsResponse> = /*@__PURE__*/
   messageDesc(file_dbaas_databases_v1_databases_service, 53);
+
+/**
+ * A read replica of a database: a hot standby streaming from it.
+ *
+ * @generated from message dbaas.databases.v1.Replica
+ */
+export type Replica = Message<"dbaas.databases.v1.Replica"> & {
+  /**
+   * "rep-…"
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * The primary.
+   *
+   * @generated from field: string database_id = 3;
+   */
+  databaseId: string;
+
+  /**
+   * @generated from field: string region = 4;
+   */
+  region: string;
+
+  /**
+   * @generated from field: string tier = 5;
+   */
+  tier: string;
+
+  /**
+   * A DatabaseStatus name: provisioning, running, stopping, stopped, starting, failed.
+   *
+   * @generated from field: string status = 6;
+   */
+  status: string;
+
+  /**
+   * @generated from field: string host = 7;
+   */
+  host: string;
+
+  /**
+   * @generated from field: int32 port = 8;
+   */
+  port: number;
+
+  /**
+   * @generated from field: string database = 9;
+   */
+  database: string;
+
+  /**
+   * @generated from field: string username = 10;
+   */
+  username: string;
+
+  /**
+   * Password masked with asterisks (the primary's password works).
+   *
+   * @generated from field: string connection_string = 11;
+   */
+  connectionString: string;
+
+  /**
+   * Bytes of WAL the replica has not replayed yet, as last measured; 0 until measured.
+   *
+   * @generated from field: int64 lag_bytes = 12;
+   */
+  lagBytes: bigint;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 13;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * Why the replica is `failed`, empty otherwise.
+   *
+   * @generated from field: string status_reason = 14;
+   */
+  statusReason: string;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.Replica.
+ * Use `create(ReplicaSchema)` to create a new message.
+ */
+export const ReplicaSchema: GenMessage<Replica> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 54);
+
+/**
+ * @generated from message dbaas.databases.v1.CreateReplicaRequest
+ */
+export type CreateReplicaRequest = Message<"dbaas.databases.v1.CreateReplicaRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: string database_id = 2;
+   */
+  databaseId: string;
+
+  /**
+   * @generated from field: string name = 3;
+   */
+  name: string;
+
+  /**
+   * Empty: the primary's.
+   *
+   * @generated from field: string tier = 4;
+   */
+  tier: string;
+
+  /**
+   * @generated from field: string region = 5;
+   */
+  region: string;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.CreateReplicaRequest.
+ * Use `create(CreateReplicaRequestSchema)` to create a new message.
+ */
+export const CreateReplicaRequestSchema: GenMessage<CreateReplicaRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 55);
+
+/**
+ * @generated from message dbaas.databases.v1.CreateReplicaResponse
+ */
+export type CreateReplicaResponse = Message<"dbaas.databases.v1.CreateReplicaResponse"> & {
+  /**
+   * @generated from field: dbaas.databases.v1.Replica replica = 1;
+   */
+  replica?: Replica | undefined;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.CreateReplicaResponse.
+ * Use `create(CreateReplicaResponseSchema)` to create a new message.
+ */
+export const CreateReplicaResponseSchema: GenMessage<CreateReplicaResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 56);
+
+/**
+ * @generated from message dbaas.databases.v1.ListReplicasRequest
+ */
+export type ListReplicasRequest = Message<"dbaas.databases.v1.ListReplicasRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: string database_id = 2;
+   */
+  databaseId: string;
+
+  /**
+   * @generated from field: int32 page = 3;
+   */
+  page: number;
+
+  /**
+   * @generated from field: int32 per_page = 4;
+   */
+  perPage: number;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.ListReplicasRequest.
+ * Use `create(ListReplicasRequestSchema)` to create a new message.
+ */
+export const ListReplicasRequestSchema: GenMessage<ListReplicasRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 57);
+
+/**
+ * @generated from message dbaas.databases.v1.ListReplicasResponse
+ */
+export type ListReplicasResponse = Message<"dbaas.databases.v1.ListReplicasResponse"> & {
+  /**
+   * @generated from field: repeated dbaas.databases.v1.Replica replicas = 1;
+   */
+  replicas: Replica[];
+
+  /**
+   * @generated from field: int32 total = 2;
+   */
+  total: number;
+
+  /**
+   * @generated from field: int32 page = 3;
+   */
+  page: number;
+
+  /**
+   * @generated from field: int32 per_page = 4;
+   */
+  perPage: number;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.ListReplicasResponse.
+ * Use `create(ListReplicasResponseSchema)` to create a new message.
+ */
+export const ListReplicasResponseSchema: GenMessage<ListReplicasResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 58);
+
+/**
+ * @generated from message dbaas.databases.v1.GetReplicaRequest
+ */
+export type GetReplicaRequest = Message<"dbaas.databases.v1.GetReplicaRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: string database_id = 2;
+   */
+  databaseId: string;
+
+  /**
+   * @generated from field: string replica_id = 3;
+   */
+  replicaId: string;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.GetReplicaRequest.
+ * Use `create(GetReplicaRequestSchema)` to create a new message.
+ */
+export const GetReplicaRequestSchema: GenMessage<GetReplicaRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 59);
+
+/**
+ * @generated from message dbaas.databases.v1.GetReplicaResponse
+ */
+export type GetReplicaResponse = Message<"dbaas.databases.v1.GetReplicaResponse"> & {
+  /**
+   * @generated from field: dbaas.databases.v1.Replica replica = 1;
+   */
+  replica?: Replica | undefined;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.GetReplicaResponse.
+ * Use `create(GetReplicaResponseSchema)` to create a new message.
+ */
+export const GetReplicaResponseSchema: GenMessage<GetReplicaResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 60);
+
+/**
+ * @generated from message dbaas.databases.v1.DeleteReplicaRequest
+ */
+export type DeleteReplicaRequest = Message<"dbaas.databases.v1.DeleteReplicaRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: string database_id = 2;
+   */
+  databaseId: string;
+
+  /**
+   * @generated from field: string replica_id = 3;
+   */
+  replicaId: string;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.DeleteReplicaRequest.
+ * Use `create(DeleteReplicaRequestSchema)` to create a new message.
+ */
+export const DeleteReplicaRequestSchema: GenMessage<DeleteReplicaRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 61);
+
+/**
+ * @generated from message dbaas.databases.v1.DeleteReplicaResponse
+ */
+export type DeleteReplicaResponse = Message<"dbaas.databases.v1.DeleteReplicaResponse"> & {
+};
+
+/**
+ * Describes the message dbaas.databases.v1.DeleteReplicaResponse.
+ * Use `create(DeleteReplicaResponseSchema)` to create a new message.
+ */
+export const DeleteReplicaResponseSchema: GenMessage<DeleteReplicaResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 62);
+
+/**
+ * @generated from message dbaas.databases.v1.PromoteReplicaRequest
+ */
+export type PromoteReplicaRequest = Message<"dbaas.databases.v1.PromoteReplicaRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * @generated from field: string database_id = 2;
+   */
+  databaseId: string;
+
+  /**
+   * @generated from field: string replica_id = 3;
+   */
+  replicaId: string;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.PromoteReplicaRequest.
+ * Use `create(PromoteReplicaRequestSchema)` to create a new message.
+ */
+export const PromoteReplicaRequestSchema: GenMessage<PromoteReplicaRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 63);
+
+/**
+ * @generated from message dbaas.databases.v1.PromoteReplicaResponse
+ */
+export type PromoteReplicaResponse = Message<"dbaas.databases.v1.PromoteReplicaResponse"> & {
+  /**
+   * The new database (status "starting" until the promoted instance runs as a primary).
+   *
+   * @generated from field: dbaas.databases.v1.Database database = 1;
+   */
+  database?: Database | undefined;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.PromoteReplicaResponse.
+ * Use `create(PromoteReplicaResponseSchema)` to create a new message.
+ */
+export const PromoteReplicaResponseSchema: GenMessage<PromoteReplicaResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_databases_service, 64);
 
 /**
  * A database's lifecycle status (DESIGN.md, Databases; services/kit `DATABASE_STATUSES` and
@@ -1797,6 +2158,56 @@ export const DatabasesService: GenService<{
     methodKind: "unary";
     input: typeof GetMetricsRequestSchema;
     output: typeof GetMetricsResponseSchema;
+  },
+  /**
+   * Read replicas (DESIGN.md, Read replicas). CreateReplica: FAILED_PRECONDITION (409) when the
+   * primary is not running or already has 5 replicas; ALREADY_EXISTS for a name taken among the
+   * primary's replicas.
+   *
+   * @generated from rpc dbaas.databases.v1.DatabasesService.CreateReplica
+   */
+  createReplica: {
+    methodKind: "unary";
+    input: typeof CreateReplicaRequestSchema;
+    output: typeof CreateReplicaResponseSchema;
+  },
+  /**
+   * @generated from rpc dbaas.databases.v1.DatabasesService.ListReplicas
+   */
+  listReplicas: {
+    methodKind: "unary";
+    input: typeof ListReplicasRequestSchema;
+    output: typeof ListReplicasResponseSchema;
+  },
+  /**
+   * @generated from rpc dbaas.databases.v1.DatabasesService.GetReplica
+   */
+  getReplica: {
+    methodKind: "unary";
+    input: typeof GetReplicaRequestSchema;
+    output: typeof GetReplicaResponseSchema;
+  },
+  /**
+   * DeleteReplica removes the replica, its instance and its slot on the primary.
+   *
+   * @generated from rpc dbaas.databases.v1.DatabasesService.DeleteReplica
+   */
+  deleteReplica: {
+    methodKind: "unary";
+    input: typeof DeleteReplicaRequestSchema;
+    output: typeof DeleteReplicaResponseSchema;
+  },
+  /**
+   * PromoteReplica turns a running replica into an independent, writable database with a new
+   * "db-" id, the primary's credentials and the replica's tier and region; the replica is gone.
+   * FAILED_PRECONDITION (409) when the replica is not running.
+   *
+   * @generated from rpc dbaas.databases.v1.DatabasesService.PromoteReplica
+   */
+  promoteReplica: {
+    methodKind: "unary";
+    input: typeof PromoteReplicaRequestSchema;
+    output: typeof PromoteReplicaResponseSchema;
   },
   /**
    * @generated from rpc dbaas.databases.v1.DatabasesService.ListRegions
