@@ -42,8 +42,36 @@ async function statusOf(api: ReturnType<typeof createApi>, id: string): Promise<
   return (await api.get(`/v1/databases/${id}`)).body.data?.status;
 }
 
-async function waitStatus(api: ReturnType<typeof createApi>, id: string, status: string, timeoutMs = 60_000) {
-  await waitFor(async () => (await statusOf(api, id)) === status, timeoutMs, `${id} ${status}`);
+/** How long one wait for a status may take; each test's own timeout is the sum of its waits, plus a margin. */
+const WAIT_MS = 60_000;
+/** A wait across a kill -9 (the killed process restarts, reconnects and catches up first). */
+const CRASH_WAIT_MS = 90_000;
+const MARGIN_MS = 15_000;
+
+/**
+ * Waits for `status`; on timeout, says where the database stuck: the last status seen, its
+ * operations, and the stack's log lines about it (the services' logs are not printed otherwise).
+ */
+async function waitStatus(api: ReturnType<typeof createApi>, id: string, status: string, timeoutMs = WAIT_MS) {
+  let last: string | undefined;
+  const reached = async () => {
+    last = await statusOf(api, id);
+    return last === status;
+  };
+  try {
+    await waitFor(reached, timeoutMs, `${id} ${status}`);
+  } catch (err) {
+    const ops = await api.get(`/v1/databases/${id}/operations`).catch(() => undefined);
+    const opsSeen = (ops?.body?.data?.operations ?? []).map((o: any) => `${o.type}:${o.status}`).join(", ");
+    const lines = stack
+      .output()
+      .split("\n")
+      .filter((l) => l.includes(id) || /^(databases|agent-\S+)\s+\| (WARN|ERROR|exited)/.test(l));
+    throw new Error(
+      `${(err as Error).message} (last status ${last ?? "unknown"}; operations: ${opsSeen || "none"})\n` +
+        `stack log, about it or warnings (last 40 lines):\n${lines.slice(-40).join("\n")}`,
+    );
+  }
 }
 
 async function createRunning(api: ReturnType<typeof createApi>, body: Record<string, string>) {
@@ -56,7 +84,9 @@ async function createRunning(api: ReturnType<typeof createApi>, body: Record<str
 const refused = (cs: string) => expect(query(cs, "SELECT 1")).rejects.toThrow();
 
 describe("lifecycle on real instances", () => {
-  it("stops, refuses connections, starts again, restarts; wrong sources are 409 naming the status", async () => {
+  it("stops, refuses connections, starts again, restarts; wrong sources are 409 naming the status", {
+    timeout: 4 * WAIT_MS + MARGIN_MS,
+  }, async () => {
     const api = await account();
     const db = await createRunning(api, { name: "life-1", region: "fsn1", tier: "micro" });
 
@@ -93,7 +123,7 @@ describe("lifecycle on real instances", () => {
     for (const o of lifecycle) expect(o.finished_at >= o.started_at).toBe(true);
   });
 
-  it("bills compute only while running", async () => {
+  it("bills compute only while running", { timeout: 3 * WAIT_MS + 2 * 30_000 + MARGIN_MS }, async () => {
     const api = await account();
     const db = await createRunning(api, { name: "life-bill", region: "fsn1", tier: "small" });
     await api.post(`/v1/databases/${db.id}/stop`);
@@ -117,7 +147,7 @@ describe("lifecycle on real instances", () => {
     await waitFor(async () => (await hours()) > stopped, 30_000, "meter running again");
   });
 
-  it("resizes up and down, visible through SHOW; same tier is 422", async () => {
+  it("resizes up and down, visible through SHOW; same tier is 422", { timeout: 6 * WAIT_MS + MARGIN_MS }, async () => {
     const api = await account();
     const db = await createRunning(api, { name: "life-2", region: "fsn1", tier: "micro" });
     const show = async () =>
@@ -151,7 +181,7 @@ describe("lifecycle on real instances", () => {
     expect(await show()).toEqual(small);
   });
 
-  it("resets the password synchronously, running and stopped", async () => {
+  it("resets the password synchronously, running and stopped", { timeout: 3 * WAIT_MS + MARGIN_MS }, async () => {
     const api = await account();
     const db = await createRunning(api, { name: "life-3", region: "fsn1", tier: "micro" });
     const reset = await api.post(`/v1/databases/${db.id}/reset-password`);
@@ -172,7 +202,9 @@ describe("lifecycle on real instances", () => {
     expect(await query(whileStopped.body.data.connection_string, "SELECT 1 AS one")).toEqual([{ one: 1 }]);
   });
 
-  it("renames, refuses a duplicate name, deletes, and support restores within the window", async () => {
+  it("renames, refuses a duplicate name, deletes, and support restores within the window", {
+    timeout: 3 * WAIT_MS + 2 * 30_000 + MARGIN_MS,
+  }, async () => {
     const api = await account();
     const db = await createRunning(api, { name: "life-4", region: "nbg1", tier: "micro" });
     await createRunning(api, { name: "life-4b", region: "nbg1", tier: "micro" });
@@ -202,6 +234,7 @@ describe("lifecycle on real instances", () => {
 
     const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", "services/databases/src/cli/restore.ts", db.id], {
       env: { ...process.env, DATABASES_URL: `http://127.0.0.1:${Number(stack.env.PORT) + 2}`, DBAAS_DATA_DIR: stack.dataDir },
+      timeout: 30_000,
     });
     expect(stdout).toContain(`restored ${db.id}`);
     await waitStatus(api, db.id, "running");
@@ -209,7 +242,9 @@ describe("lifecycle on real instances", () => {
     expect(await query(db.connection_string, "SELECT 1 AS one")).toEqual([{ one: 1 }]);
   });
 
-  it("places databases on the agent of their region, runs version 16, and serves the CA for verify-full", async () => {
+  it("places databases on the agent of their region, runs version 16, and serves the CA for verify-full", {
+    timeout: 2 * WAIT_MS + MARGIN_MS,
+  }, async () => {
     const api = await account();
     const fsn = await createRunning(api, { name: "life-5a", region: "fsn1", tier: "micro" });
     const hel = await createRunning(api, { name: "life-5b", region: "hel1", tier: "micro", version: "16" });
@@ -249,7 +284,9 @@ describe("lifecycle on real instances", () => {
 });
 
 describe("crash safety", () => {
-  it("converges after the agent is killed -9 in the middle of provisioning and of stopping", async () => {
+  it("converges after the agent is killed -9 in the middle of provisioning and of stopping", {
+    timeout: 2 * CRASH_WAIT_MS + MARGIN_MS,
+  }, async () => {
     const api = await account();
     const res = await api.post("/v1/databases", { name: "crash-1", region: "fsn1", tier: "micro" });
     process.kill(await stack.pid("agent-fsn1"), "SIGKILL");
@@ -262,7 +299,7 @@ describe("crash safety", () => {
     await refused(res.body.data.connection_string);
   });
 
-  it("converges after the agent is killed -9 in the middle of resizing", async () => {
+  it("converges after the agent is killed -9 in the middle of resizing", { timeout: WAIT_MS + CRASH_WAIT_MS + MARGIN_MS }, async () => {
     const api = await account();
     const db = await createRunning(api, { name: "crash-resize", region: "fsn1", tier: "micro" });
     const before = (await query(db.connection_string, "SELECT current_setting('max_connections') AS mc"))[0].mc;
@@ -278,7 +315,7 @@ describe("crash safety", () => {
     expect(dirs).toEqual([db.id]);
   });
 
-  it("converges after the databases service is killed -9", async () => {
+  it("converges after the databases service is killed -9", { timeout: WAIT_MS + CRASH_WAIT_MS + MARGIN_MS }, async () => {
     const api = await account();
     const db = await createRunning(api, { name: "crash-2", region: "fsn1", tier: "micro" });
     await api.post(`/v1/databases/${db.id}/restart`);
@@ -287,7 +324,7 @@ describe("crash safety", () => {
     expect(await query(db.connection_string, "SELECT 1 AS one")).toEqual([{ one: 1 }]);
   });
 
-  it("notices a postgres instance that died on its own and starts it again", async () => {
+  it("notices a postgres instance that died on its own and starts it again", { timeout: 2 * WAIT_MS + MARGIN_MS }, async () => {
     const api = await account();
     const db = await createRunning(api, { name: "crash-3", region: "fsn1", tier: "micro" });
     const pidFile = join(stack.dataDir, "agents", "agent-fsn1", "instances", db.id, "postmaster.pid");
