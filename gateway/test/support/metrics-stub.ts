@@ -27,7 +27,9 @@ export function metricsRoutes(state: StubState, find: Find): Pick<ServiceImpl<ty
       if (start > end) throw invalidArgument([{ field: "start", message: "must not be after end" }]);
       const step = req.stepSeconds || 60;
       const first = BigInt(Math.floor(start.getTime() / 1000 / step) * step);
-      const points = [
+      const points = { unixSeconds: [first, first + BigInt(step)], values: [12.5, 0.25] };
+      // As a databases service from before the packed columns sends them (a rolling deploy): the gateway reads both.
+      const legacyPoints = [
         { unixSeconds: first, value: 12.5 },
         { unixSeconds: first + BigInt(step), value: 0.25 },
       ];
@@ -41,12 +43,9 @@ export function metricsRoutes(state: StubState, find: Find): Pick<ServiceImpl<ty
             ? {
                 name,
                 unit: "connections",
-                series: [
-                  { labels: { state: "active" }, points },
-                  { labels: { state: "idle" }, points: [] },
-                ],
+                series: [{ labels: { state: "active" }, points: legacyPoints }, { labels: { state: "idle" } }],
               }
-            : { name, unit: "percent", series: [{ labels: {}, points }] },
+            : { name, unit: "percent", series: [{ labels: {}, ...points }] },
         ),
       };
     },

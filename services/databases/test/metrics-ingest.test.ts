@@ -67,7 +67,8 @@ const tps = async (toS: number) => {
     stepSeconds: 60,
     names: ["transactions_per_second"],
   });
-  return res.metrics[0]!.series[0]!.points.map((p) => [(Number(p.unixSeconds) * 1000 - T0.getTime()) / MINUTE, p.value]);
+  const s = res.metrics[0]!.series[0]!;
+  return s.unixSeconds.map((t, i) => [(Number(t) * 1000 - T0.getTime()) / MINUTE, s.values[i]]);
 };
 
 describe("ReportSamples' minutes", () => {

@@ -1,5 +1,5 @@
 import { Type } from "@sinclair/typebox";
-import type { GetMetricsResponse } from "@dbaas/proto/databases";
+import type { GetMetricsResponse, MetricSeries } from "@dbaas/proto/databases";
 import { ok, type Reply } from "../../middleware/envelope.ts";
 import { optional, query, text, timestamp } from "../../schema.ts";
 import { iso, present, timestampOf } from "../mappers.ts";
@@ -15,6 +15,15 @@ export const metricsQuery = query({
   names: optional(text(1000, "Comma-separated metric names; default: every metric. An unknown name is refused, listing the known ones.")),
 });
 
+/**
+ * A series' points as [unix_seconds, value] pairs, from the packed columns; a databases service from
+ * before them (during a rolling deploy) sends MetricPoint messages instead, read as they come.
+ */
+function pointsOf(s: MetricSeries): Array<[number, number]> {
+  if (s.unixSeconds.length === 0) return s.points.map((p) => [Number(p.unixSeconds), p.value]);
+  return s.unixSeconds.map((t, i) => [Number(t), s.values[i]!]);
+}
+
 function metrics(res: GetMetricsResponse) {
   return {
     start: iso(present(res.start, "start")),
@@ -23,7 +32,7 @@ function metrics(res: GetMetricsResponse) {
     metrics: res.metrics.map((m) => ({
       name: m.name,
       unit: m.unit,
-      series: m.series.map((s) => ({ labels: { ...s.labels }, points: s.points.map((p) => [Number(p.unixSeconds), p.value]) })),
+      series: m.series.map((s) => ({ labels: { ...s.labels }, points: pointsOf(s) })),
     })),
   };
 }
