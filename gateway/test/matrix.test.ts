@@ -63,6 +63,7 @@ let B: MatrixWorld;
 let fixtures: ReturnType<typeof matrixFixtures>;
 let serial = 0;
 const freshDatabase = (w: MatrixWorld) => fixtures.freshDatabase(w);
+const freshReplica = (w: MatrixWorld) => fixtures.freshReplica(w);
 const freshMember = (w: MatrixWorld) => fixtures.freshMember(w);
 const freshInvitation = (w: MatrixWorld) => fixtures.freshInvitation(w);
 const freshApiKey = (w: MatrixWorld, scopes?: string[], role?: RoleName) => fixtures.freshApiKey(w, scopes, role);
@@ -203,6 +204,47 @@ const MATRIX: Record<string, ProtectedExpectation | PublicExpectation> = {
     request: async (t) => {
       seedBackups(stubs.state, t.world.database);
       return { path: resource(t.world, "/restore"), body: { name: `restored-${++serial}` } };
+    },
+  },
+  // Replicas are databases to spec 2.7: seeing them is viewing databases, the rest creating or deleting one.
+  "GET /v1/databases/:id/replicas": {
+    permission: "databases:read",
+    success: 200,
+    scope: "resource",
+    list: "replicas",
+    request: async (t) => ({ path: `/v1/databases/${(await freshReplica(t.world)).database}/replicas` }),
+  },
+  "POST /v1/databases/:id/replicas": {
+    permission: "databases:write",
+    success: 201,
+    scope: "resource",
+    request: async (t) => ({ path: `/v1/databases/${await runningDatabase(t.world)}/replicas`, body: { name: `replica-${++serial}` } }),
+  },
+  "GET /v1/databases/:id/replicas/:rid": {
+    permission: "databases:read",
+    success: 200,
+    scope: "resource",
+    request: async (t) => {
+      const { database, replica } = await freshReplica(t.world);
+      return { path: `/v1/databases/${database}/replicas/${replica}` };
+    },
+  },
+  "DELETE /v1/databases/:id/replicas/:rid": {
+    permission: "databases:write",
+    success: 204,
+    scope: "resource",
+    request: async (t) => {
+      const { database, replica } = await freshReplica(t.world);
+      return { path: `/v1/databases/${database}/replicas/${replica}` };
+    },
+  },
+  "POST /v1/databases/:id/replicas/:rid/promote": {
+    permission: "databases:write",
+    success: 200,
+    scope: "resource",
+    request: async (t) => {
+      const { database, replica } = await freshReplica(t.world);
+      return { path: `/v1/databases/${database}/replicas/${replica}/promote` };
     },
   },
   "GET /v1/databases/:id/ca-certificate": {

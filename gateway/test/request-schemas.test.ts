@@ -382,9 +382,16 @@ describe("the OpenAPI document publishes the same rules", () => {
 
   it("every {id} path parameter carries the pattern the gateway checks", () => {
     for (const route of idRoutes) {
-      const path = route.path.replace(":id", "{id}");
-      const param = doc.paths[path][route.method.toLowerCase()].parameters.find((p: any) => p.in === "path");
-      expect(param.schema, label(route)).toEqual({ type: "string", pattern: route.params!.id!.schema.pattern, maxLength: 128 });
+      const path = route.path.replace(/:([A-Za-z_]+)/g, "{$1}");
+      const params = doc.paths[path][route.method.toLowerCase()].parameters.filter((p: any) => p.in === "path");
+      expect(
+        params.map((p: any) => p.name),
+        label(route),
+      ).toEqual(Object.keys(route.params!));
+      for (const param of params) {
+        const want = { type: "string", pattern: route.params![param.name]!.schema.pattern, maxLength: 128 };
+        expect(param.schema, `${label(route)} ${param.name}`).toEqual(want);
+      }
     }
   });
 });

@@ -20,6 +20,7 @@ const idParam = (prefix: string, noun: string): IdParam => ({ noun, schema: iden
  */
 export const ID = {
   database: idParam("db", "database"),
+  replica: idParam("rep", "replica"),
   paymentMethod: idParam("pm", "payment method"),
   invoice: idParam("inv", "invoice"),
   alert: idParam("alr", "alert"),

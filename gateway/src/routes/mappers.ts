@@ -132,3 +132,18 @@ export const actorOf = (principal: Principal) => ({
 export function organization(org: { id: string; name: string; planEnum: Plan; plan: string; createdAt?: Timestamp }) {
   return { id: org.id, name: org.name, plan: planName(org), created_at: iso(org.createdAt) };
 }
+
+/**
+ * What a replica's status can be (databases_service.proto, Replica.status):
+ * a database's lifecycle without restarting and resizing, which a replica
+ * never goes through (a resize or restart of its primary leaves it alone).
+ */
+export const REPLICA_STATUSES = ["provisioning", "running", "starting", "stopping", "stopped", "failed"] as const;
+
+export type ReplicaStatusName = (typeof REPLICA_STATUSES)[number];
+
+/** A replica's public status; one this build does not list is the upstream's bug, a 500. */
+export function replicaStatusName(status: string): ReplicaStatusName {
+  const known = REPLICA_STATUSES.find((s) => s === status);
+  return present(known, `a known replica status (got "${status}")`);
+}

@@ -1,5 +1,5 @@
 import { ALERT_CHANNELS, DATABASE_STATUSES, PAYMENT_METHOD_TYPES, REGIONS, ROLES, SCOPES, SUPPORT_PLANS, TIERS } from "@dbaas/kit";
-import { BACKUP_STATUS, BACKUP_TYPE } from "./mappers.ts";
+import { BACKUP_STATUS, BACKUP_TYPE, REPLICA_STATUSES } from "./mappers.ts";
 
 /**
  * JSON Schemas (2020-12, as OpenAPI 3.1 uses) of what each route puts in
@@ -146,6 +146,45 @@ const SCHEMAS = {
     size_bytes: { type: "integer", minimum: 0, description: "Compressed bytes stored; 0 until completed." },
     failure_reason: { type: ["string", "null"], description: "Why it failed; null otherwise." },
   }),
+  Replica: {
+    ...object(
+      "A read replica of a database: a hot standby streaming from it, read-only, reached with the database's own username and password.",
+      {
+        id: id("rep-"),
+        name: str("3-63 characters."),
+        database_id: { ...id("db-"), description: "The primary: the database the replica follows." },
+        region,
+        tier,
+        status: oneOf(REPLICA_STATUSES, "Lifecycle status; it follows the primary's stops and starts."),
+        status_reason: str("Why the replica is `failed`; absent otherwise."),
+        host: str("`<id>.<database domain>`."),
+        port: int(),
+        database: str("The primary's database."),
+        username: str("The primary's username; its password works here too."),
+        connection_string: str("`postgresql://<username>:********@<host>:<port>/<database>?sslmode=require`."),
+        lag_bytes: { type: "integer", minimum: 0, description: "Bytes of WAL not yet replayed, as last measured; 0 until measured." },
+        created_at: dateTime(),
+      },
+      ["status_reason"],
+    ),
+    examples: [
+      {
+        id: "rep-8k2m4q7x",
+        name: "reports",
+        database_id: "db-3f9a1c2e",
+        region: REGIONS[0]?.code,
+        tier: TIERS[0]?.name,
+        status: "running",
+        host: "rep-8k2m4q7x.db.example.com",
+        port: 5432,
+        database: "defaultdb",
+        username: "dbadmin",
+        connection_string: "postgresql://dbadmin:********@rep-8k2m4q7x.db.example.com:5432/defaultdb?sslmode=require",
+        lag_bytes: 0,
+        created_at: "2026-01-05T10:00:00Z",
+      },
+    ],
+  },
   Metrics: object("A database's metrics (DESIGN.md, Metrics).", {
     start: dateTime(),
     end: dateTime(),
@@ -164,7 +203,7 @@ const SCHEMAS = {
       type: "object",
       additionalProperties: { type: "string" },
       description:
-        "`state` (connections): active, idle, idle_in_transaction; `op` (rows_per_second): fetched, inserted, updated, deleted; `direction` (network_bytes_per_second): in, out.",
+        "`state` (connections): active, idle, idle_in_transaction; `op` (rows_per_second): fetched, inserted, updated, deleted; `direction` (network_bytes_per_second): in, out; `replica` (replication_lag_bytes): the replica's id.",
     },
     points: arrayOf({ type: "array", prefixItems: [int("Unix seconds: the bucket's start."), num()], minItems: 2, maxItems: 2 }),
   }),

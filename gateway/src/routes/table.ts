@@ -3,6 +3,7 @@ import { ID } from "./ids.ts";
 import { openApiDocument } from "./openapi.ts";
 import { fileOf, json, listOf, NO_CONTENT, protectedRoute, publicRoute, type Route } from "./route.ts";
 import { BILLING_ROUTES } from "./table-billing.ts";
+import { REPLICA_ROUTES } from "./table-replicas.ts";
 import * as apiKeys from "./v1/api-keys.ts";
 import * as auth from "./v1/auth.ts";
 import * as backups from "./v1/backups.ts";
@@ -12,7 +13,7 @@ import * as organization from "./v1/organization.ts";
 
 /**
  * Every public route, who may call it, and what it accepts (billing's are in
- * table-billing.ts). The app mounts exactly these (anything else is 404/405),
+ * table-billing.ts, read replicas' in table-replicas.ts). The app mounts exactly these (anything else is 404/405),
  * so a route cannot exist without saying which permission it needs or that
  * it is public.
  *
@@ -200,6 +201,7 @@ export const ROUTES: readonly Route[] = [
     body: backups.restoreBody,
     handler: backups.restoreDatabase,
   }),
+  ...REPLICA_ROUTES,
   protectedRoute({
     method: "GET",
     path: "/v1/databases/:id/metrics",

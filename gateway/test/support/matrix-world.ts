@@ -42,6 +42,17 @@ export function matrixFixtures(stubs: Stubs, identity: RealIdentity) {
     return res.database!.id;
   }
 
+  /** A running database of the world with a running replica (the world has a default payment method). */
+  async function freshReplica(w: MatrixWorld): Promise<{ database: string; replica: string }> {
+    const database = await freshDatabase(w);
+    stubs.state.databases.get(database)!.db.status = "running";
+    const res = await dbClient().createReplica({ organizationId: w.org, databaseId: database, name: `replica-${++serial}` });
+    const replica = res.replica!.id;
+    stubs.state.replicas.get(replica)!.status = "running";
+    w.ids.add(replica);
+    return { database, replica };
+  }
+
   async function freshMember(w: MatrixWorld): Promise<string> {
     const m = await join(identity, w.org, w.users.owner.id, "viewer");
     w.ids.add(m.memberId);
@@ -118,5 +129,5 @@ export function matrixFixtures(stubs: Stubs, identity: RealIdentity) {
     return w;
   }
 
-  return { freshDatabase, freshMember, freshInvitation, freshApiKey, freshAlert, freshPaymentMethod, setupWorld };
+  return { freshDatabase, freshReplica, freshMember, freshInvitation, freshApiKey, freshAlert, freshPaymentMethod, setupWorld };
 }

@@ -1,6 +1,6 @@
 import type { Alert, Invoice, PaymentMethod } from "@dbaas/proto/billing";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { Backup, Database, OperationSchema } from "@dbaas/proto/databases";
+import type { Backup, Database, OperationSchema, Replica } from "@dbaas/proto/databases";
 import type { ApiKey, Principal, Revocation } from "@dbaas/proto/identity";
 
 /** When every record the stubs make was created. */
@@ -25,6 +25,8 @@ export interface StubState {
   tokens: Map<string, Principal>;
   authenticateCalls: number;
   databases: Map<string, { db: Database; password: string }>;
+  /** Every database's read replicas, by replica id. */
+  replicas: Map<string, Replica>;
   /** Per database id; none: no backup yet. */
   backups: Map<string, StubBackups>;
   /** Operations logged beyond the two every database lists (backups, restores, WAL archiving), per database id. */

@@ -16,6 +16,7 @@ import {
 import { PUBLIC_CODES } from "../../src/errors.ts";
 import { backupRoutes } from "./backups-stub.ts";
 import { metricsRoutes } from "./metrics-stub.ts";
+import { replicaRoutes } from "./replicas-stub.ts";
 import { billingRoutes } from "./billing-stub.ts";
 import { record, T0, type StubState } from "./stub-state.ts";
 
@@ -310,6 +311,7 @@ function databasesRoutes(state: StubState) {
       },
       ...backupRoutes(state, find, newDatabase),
       ...metricsRoutes(state, find),
+      ...replicaRoutes(state, find, newDatabase),
       async listRegions() {
         return { regions: [{ code: "fsn1", name: "Falkenstein, DE" }] };
       },
@@ -332,6 +334,7 @@ export async function startStubs(secret = SECRET): Promise<Stubs> {
     tokens: new Map(),
     authenticateCalls: 0,
     databases: new Map(),
+    replicas: new Map(),
     backups: new Map(),
     operations: new Map(),
     apiKeys: [],

@@ -60,8 +60,12 @@ function origin(db: Database) {
   return from ? { restored_from: from } : {};
 }
 
-/** The full record of GET and PATCH: the connection string arrives masked, and no password exists here. */
-function record(db: Database) {
+/**
+ * The full record of GET and PATCH (and of a promoted replica, which answers
+ * exactly as GET then shows it): the connection string arrives masked, and no
+ * password exists here.
+ */
+export function databaseRecord(db: Database) {
   return {
     id: db.id,
     name: db.name,
@@ -146,7 +150,7 @@ export async function createDatabase(call: AuthedCall<Infer<typeof createBody>>)
 
 export async function getDatabase(call: AuthedCall<unknown>): Promise<Reply> {
   const res = await call.ctx.databases.getDatabase(target(call));
-  return ok(record(present(res.database, "database")));
+  return ok(databaseRecord(present(res.database, "database")));
 }
 
 export async function listDatabases(call: AuthedCall<unknown>): Promise<Reply> {
@@ -164,7 +168,7 @@ export async function listDatabases(call: AuthedCall<unknown>): Promise<Reply> {
 
 export async function updateDatabase(call: AuthedCall<Infer<typeof updateBody>>): Promise<Reply> {
   const res = await call.ctx.databases.updateDatabase({ ...target(call), name: call.body.name });
-  return ok(record(present(res.database, "database")));
+  return ok(databaseRecord(present(res.database, "database")));
 }
 
 export async function deleteDatabase(call: AuthedCall<unknown>): Promise<Reply> {
