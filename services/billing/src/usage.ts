@@ -1,44 +1,45 @@
 import type pg from "pg";
 import { STORAGE_PRICE_GB_MONTH, TIERS, TRANSFER_FREE_GB_PER_MONTH, TRANSFER_PRICE_GB, tierByName } from "@dbaas/kit";
-import { listStatusChangesForPeriod, type StatusChange } from "./db/status-events.ts";
+import { listStatusChangesForPeriod, type InstanceKind, type StatusChange } from "./db/status-events.ts";
 import { readMeteredMonths, storedBytesNow, type MeteredMonth } from "./db/usage-samples.ts";
 import { hoursInMonth, monthKey, monthOf } from "./months.ts";
 
-/** The status in which a database accrues compute charges; every other status stops the meter. */
+/** The status in which a database accrues compute charges (a replica, replica hours); every other status stops the meter. */
 export const RUNNING = "running";
 
 const MS_PER_HOUR = 3_600_000;
 
-/** A stretch of time a database spent running at one tier. */
+/** A stretch of time a database or replica spent running at one tier. */
 export interface RunningInterval {
   databaseId: string;
+  kind: InstanceKind;
   tier: string;
   milliseconds: number;
 }
 
 /**
- * The running time of each database within [from, to]. `changes` must be
- * ordered by database, then time. A `running` change opens an interval at its
- * tier; the next change of that database closes it (and opens a new one if it
- * is `running` again, e.g. at another tier). An interval still open is closed
- * at `to`; one opened before `from` counts from `from`.
+ * The running time of each database and replica within [from, to]. `changes`
+ * must be ordered by database, then time. A `running` change opens an
+ * interval at its tier and kind; the next change of that database closes it
+ * (and opens a new one if it is `running` again, e.g. at another tier). An
+ * interval still open is closed at `to`; one opened before `from` counts from `from`.
  */
 export function runningIntervals(changes: readonly StatusChange[], from: Date, to: Date): RunningInterval[] {
   const intervals: RunningInterval[] = [];
   const fromMs = from.getTime();
   const toMs = to.getTime();
-  let open: { databaseId: string; tier: string; since: number } | undefined;
+  let open: { databaseId: string; kind: InstanceKind; tier: string; since: number } | undefined;
   const close = (at: number) => {
     if (!open) return;
     const ms = Math.min(at, toMs) - Math.max(open.since, fromMs);
-    if (ms > 0) intervals.push({ databaseId: open.databaseId, tier: open.tier, milliseconds: ms });
+    if (ms > 0) intervals.push({ databaseId: open.databaseId, kind: open.kind, tier: open.tier, milliseconds: ms });
     open = undefined;
   };
   for (const change of changes) {
     const at = change.occurredAt.getTime();
     if (open && open.databaseId !== change.databaseId) close(toMs);
     close(at);
-    if (change.status === RUNNING) open = { databaseId: change.databaseId, tier: change.tier, since: at };
+    if (change.status === RUNNING) open = { databaseId: change.databaseId, kind: change.kind, tier: change.tier, since: at };
   }
   close(toMs);
   return intervals;
@@ -51,7 +52,7 @@ export interface PricedLine {
 }
 
 /**
- * Compute hours and their price at each interval's tier. Summed in integers
+ * Running hours (compute, or replica hours) and their price at each interval's tier. Summed in integers
  * (milliseconds, micro-dollars) and rounded once, half up: hours to 4
  * decimals, the amount to `decimals` — 4 for the usage report, a running
  * meter; 2 for an invoice line, so cents are not rounded from an already
@@ -117,25 +118,27 @@ export function priceTransfer(egressBytes: bigint, decimals = 4): PricedTransfer
   return { gb: gb(egressBytes), billableGb: gb(billable), amount: Number(amount) / 10 ** decimals };
 }
 
-// Replica hours will come from replica status changes once databases have
-// replicas; until then they are reported as zero rather than left out, so the
-// report's shape is stable.
-const NOT_METERED_YET: PricedLine = { quantity: 0, amount: 0 };
-
 /** Nothing metered from samples. */
 export const NO_SAMPLES: MeteredMonth = { storageByteMs: 0n, egressBytes: 0n };
 
 /** What an organization used within a period of one month. */
 export interface Usage {
+  /** Databases' running time: compute. */
   running: RunningInterval[];
   /** Storage and egress the samples accrued in the month. */
   metered: MeteredMonth;
-  replicas: PricedLine;
+  /** Read replicas' running time: billed as replica hours at their tiers' hourly prices, not as compute. */
+  replicas: RunningInterval[];
 }
 
 /** The usage within [from, to] out of changes listed for a period that contains it (see runningIntervals). */
 export function usageOf(changes: readonly StatusChange[], from: Date, to: Date, metered: MeteredMonth): Usage {
-  return { running: runningIntervals(changes, from, to), metered, replicas: NOT_METERED_YET };
+  const intervals = runningIntervals(changes, from, to);
+  return {
+    running: intervals.filter((i) => i.kind === "database"),
+    metered,
+    replicas: intervals.filter((i) => i.kind === "replica"),
+  };
 }
 
 /** Month-to-date usage priced as a running meter (4 decimals), and its total. */
@@ -146,6 +149,7 @@ export interface MonthToDate {
   storage: PricedLine;
   /** GB sent to clients this month, and what it costs beyond the free allowance. */
   dataTransfer: PricedLine;
+  /** Hours read replicas ran this month, at their tiers' hourly prices. */
   replicas: PricedLine;
   total: number;
 }
@@ -164,7 +168,7 @@ export async function readMonthToDate(db: pg.Pool | pg.PoolClient, organizationI
   const storage = { quantity: storedGb, amount: priceStorage(metered.storageByteMs, period.start).amount };
   const transfer = priceTransfer(metered.egressBytes);
   const dataTransfer = { quantity: transfer.gb, amount: transfer.amount };
-  const { replicas } = usage;
+  const replicas = priceCompute(usage.replicas);
   // Every amount is a whole number of 1e-4 USD; summing those units avoids float drift.
   const totalUnits = [compute, storage, dataTransfer, replicas].reduce((sum, l) => sum + Math.round(l.amount * 10_000), 0);
   return { period, compute, storage, dataTransfer, replicas, total: totalUnits / 10_000 };

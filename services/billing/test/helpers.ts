@@ -82,6 +82,13 @@ export function statusEvent(
   });
 }
 
+/** A read replica's status event (kind "replica"); the id is unique. */
+export function replicaEvent(organizationId: string, replicaId: string, tier: string, status: string, occurredAt: string): StatusEvent {
+  const event = statusEvent(organizationId, replicaId, tier, status, occurredAt);
+  event.kind = "replica";
+  return event;
+}
+
 /** The FieldViolations of an INVALID_ARGUMENT error, as plain objects. */
 export function violationsOf(err: unknown): { field: string; message: string }[] {
   return ConnectError.from(err)

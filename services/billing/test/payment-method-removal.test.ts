@@ -8,7 +8,7 @@ import { ProcessorError, type PaymentProcessor } from "../src/processor/processo
 import { createTestProcessor } from "../src/processor/test-processor.ts";
 import { routes } from "../src/routes.ts";
 import { startFakeIdentity, type FakeIdentity } from "./fake-identity.ts";
-import { createTestContext, type ManualClock, rejection, statusEvent as ev, violationsOf } from "./helpers.ts";
+import { createTestContext, type ManualClock, rejection, replicaEvent, statusEvent as ev, violationsOf } from "./helpers.ts";
 
 const NOW = "2025-03-20T12:00:00Z";
 
@@ -152,6 +152,24 @@ describe("DeletePaymentMethod", () => {
     expect(await list(org)).toEqual([]);
     expect(await client.getStanding({ organizationId: org })).toMatchObject({ hasDefaultPaymentMethod: false });
     expect(await stored(visa.id)).toMatchObject({ removed: true, detached: true });
+  });
+
+  it("refuses to remove the last one while a read replica runs, even within the free allowance: delete it first", async () => {
+    const org = newOrg();
+    const visa = await add(org);
+    await databases(org, ["db-a", "micro", "running"]);
+    const replica = (status: string) => replicaEvent(org, "rep-a", "micro", status, "2025-03-20T11:00:00Z");
+    await client.recordStatusEvents({ events: [replica("provisioning")] });
+    expect(await refusal(remove(org, visa.id))).toBe(
+      "the organization runs read replicas, which need a payment method: rep-a (micro); " +
+        "delete them (DELETE /v1/databases/{id}/replicas/{replica_id}) before removing the last payment method",
+    );
+    // A promoted replica is a database now: one micro database more, still within the allowance.
+    await client.recordStatusEvents({ events: [replica("promoted")] });
+    await databases(org, ["db-b", "micro", "starting"]);
+    identity.plans.set(org, "free");
+    await remove(org, visa.id);
+    expect(await list(org)).toEqual([]);
   });
 
   it("refuses to remove the last one on a paid plan; asks identity, and says so when it cannot", async () => {

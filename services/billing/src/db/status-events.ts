@@ -1,10 +1,17 @@
 import type pg from "pg";
 
-/** A database status change as stored: the event's tier is what the database ran at from then on. */
+/** What a status event is about: a database runs compute, a read replica is billed as replica hours. */
+export type InstanceKind = "database" | "replica";
+
+/**
+ * A status change of a database or replica (`databaseId` holds either id) as
+ * stored: the event's tier is what it ran at from then on.
+ */
 export interface StatusChange {
   eventId: string;
   organizationId: string;
   databaseId: string;
+  kind: InstanceKind;
   tier: string;
   status: string;
   occurredAt: Date;
@@ -21,10 +28,10 @@ export interface StatusChange {
 export async function insertStatusChanges(db: pg.Pool | pg.PoolClient, changes: StatusChange[]): Promise<number> {
   const result = await db.query<{ recorded: number }>(
     `WITH inserted AS (
-       INSERT INTO status_events (event_id, organization_id, database_id, tier, status, occurred_at)
-       SELECT e.event_id, e.organization_id, e.database_id, e.tier, e.status, e.occurred_at
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])
-              WITH ORDINALITY AS e(event_id, organization_id, database_id, tier, status, occurred_at, ord)
+       INSERT INTO status_events (event_id, organization_id, database_id, kind, tier, status, occurred_at)
+       SELECT e.event_id, e.organization_id, e.database_id, e.kind, e.tier, e.status, e.occurred_at
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[])
+              WITH ORDINALITY AS e(event_id, organization_id, database_id, kind, tier, status, occurred_at, ord)
         ORDER BY e.ord
        ON CONFLICT (event_id) DO NOTHING
        RETURNING organization_id, occurred_at
@@ -42,6 +49,7 @@ export async function insertStatusChanges(db: pg.Pool | pg.PoolClient, changes: 
       changes.map((c) => c.eventId),
       changes.map((c) => c.organizationId),
       changes.map((c) => c.databaseId),
+      changes.map((c) => c.kind),
       changes.map((c) => c.tier),
       changes.map((c) => c.status),
       changes.map((c) => c.occurredAt.toISOString()),
@@ -53,6 +61,7 @@ export async function insertStatusChanges(db: pg.Pool | pg.PoolClient, changes: 
 interface ChangeRow {
   event_id: string;
   database_id: string;
+  kind: InstanceKind;
   tier: string;
   status: string;
   occurred_at: Date;
@@ -71,12 +80,12 @@ export async function listStatusChangesForPeriod(
   to: Date,
 ): Promise<StatusChange[]> {
   const { rows } = await db.query<ChangeRow>(
-    `(SELECT DISTINCT ON (database_id) event_id, database_id, tier, status, occurred_at, seq
+    `(SELECT DISTINCT ON (database_id) event_id, database_id, kind, tier, status, occurred_at, seq
         FROM status_events
        WHERE organization_id = $1 AND occurred_at < $2
        ORDER BY database_id, occurred_at DESC, seq DESC)
      UNION ALL
-     (SELECT event_id, database_id, tier, status, occurred_at, seq
+     (SELECT event_id, database_id, kind, tier, status, occurred_at, seq
         FROM status_events
        WHERE organization_id = $1 AND occurred_at >= $2 AND occurred_at <= $3)
      ORDER BY database_id, occurred_at, seq`,
@@ -86,27 +95,29 @@ export async function listStatusChangesForPeriod(
     eventId: r.event_id,
     organizationId,
     databaseId: r.database_id,
+    kind: r.kind,
     tier: r.tier,
     status: r.status,
     occurredAt: r.occurred_at,
   }));
 }
 
-/** A database as the last status event billing holds for it says. */
+/** A database or replica as the last status event billing holds for it says. */
 export interface DatabaseNow {
   databaseId: string;
+  kind: InstanceKind;
   tier: string;
   status: string;
 }
 
-/** Each of the organization's databases with its latest status and tier, in id order. */
+/** Each of the organization's databases and replicas with its latest status and tier, in id order. */
 export async function latestDatabaseStatuses(db: pg.Pool | pg.PoolClient, organizationId: string): Promise<DatabaseNow[]> {
-  const { rows } = await db.query<{ database_id: string; tier: string; status: string }>(
-    `SELECT DISTINCT ON (database_id) database_id, tier, status
+  const { rows } = await db.query<{ database_id: string; kind: InstanceKind; tier: string; status: string }>(
+    `SELECT DISTINCT ON (database_id) database_id, kind, tier, status
        FROM status_events
       WHERE organization_id = $1
       ORDER BY database_id, occurred_at DESC, seq DESC`,
     [organizationId],
   );
-  return rows.map((r) => ({ databaseId: r.database_id, tier: r.tier, status: r.status }));
+  return rows.map((r) => ({ databaseId: r.database_id, kind: r.kind, tier: r.tier, status: r.status }));
 }

@@ -22,11 +22,12 @@ import { detachRemovedPaymentMethods } from "../payment-methods/detach.ts";
 import { checkOrganizationId } from "../validation.ts";
 
 /**
- * The statuses of a database that neither runs nor is on its way to running.
+ * The statuses of a database or replica that neither runs nor is on its way
+ * to running (`promoted`: a replica retired into a database of its own).
  * Anything else counts as running (a failed database is retried by its agent),
  * so an unknown status errs on the side of keeping the card.
  */
-const NOT_RUNNING = new Set(["stopping", "stopped", "deleted", "purged"]);
+const NOT_RUNNING = new Set(["stopping", "stopped", "deleted", "purged", "promoted"]);
 
 /** How long identity may take to say the organization's plan. */
 const PLAN_TIMEOUT_MS = 5_000;
@@ -53,8 +54,8 @@ async function planOf(ctx: AppContext, organizationId: string): Promise<string |
  * Refuses (FAILED_PRECONDITION, the API's 409) to let the default go while
  * anything needs it, saying what to do first. DESIGN.md, Billing: without a
  * default payment method an organization runs at most 2 micro databases and
- * stays on the free plan. What runs is what billing's own status events say
- * (they are how it meters); the plan is identity's.
+ * stays on the free plan; a read replica is never free. What runs is what
+ * billing's own status events say (they are how it meters); the plan is identity's.
  */
 async function requireDefaultUnneeded(ctx: AppContext, db: pg.PoolClient, organizationId: string): Promise<void> {
   if ((await countPaymentMethods(db, organizationId)) > 1) {
@@ -63,7 +64,16 @@ async function requireDefaultUnneeded(ctx: AppContext, db: pg.PoolClient, organi
         "(PATCH /v1/billing/payment-methods/{id} with default: true), then remove this one",
     );
   }
-  const running = (await latestDatabaseStatuses(db, organizationId)).filter((d) => !NOT_RUNNING.has(d.status));
+  const live = (await latestDatabaseStatuses(db, organizationId)).filter((d) => !NOT_RUNNING.has(d.status));
+  const replicas = live.filter((d) => d.kind === "replica");
+  if (replicas.length > 0) {
+    const names = replicas.map((d) => `${d.databaseId} (${d.tier})`).join(", ");
+    throw conflict(
+      `the organization runs read replicas, which need a payment method: ${names}; ` +
+        "delete them (DELETE /v1/databases/{id}/replicas/{replica_id}) before removing the last payment method",
+    );
+  }
+  const running = live.filter((d) => d.kind === "database");
   if (!fitsFreeAllowance(running.map((d) => d.tier))) {
     const names = running.map((d) => `${d.databaseId} (${d.tier})`).join(", ");
     throw conflict(

@@ -4,7 +4,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { callerKey, TIERS, Validator } from "@dbaas/kit";
 import { RecordStatusEventsResponseSchema, type RecordStatusEventsRequest, type RecordStatusEventsResponse } from "@dbaas/proto/billing";
 import type { AppContext } from "../context.ts";
-import { insertStatusChanges, type StatusChange } from "../db/status-events.ts";
+import { insertStatusChanges, type InstanceKind, type StatusChange } from "../db/status-events.ts";
 import { checkId, checkTimestamp } from "../validation.ts";
 
 /** Bounds one call's statement and transaction; the outbox relay sends smaller batches. */
@@ -14,6 +14,18 @@ const TIER_NAMES = TIERS.map((t) => t.name);
 // Statuses are an open set on purpose: a status billing has not heard of yet
 // must still stop the meter rather than wedge the sender's outbox on a rejection.
 const STATUS_PATTERN = /^[a-z][a-z_]{0,31}$/;
+// Unlike statuses, kinds are a closed set: an unknown one cannot be priced
+// (compute or replica hours?), so it is refused rather than guessed.
+const KINDS: readonly InstanceKind[] = ["database", "replica"];
+
+/** The event's kind; empty is a database (senders from before replicas). Undefined when it is invalid. */
+function checkKind(v: Validator, field: string, kind: string): InstanceKind | undefined {
+  if (kind === "") return "database";
+  const known = KINDS.find((k) => k === kind);
+  if (known) return known;
+  v.add(field, `must be one of: ${KINDS.join(", ")} (empty means database)`);
+  return undefined;
+}
 
 function validate(req: RecordStatusEventsRequest): StatusChange[] {
   const v = new Validator();
@@ -26,14 +38,16 @@ function validate(req: RecordStatusEventsRequest): StatusChange[] {
     checkId(v, `${at}.event_id`, e.eventId);
     checkId(v, `${at}.organization_id`, e.organizationId);
     checkId(v, `${at}.database_id`, e.databaseId);
+    const kind = checkKind(v, `${at}.kind`, e.kind);
     v.oneOf(`${at}.tier`, e.tier, TIER_NAMES);
     if (e.status === "") v.add(`${at}.status`, "is required");
     else if (!STATUS_PATTERN.test(e.status)) v.add(`${at}.status`, "must be a lowercase status name such as running");
-    if (checkTimestamp(v, `${at}.occurred_at`, e.occurredAt)) {
+    if (checkTimestamp(v, `${at}.occurred_at`, e.occurredAt) && kind) {
       changes.push({
         eventId: e.eventId,
         organizationId: e.organizationId,
         databaseId: e.databaseId,
+        kind,
         tier: e.tier,
         status: e.status,
         occurredAt: timestampDate(e.occurredAt),

@@ -5,14 +5,24 @@ import { claimScheduledOrganization, insertInvoice, setNextPeriod, type InvoiceL
 import { listStatusChangesForPeriod } from "../db/status-events.ts";
 import { readMeteredMonths } from "../db/usage-samples.ts";
 import { monthKey, monthOf, periodName } from "../months.ts";
-import { NO_SAMPLES, priceComputeByTier, priceStorage, priceTransfer, usageOf, type Usage } from "../usage.ts";
+import {
+  NO_SAMPLES,
+  priceCompute,
+  priceComputeByTier,
+  priceStorage,
+  priceTransfer,
+  usageOf,
+  type PricedLine,
+  type Usage,
+} from "../usage.ts";
 
 const cents = (amount: number) => Math.round(amount * 100);
 
 /**
  * An invoice's lines for a month's usage (`monthStart` its first instant): one
- * per compute tier that ran, then storage in GB-months and the data transfer
- * beyond the free allowance in GB, when they come to anything. Each is priced
+ * per compute tier that ran, then storage in GB-months, the data transfer
+ * beyond the free allowance in GB and the read replicas' hours (one line, each
+ * interval at its replica's tier), when they come to anything. Each is priced
  * straight to cents (rounded once, half up, per line).
  */
 export function invoiceLines(usage: Usage, monthStart: Date): InvoiceLineRecord[] {
@@ -24,10 +34,10 @@ export function invoiceLines(usage: Usage, monthStart: Date): InvoiceLineRecord[
   }));
   const storage = priceStorage(usage.metered.storageByteMs, monthStart, 2);
   const transfer = priceTransfer(usage.metered.egressBytes, 2);
-  const others: [string, string, Usage["replicas"]][] = [
+  const others: [string, string, PricedLine][] = [
     ["Storage", "GB-month", storage],
     [`Data transfer beyond ${TRANSFER_FREE_GB_PER_MONTH} GB free`, "GB", { quantity: transfer.billableGb, amount: transfer.amount }],
-    ["Replicas", "hour", usage.replicas],
+    ["Replicas", "hour", priceCompute(usage.replicas, 2)],
   ];
   for (const [description, unit, line] of others) {
     if (line.quantity > 0) lines.push({ description, quantity: line.quantity, unit, amountCents: cents(line.amount) });
