@@ -1,6 +1,7 @@
 import { ApiKeys, Auth, Organization } from "./resources/account.ts";
 import { Billing, Catalogue } from "./resources/billing.ts";
 import { Backups, Databases } from "./resources/databases.ts";
+import { Replicas } from "./resources/replicas.ts";
 import { type ClientOptions, type RequestOptions, type ResponseInfo } from "./transport.ts";
 import type { Schemas } from "./types.ts";
 /**
@@ -18,6 +19,7 @@ export declare class DbaasClient {
     readonly auth: Auth;
     readonly databases: Databases;
     readonly backups: Backups;
+    readonly replicas: Replicas;
     readonly catalogue: Catalogue;
     readonly organization: Organization;
     readonly apiKeys: ApiKeys;

@@ -1,6 +1,7 @@
 import { ApiKeys, Auth, Organization } from "./resources/account.js";
 import { Billing, Catalogue } from "./resources/billing.js";
 import { Backups, Databases } from "./resources/databases.js";
+import { Replicas } from "./resources/replicas.js";
 import { Transport } from "./transport.js";
 /**
  * The managed PostgreSQL API. Every method returns a promise of the answer's
@@ -17,6 +18,7 @@ export class DbaasClient {
     auth;
     databases;
     backups;
+    replicas;
     catalogue;
     organization;
     apiKeys;
@@ -27,6 +29,7 @@ export class DbaasClient {
         this.auth = new Auth(t);
         this.databases = new Databases(t);
         this.backups = new Backups(t);
+        this.replicas = new Replicas(t);
         this.catalogue = new Catalogue(t);
         this.organization = new Organization(t);
         this.apiKeys = new ApiKeys(t);

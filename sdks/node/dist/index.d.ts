@@ -5,4 +5,4 @@ export { OPERATIONS } from "./operations.ts";
 export { type Page, PageIterator } from "./pages.ts";
 export type { WaitOptions } from "./resources/databases.ts";
 export { type ClientOptions, DEFAULT_BASE_URL, type RateLimit, type RequestOptions, type ResponseInfo } from "./transport.ts";
-export type { Body, DatabaseStatus, ErrorDetail, ListMeta, OperationId, Query, Schemas } from "./types.ts";
+export type { Body, DatabaseStatus, ErrorDetail, ListMeta, OperationId, Query, ReplicaStatus, Schemas } from "./types.ts";

@@ -2,6 +2,7 @@ import { DbaasClient } from "./client.js";
 import { ApiKeys, Auth, Organization } from "./resources/account.js";
 import { Billing, Catalogue } from "./resources/billing.js";
 import { Backups, Databases } from "./resources/databases.js";
+import { Replicas } from "./resources/replicas.js";
 /**
  * The method that performs each operation of the API, by `operationId`. The
  * type makes tsc fail when the document gains an operation this client lacks;
@@ -29,6 +30,11 @@ export const OPERATIONS = {
     listBackups: Backups.prototype.list,
     createBackup: Backups.prototype.create,
     restoreDatabase: Backups.prototype.restore,
+    listReplicas: Replicas.prototype.list,
+    createReplica: Replicas.prototype.create,
+    getReplica: Replicas.prototype.get,
+    deleteReplica: Replicas.prototype.delete,
+    promoteReplica: Replicas.prototype.promote,
     listRegions: Catalogue.prototype.listRegions,
     listTiers: Catalogue.prototype.listTiers,
     listVersions: Catalogue.prototype.listVersions,

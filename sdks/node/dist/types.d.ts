@@ -24,4 +24,6 @@ export type ListMeta = Schemas["ListMeta"];
 export type ErrorDetail = Schemas["Error"]["error"]["details"][number];
 /** What a database's status can be. */
 export type DatabaseStatus = Schemas["Database"]["status"];
+/** What a read replica's status can be. */
+export type ReplicaStatus = Schemas["Replica"]["status"];
 export {};

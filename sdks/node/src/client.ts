@@ -1,6 +1,7 @@
 import { ApiKeys, Auth, Organization } from "./resources/account.ts";
 import { Billing, Catalogue } from "./resources/billing.ts";
 import { Backups, Databases } from "./resources/databases.ts";
+import { Replicas } from "./resources/replicas.ts";
 import { type ClientOptions, type RequestOptions, type ResponseInfo, Transport } from "./transport.ts";
 import type { Schemas } from "./types.ts";
 
@@ -19,6 +20,7 @@ export class DbaasClient {
   readonly auth: Auth;
   readonly databases: Databases;
   readonly backups: Backups;
+  readonly replicas: Replicas;
   readonly catalogue: Catalogue;
   readonly organization: Organization;
   readonly apiKeys: ApiKeys;
@@ -30,6 +32,7 @@ export class DbaasClient {
     this.auth = new Auth(t);
     this.databases = new Databases(t);
     this.backups = new Backups(t);
+    this.replicas = new Replicas(t);
     this.catalogue = new Catalogue(t);
     this.organization = new Organization(t);
     this.apiKeys = new ApiKeys(t);

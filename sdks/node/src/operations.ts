@@ -2,6 +2,7 @@ import { DbaasClient } from "./client.ts";
 import { ApiKeys, Auth, Organization } from "./resources/account.ts";
 import { Billing, Catalogue } from "./resources/billing.ts";
 import { Backups, Databases } from "./resources/databases.ts";
+import { Replicas } from "./resources/replicas.ts";
 import type { OperationId } from "./types.ts";
 
 /**
@@ -32,6 +33,11 @@ export const OPERATIONS: Record<OperationId, (...args: never[]) => unknown> = {
   listBackups: Backups.prototype.list,
   createBackup: Backups.prototype.create,
   restoreDatabase: Backups.prototype.restore,
+  listReplicas: Replicas.prototype.list,
+  createReplica: Replicas.prototype.create,
+  getReplica: Replicas.prototype.get,
+  deleteReplica: Replicas.prototype.delete,
+  promoteReplica: Replicas.prototype.promote,
   listRegions: Catalogue.prototype.listRegions,
   listTiers: Catalogue.prototype.listTiers,
   listVersions: Catalogue.prototype.listVersions,

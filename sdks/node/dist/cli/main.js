@@ -14,8 +14,9 @@ import { backups, restore } from "./commands/backups.js";
 import { billing } from "./commands/billing.js";
 import { databases } from "./commands/databases.js";
 import { apiKeys, members } from "./commands/organization.js";
+import { replicas } from "./commands/replicas.js";
 import { configPath, readConfig } from "./config.js";
-const TOP = { auth, databases, backups, restore, members, "api-keys": apiKeys, billing };
+const TOP = { auth, databases, backups, restore, replicas, members, "api-keys": apiKeys, billing };
 const isGroup = (x) => "commands" in x;
 const EXIT = { ok: 0, api: 1, usage: 2, network: 3 };
 function topHelp() {

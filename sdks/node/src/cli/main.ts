@@ -14,9 +14,10 @@ import { backups, restore } from "./commands/backups.ts";
 import { billing } from "./commands/billing.ts";
 import { databases } from "./commands/databases.ts";
 import { apiKeys, members } from "./commands/organization.ts";
+import { replicas } from "./commands/replicas.ts";
 import { configPath, readConfig } from "./config.ts";
 
-const TOP: Record<string, Group | Command> = { auth, databases, backups, restore, members, "api-keys": apiKeys, billing };
+const TOP: Record<string, Group | Command> = { auth, databases, backups, restore, replicas, members, "api-keys": apiKeys, billing };
 
 const isGroup = (x: Group | Command): x is Group => "commands" in x;
 

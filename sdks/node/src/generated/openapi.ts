@@ -243,6 +243,59 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/v1/databases/{id}/replicas": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** List a database's read replicas, oldest first, each with its replication lag. */
+    get: operations["listReplicas"];
+    put?: never;
+    /** Create a read replica: a hot standby streaming from the database over TLS, seeded from a base backup (status `provisioning`), reachable with the database's own username and password. At most 5 per database, of a running database (409 otherwise); billed per hour at the replica tier's price, so a payment method is needed (402). */
+    post: operations["createReplica"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/databases/{id}/replicas/{rid}": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Get a read replica (the connection string's password masked: the database's password works). */
+    get: operations["getReplica"];
+    put?: never;
+    post?: never;
+    /** Delete a read replica: its instance and data go at once (nothing to restore: it is a copy). */
+    delete: operations["deleteReplica"];
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/databases/{id}/replicas/{rid}/promote": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Promote a running replica (409 otherwise) to an independent, writable database: a new `db-` id, the replica's name, tier and region, the primary's credentials (no password in this answer). The replica is gone. */
+    post: operations["promoteReplica"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/v1/databases/{id}/metrics": {
     parameters: {
       query?: never;
@@ -810,6 +863,62 @@ export interface components {
       /** @description Why it failed; null otherwise. */
       failure_reason: string | null;
     };
+    /**
+     * @description A read replica of a database: a hot standby streaming from it, read-only, reached with the database's own username and password.
+     * @example {
+     *       "id": "rep-8k2m4q7x",
+     *       "name": "reports",
+     *       "database_id": "db-3f9a1c2e",
+     *       "region": "fsn1",
+     *       "tier": "micro",
+     *       "status": "running",
+     *       "host": "rep-8k2m4q7x.db.example.com",
+     *       "port": 5432,
+     *       "database": "defaultdb",
+     *       "username": "dbadmin",
+     *       "connection_string": "postgresql://dbadmin:********@rep-8k2m4q7x.db.example.com:5432/defaultdb?sslmode=require",
+     *       "lag_bytes": 0,
+     *       "created_at": "2026-01-05T10:00:00Z"
+     *     }
+     */
+    Replica: {
+      /** @description Identifier, prefix `rep-`. */
+      id: string;
+      /** @description 3-63 characters. */
+      name: string;
+      /** @description The primary: the database the replica follows. */
+      database_id: string;
+      /**
+       * @description Region code.
+       * @enum {string}
+       */
+      region: "fsn1" | "nbg1" | "hel1";
+      /**
+       * @description Instance tier.
+       * @enum {string}
+       */
+      tier: "micro" | "small" | "medium" | "large" | "xlarge";
+      /**
+       * @description Lifecycle status; it follows the primary's stops and starts.
+       * @enum {string}
+       */
+      status: "provisioning" | "running" | "starting" | "stopping" | "stopped" | "failed";
+      /** @description Why the replica is `failed`; absent otherwise. */
+      status_reason?: string;
+      /** @description `<id>.<database domain>`. */
+      host: string;
+      port: number;
+      /** @description The primary's database. */
+      database: string;
+      /** @description The primary's username; its password works here too. */
+      username: string;
+      /** @description `postgresql://<username>:********@<host>:<port>/<database>?sslmode=require`. */
+      connection_string: string;
+      /** @description Bytes of WAL not yet replayed, as last measured; 0 until measured. */
+      lag_bytes: number;
+      /** Format: date-time */
+      created_at: string;
+    };
     /** @description A database's metrics (DESIGN.md, Metrics). */
     Metrics: {
       /** Format: date-time */
@@ -829,7 +938,7 @@ export interface components {
     };
     /** @description The points of one label set; a bucket without samples has no point. */
     MetricSeries: {
-      /** @description `state` (connections): active, idle, idle_in_transaction; `op` (rows_per_second): fetched, inserted, updated, deleted; `direction` (network_bytes_per_second): in, out. */
+      /** @description `state` (connections): active, idle, idle_in_transaction; `op` (rows_per_second): fetched, inserted, updated, deleted; `direction` (network_bytes_per_second): in, out; `replica` (replication_lag_bytes): the replica's id. */
       labels: {
         [key: string]: string;
       };
@@ -2357,6 +2466,250 @@ export interface operations {
       400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthorized"];
       402: components["responses"]["PaymentRequired"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      413: components["responses"]["PayloadTooLarge"];
+      422: components["responses"]["UnprocessableEntity"];
+      429: components["responses"]["TooManyRequests"];
+      500: components["responses"]["InternalError"];
+      503: components["responses"]["ServiceUnavailable"];
+      504: components["responses"]["GatewayTimeout"];
+    };
+  };
+  listReplicas: {
+    parameters: {
+      query?: {
+        /** @description Page number. */
+        page?: number;
+        /** @description Items per page. */
+        per_page?: number;
+      };
+      header?: {
+        /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+        "X-Request-Id"?: components["parameters"]["RequestId"];
+      };
+      path: {
+        /** @description The database's id (`db-…`). */
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description List a database's read replicas, oldest first, each with its replication lag. */
+      200: {
+        headers: {
+          "X-Request-Id": components["headers"]["RequestId"];
+          "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+          "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+          "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: {
+              replicas: components["schemas"]["Replica"][];
+            };
+            meta: components["schemas"]["ListMeta"];
+          };
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthorized"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      422: components["responses"]["UnprocessableEntity"];
+      429: components["responses"]["TooManyRequests"];
+      500: components["responses"]["InternalError"];
+      503: components["responses"]["ServiceUnavailable"];
+      504: components["responses"]["GatewayTimeout"];
+    };
+  };
+  createReplica: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+        "X-Request-Id"?: components["parameters"]["RequestId"];
+        /** @description Makes a retry safe: the first response is stored for 24 h and replayed (Idempotent-Replayed: true); the same key with a different request is 422, while the first is still running 409. */
+        "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+      };
+      path: {
+        /** @description The database's id (`db-…`). */
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description Name of the replica: the rules of a database's name, 3–63 characters after trimming, unique among the primary's live replicas. */
+          name: string;
+          /**
+           * @description Instance tier of the replica; default: the primary's (GET /v1/tiers).
+           * @enum {string}
+           */
+          tier?: "micro" | "small" | "medium" | "large" | "xlarge";
+          /**
+           * @description Region of the replica; default: the primary's (GET /v1/regions).
+           * @enum {string}
+           */
+          region?: "fsn1" | "nbg1" | "hel1";
+        };
+      };
+    };
+    responses: {
+      /** @description Create a read replica: a hot standby streaming from the database over TLS, seeded from a base backup (status `provisioning`), reachable with the database's own username and password. At most 5 per database, of a running database (409 otherwise); billed per hour at the replica tier's price, so a payment method is needed (402). */
+      201: {
+        headers: {
+          "X-Request-Id": components["headers"]["RequestId"];
+          "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+          "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+          "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+          "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["Replica"];
+            meta: components["schemas"]["Meta"];
+          };
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthorized"];
+      402: components["responses"]["PaymentRequired"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      413: components["responses"]["PayloadTooLarge"];
+      422: components["responses"]["UnprocessableEntity"];
+      429: components["responses"]["TooManyRequests"];
+      500: components["responses"]["InternalError"];
+      503: components["responses"]["ServiceUnavailable"];
+      504: components["responses"]["GatewayTimeout"];
+    };
+  };
+  getReplica: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+        "X-Request-Id"?: components["parameters"]["RequestId"];
+      };
+      path: {
+        /** @description The database's id (`db-…`). */
+        id: string;
+        /** @description The replica's id (`rep-…`). */
+        rid: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Get a read replica (the connection string's password masked: the database's password works). */
+      200: {
+        headers: {
+          "X-Request-Id": components["headers"]["RequestId"];
+          "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+          "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+          "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["Replica"];
+            meta: components["schemas"]["Meta"];
+          };
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthorized"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      429: components["responses"]["TooManyRequests"];
+      500: components["responses"]["InternalError"];
+      503: components["responses"]["ServiceUnavailable"];
+      504: components["responses"]["GatewayTimeout"];
+    };
+  };
+  deleteReplica: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+        "X-Request-Id"?: components["parameters"]["RequestId"];
+      };
+      path: {
+        /** @description The database's id (`db-…`). */
+        id: string;
+        /** @description The replica's id (`rep-…`). */
+        rid: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Done; no body. */
+      204: {
+        headers: {
+          "X-Request-Id": components["headers"]["RequestId"];
+          "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+          "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+          "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthorized"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      429: components["responses"]["TooManyRequests"];
+      500: components["responses"]["InternalError"];
+      503: components["responses"]["ServiceUnavailable"];
+      504: components["responses"]["GatewayTimeout"];
+    };
+  };
+  promoteReplica: {
+    parameters: {
+      query?: never;
+      header?: {
+        /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+        "X-Request-Id"?: components["parameters"]["RequestId"];
+        /** @description Makes a retry safe: the first response is stored for 24 h and replayed (Idempotent-Replayed: true); the same key with a different request is 422, while the first is still running 409. */
+        "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+      };
+      path: {
+        /** @description The database's id (`db-…`). */
+        id: string;
+        /** @description The replica's id (`rep-…`). */
+        rid: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Promote a running replica (409 otherwise) to an independent, writable database: a new `db-` id, the replica's name, tier and region, the primary's credentials (no password in this answer). The replica is gone. */
+      200: {
+        headers: {
+          "X-Request-Id": components["headers"]["RequestId"];
+          "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+          "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+          "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+          "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["Database"];
+            meta: components["schemas"]["Meta"];
+          };
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthorized"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
       409: components["responses"]["Conflict"];

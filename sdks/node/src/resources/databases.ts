@@ -5,13 +5,14 @@ import type { RequestOptions } from "../transport.ts";
 import type { Body, DatabaseStatus, ListData, Query, Schemas } from "../types.ts";
 import { Resource, seg } from "./base.ts";
 
-export interface WaitOptions {
+/** How `waitForStatus` polls; `S`: the statuses of what it waits for (a database's by default, or a replica's). */
+export interface WaitOptions<S extends string = DatabaseStatus> {
   /** Give up after this long; default 5 minutes. */
   timeoutMs?: number;
-  /** Between two reads of the database; default 1 s (every read counts against the rate limit). */
+  /** Between two reads; default 1 s (every read counts against the rate limit). */
   intervalMs?: number;
   /** Called with each status seen that differs from the previous one (progress output). */
-  onStatus?: (status: DatabaseStatus) => void;
+  onStatus?: (status: S) => void;
   signal?: AbortSignal;
 }
 

@@ -1,0 +1,2 @@
+import { type Group } from "../command.ts";
+export declare const replicas: Group;
