@@ -5,9 +5,10 @@ from __future__ import annotations
 from ._billing import BillingMixin
 from ._databases import DatabasesMixin
 from ._organization import OrganizationMixin
+from ._replicas import ReplicasMixin
 
 
-class Client(DatabasesMixin, OrganizationMixin, BillingMixin):
+class Client(DatabasesMixin, ReplicasMixin, OrganizationMixin, BillingMixin):
     """A client of the dbaas API; usable as a context manager.
 
     >>> with Client("http://127.0.0.1:8080", token="dbs_…") as client:
