@@ -173,6 +173,8 @@ describe("read replicas on real instances", { timeout: 180_000 }, () => {
   });
 
   it("promotes the replica on the other agent into an independent, writable database; its slot goes", async () => {
+    // Everything committed so far replayed there first: the promoted database holds what its replica held.
+    await untilRows(on(other), "SELECT n FROM seen WHERE n = 102", (rows) => rows.length === 1, 15_000);
     const res = await api.post(`/v1/databases/${primary.id}/replicas/${other.id}/promote`);
     expect(res.status).toBe(200);
     const promoted = res.body.data;
@@ -249,7 +251,7 @@ async function untilMetrics(api: Api, id: string): Promise<Series[]> {
   let series: Series[] = [];
   await poll(
     async () => {
-      const res = await api.get(`/v1/databases/${id}/metrics?names=replication_lag_bytes&step=10`);
+      const res = await api.get(`/v1/databases/${id}/metrics?names=replication_lag_bytes`);
       expect(res.status).toBe(200);
       series = res.body.data.metrics.find((m: { name: string }) => m.name === "replication_lag_bytes")?.series ?? [];
       return series.length === 2 && series.every((s) => s.points.length > 0);
