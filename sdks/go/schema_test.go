@@ -22,6 +22,7 @@ var responseTypes = map[string]any{
 	"Invoice": Invoice{}, "Alert": Alert{}, "Organization": Organization{}, "User": User{}, "Member": Member{},
 	"Invitation": Invitation{}, "Transfer": Transfer{}, "ApiKey": APIKey{}, "CreatedApiKey": CreatedAPIKey{},
 	"Token": Token{}, "Signup": Signup{}, "Acceptance": Acceptance{}, "ListMeta": ListMeta{},
+	"Replica": Replica{},
 }
 
 // listedTypes are the item types of the lists that are whole schemas (regions, tiers, versions).
@@ -35,6 +36,7 @@ var requestTypes = map[string]any{
 	"createAlert": CreateAlertRequest{}, "updateOrganization": UpdateOrganizationRequest{},
 	"inviteMember": InviteMemberRequest{}, "updateMember": UpdateMemberRequest{},
 	"transferOwnership": TransferOwnershipRequest{}, "createApiKey": CreateAPIKeyRequest{},
+	"createReplica": CreateReplicaRequest{},
 }
 
 // pageTypes are the list answers' data objects.
@@ -42,6 +44,7 @@ var pageTypes = map[string]any{
 	"listDatabases": DatabasePage{}, "listOperations": OperationPage{}, "listBackups": BackupPage{},
 	"listPaymentMethods": PaymentMethodPage{}, "listInvoices": InvoicePage{}, "listAlerts": AlertPage{},
 	"listMembers": MemberPage{}, "listInvitations": InvitationPage{}, "listApiKeys": APIKeyPage{},
+	"listReplicas": ReplicaPage{},
 }
 
 type schema = map[string]any

@@ -14,6 +14,12 @@ export interface Config {
   dataDir: string;
   databasesUrl: string;
   internalSecret: string;
+  /**
+   * AGENT_REPLICATION_SECRET: the same for every agent of a region. A
+   * primary's replication password is derived from it and the primary's id,
+   * so a replica's agent knows it without it being stored or sent.
+   */
+  replicationSecret: string;
   /** Unprivileged OS user PostgreSQL runs as when the agent runs as root. */
   runAsUser: string;
   /** Address instances listen on for clients. */
@@ -85,6 +91,7 @@ export function readConfig(env: Record<string, string | undefined> = process.env
     dataDir: resolve(envString(env, "AGENT_DATA_DIR", `.dbaas/agents/${agentId}`)),
     databasesUrl: requireEnv(env, "DATABASES_URL"),
     internalSecret: requireEnv(env, "INTERNAL_AUTH_SECRET"),
+    replicationSecret: requireEnv(env, "AGENT_REPLICATION_SECRET"),
     runAsUser: envString(env, "AGENT_RUN_AS_USER", "nobody"),
     listenAddress: envString(env, "AGENT_LISTEN_ADDRESS", "127.0.0.1"),
     reportIntervalMs: envInt(env, "AGENT_REPORT_INTERVAL_MS", 3000),

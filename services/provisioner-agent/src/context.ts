@@ -43,6 +43,7 @@ export function createContext(cfg: Config, overrides: Partial<AppContext> = {}):
     listenAddress: cfg.listenAddress,
     store,
     proxy,
+    replicationSecret: cfg.replicationSecret,
     log: (msg) => log.info(msg),
   });
   return {

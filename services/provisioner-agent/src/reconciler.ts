@@ -3,7 +3,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { type Logger, tracedWork, type TracedWork } from "@dbaas/kit";
 import { DesiredState, InstanceObservationSchema, ObservedState, type InstanceObservation, type InstanceSpec } from "@dbaas/proto/agent";
 import type { AppliedState, AppliedStore } from "./applied-state.ts";
-import type { InstanceRuntime, InstanceSettings, RestoreRequest } from "./runtime.ts";
+import type { InstanceRuntime, InstanceSettings, ReplicaConnection, RestoreRequest, RuntimeObservation } from "./runtime.ts";
 
 /** After this many failed attempts at one spec generation the database is reported failed (and retried on). */
 const ATTEMPTS_BEFORE_FAILED = 3;
@@ -28,6 +28,21 @@ function restoreRequest(spec: InstanceSpec): RestoreRequest | undefined {
   return { sourceDatabaseId: src.databaseId, restoreTime: timestampDate(src.restoreTime) };
 }
 
+/** A replica's primary as the runtime takes it, or why the replica cannot start yet. */
+function replicaConnection(spec: InstanceSpec): ReplicaConnection | string | undefined {
+  const r = spec.replicaOf;
+  if (!r) return undefined;
+  if (!r.primaryAddress || !r.primaryPort) return `waiting for the address of its primary ${r.primaryDatabaseId}`;
+  return {
+    primaryDatabaseId: r.primaryDatabaseId,
+    primaryAddress: r.primaryAddress,
+    primaryPort: r.primaryPort,
+    primaryHost: r.primaryHost,
+    primaryCaPem: r.primaryCaPem,
+    slotName: r.slotName,
+  };
+}
+
 /**
  * Level-based reconciliation: desired state (the latest snapshot from the
  * databases service) against observed state (data dir, postmaster, readiness),
@@ -42,6 +57,8 @@ export function createReconciler(opts: ReconcilerOptions) {
   const busy = new Set<string>();
   const dirty = new Set<string>();
   const failures = new Map<string, { generation: bigint; attempts: number }>();
+  /** The replication slots each running primary was last made to hold (forgotten when its server restarts). */
+  const slotsSynced = new Map<string, string>();
   let failedSteps = 0;
   const waiting: Array<() => void> = [];
   let active = 0;
@@ -57,13 +74,16 @@ export function createReconciler(opts: ReconcilerOptions) {
     waiting.shift()?.();
   };
 
-  const observe = (spec: InstanceSpec, state: ObservedState, appliedCredentials: bigint, message = "") => {
+  const observe = (spec: InstanceSpec, state: ObservedState, appliedCredentials: bigint, message = "", seen?: RuntimeObservation) => {
     const obs = create(InstanceObservationSchema, {
       databaseId: spec.databaseId,
       state,
       observedGeneration: spec.generation,
       appliedCredentialsGeneration: appliedCredentials,
       message,
+      ...(state === ObservedState.RUNNING && seen?.replicationPort
+        ? { replicationAddress: seen.replicationAddress ?? "", replicationPort: seen.replicationPort }
+        : {}),
     });
     const prev = observations.get(spec.databaseId);
     observations.set(spec.databaseId, obs);
@@ -73,7 +93,9 @@ export function createReconciler(opts: ReconcilerOptions) {
       prev.state !== obs.state ||
       prev.observedGeneration !== obs.observedGeneration ||
       prev.appliedCredentialsGeneration !== obs.appliedCredentialsGeneration ||
-      prev.message !== obs.message
+      prev.message !== obs.message ||
+      prev.replicationAddress !== obs.replicationAddress ||
+      prev.replicationPort !== obs.replicationPort
     ) {
       opts.report(obs);
     }
@@ -82,7 +104,9 @@ export function createReconciler(opts: ReconcilerOptions) {
   async function converge(spec: InstanceSpec): Promise<void> {
     const prior = await applied.read(spec.databaseId);
     const upToDate = prior !== undefined && BigInt(prior.generation) >= spec.generation;
-    const credentialsCurrent = prior !== undefined && BigInt(prior.credentialsGeneration) >= spec.credentialsGeneration;
+    // A replica's password arrives by replication: there is never one to set.
+    const credentialsCurrent =
+      prior !== undefined && (spec.replicaOf !== undefined || BigInt(prior.credentialsGeneration) >= spec.credentialsGeneration);
     // Work on a change joins the trace of the request that made it; work on an applied spec (a crashed
     // instance started again) is a trace of its own. A converge with nothing to do makes no span.
     const work = tracedWork("reconcile", upToDate && credentialsCurrent ? {} : spec.traceContext, {
@@ -107,7 +131,14 @@ export function createReconciler(opts: ReconcilerOptions) {
     work: TracedWork,
   ): Promise<void> {
     const id = spec.databaseId;
-    const settings: InstanceSettings = { port: spec.port, tier: spec.tier, hostname: spec.host, scramVerifier: spec.scramVerifier };
+    const replica = replicaConnection(spec);
+    const settings: InstanceSettings = {
+      port: spec.port,
+      tier: spec.tier,
+      hostname: spec.host,
+      scramVerifier: spec.scramVerifier,
+      ...(typeof replica === "object" ? { replica } : {}),
+    };
     const record = async () => {
       if (upToDate && credentialsCurrent) return;
       await applied.write(id, {
@@ -120,13 +151,36 @@ export function createReconciler(opts: ReconcilerOptions) {
     switch (spec.desiredState) {
       case DesiredState.RUNNING: {
         let state = await runtime.observe(id);
-        if (state.state === "absent") {
+        // Not failures: the databases service fills these in once the primary is observed and the seed backup completed.
+        if (typeof replica === "string") {
+          observe(spec, ObservedState.PROGRESSING, 0n, replica);
+          return;
+        }
+        if (state.state === "absent" && spec.adoptInstanceId) {
+          const from = spec.adoptInstanceId;
+          await work.step("adopt", async () => {
+            await runtime.adopt(id, from);
+            // What the promoted standby archived under the replica's id is of no use to anyone.
+            await opts.purgeBackups?.(from);
+            await applied.remove(from);
+          });
+          state = await runtime.observe(id);
+        } else if (state.state === "absent") {
           if (prior) throw new Error("the data directory of this database is missing on its host");
-          // A restored database is created from its source's backups; its first start replays them.
+          if (spec.replicaOf && !spec.replicaOf.seedBackupId) {
+            observe(spec, ObservedState.PROGRESSING, 0n, "waiting for the seed backup of its primary");
+            return;
+          }
+          // A restored database is created from its source's backups; its first start replays them. A replica, from its seed.
           const restore = restoreRequest(spec);
-          await work.step("provision", () => runtime.create(id, { version: spec.version, ...(restore ? { restore } : {}) }));
+          const r = spec.replicaOf;
+          const seed = r ? { primaryDatabaseId: r.primaryDatabaseId, backupId: r.seedBackupId } : undefined;
+          await work.step("provision", () =>
+            runtime.create(id, { version: spec.version, ...(restore ? { restore } : {}), ...(seed ? { seed } : {}) }),
+          );
           state = await runtime.observe(id);
         }
+        if (state.state !== "running" || !upToDate) slotsSynced.delete(id);
         if (state.state === "running" && !upToDate) {
           // A new generation of a running instance is a resize (its tier changed) or a restart.
           if (prior !== undefined && prior.tier !== spec.tier) await work.step("resize", () => runtime.resize(id, settings));
@@ -137,14 +191,25 @@ export function createReconciler(opts: ReconcilerOptions) {
         } else if (!credentialsCurrent) {
           await work.step("set password", () => runtime.setPassword(id, spec.scramVerifier));
         }
+        // A primary holds exactly its replicas' slots: a slot of a replica that is gone would keep WAL forever.
+        const slots = spec.replicationSlots.join(",");
+        if (!spec.replicaOf && slotsSynced.get(id) !== slots) {
+          await work.step("replication slots", () => runtime.syncReplicationSlots(id, spec.replicationSlots));
+          slotsSynced.set(id, slots);
+        }
         await record();
-        observe(spec, ObservedState.RUNNING, spec.credentialsGeneration);
+        observe(spec, ObservedState.RUNNING, spec.credentialsGeneration, "", await runtime.observe(id));
         work.mark("instance ready");
         return;
       }
       case DesiredState.STOPPED:
       case DesiredState.DELETED: {
         const state = await runtime.observe(id);
+        if (state.state === "absent" && spec.replicaOf && !prior) {
+          // A replica stopped (or deleted) before it was ever seeded: nothing runs, nothing to keep.
+          observe(spec, ObservedState.STOPPED, spec.credentialsGeneration);
+          return;
+        }
         if (state.state === "absent") {
           throw new Error("the data directory of this database is missing on its host");
         }
@@ -155,6 +220,7 @@ export function createReconciler(opts: ReconcilerOptions) {
         return;
       }
       case DesiredState.PURGED: {
+        slotsSynced.delete(id);
         await work.step("purge", async () => {
           await opts.purgeBackups?.(id);
           await runtime.destroy(id);

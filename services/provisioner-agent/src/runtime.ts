@@ -17,6 +17,31 @@ export interface InstanceSettings {
   hostname: string;
   /** `SCRAM-SHA-256$<iter>:<salt>$<StoredKey>:<ServerKey>` for dbadmin; never a password. */
   scramVerifier: string;
+  /**
+   * Set for a read replica: the primary it streams from. The instance runs as
+   * a hot standby (refuses writes), its password is never set (it arrives by
+   * replication) and its start is done once its WAL receiver streams.
+   */
+  replica?: ReplicaConnection;
+}
+
+/** Where a replica streams from (the spec's ReplicaSource, less the seed). */
+export interface ReplicaConnection {
+  primaryDatabaseId: string;
+  /** The primary server's private address and port (as its agent observed them; not the proxy's). */
+  primaryAddress: string;
+  primaryPort: number;
+  /** Name in the primary's certificate and the CA that issued it (sslmode=verify-full). */
+  primaryHost: string;
+  primaryCaPem: string;
+  /** The physical slot on the primary this replica streams from. */
+  slotName: string;
+}
+
+/** A replica's data: a completed base backup of its primary, taken after the replica's slot existed. */
+export interface SeedRequest {
+  primaryDatabaseId: string;
+  backupId: string;
 }
 
 /**
@@ -49,6 +74,9 @@ export interface RuntimeObservation {
   pid?: number;
   /** Why a running server is not healthy, or what a crash left behind; absent when all is well. */
   message?: string;
+  /** Where the running server listens for replication (its private address and port), when running. */
+  replicationAddress?: string;
+  replicationPort?: number;
 }
 
 /**
@@ -104,9 +132,22 @@ export interface InstanceRuntime {
    * Creates the instance's data, not started. Fails if it exists with another
    * version. With `restore`: from the source's newest base backup completed
    * at or before `restoreTime` (which must be of `version`), or fails naming
-   * why ("no base backup of … before …", "version mismatch").
+   * why ("no base backup of … before …", "version mismatch"). With `seed`:
+   * a replica's data from that backup of its primary (its start streams the rest).
    */
-  create(id: string, opts: { version: string; restore?: RestoreRequest }): Promise<void>;
+  create(id: string, opts: { version: string; restore?: RestoreRequest; seed?: SeedRequest }): Promise<void>;
+  /**
+   * A replica's data becomes instance `id`'s (a promoted replica): promotes
+   * `replicaId` if it is still a standby, stops it and moves its data
+   * directory to `id`; the ordinary `start` follows. Each step is idempotent:
+   * done already (`id` exists, `replicaId` gone) is a no-op.
+   */
+  adopt(id: string, replicaId: string): Promise<void>;
+  /**
+   * On a running primary: creates the listed `dbaas_` replication slots that
+   * are missing and drops (ending their walsenders) every other `dbaas_` slot.
+   */
+  syncReplicationSlots(id: string, slots: readonly string[]): Promise<void>;
   /** Starts a created, stopped or crashed instance; on a running one see the contract above. */
   start(id: string, settings: InstanceSettings): Promise<void>;
   /** Stops the server, keeping the data. A crashed instance is cleaned up to `stopped`. */

@@ -171,6 +171,8 @@ export function createBackupManager(opts: BackupManagerOptions) {
       // Joins the trace of the request that asked for the backup (none for a scheduled one).
       const work = tracedWork("backup", spec.traceContext, { "dbaas.database_id": id, "dbaas.backup_id": backupId });
       try {
+        // A replica is seeded from a backup that began after its slot existed: the slot keeps the WAL it streams from.
+        await work.step("replication slots", () => opts.runtime.syncReplicationSlots(id, spec.replicationSlots));
         const rec = await work.step("base backup", () =>
           takeBaseBackup({
             store,
@@ -223,7 +225,7 @@ export function createBackupManager(opts: BackupManagerOptions) {
   /** Settles the backups a running database's spec lists: known outcome, or the next one to take. */
   async function scheduleBackups(spec: InstanceSpec): Promise<void> {
     const id = spec.databaseId;
-    if (spec.desiredState !== DesiredState.RUNNING || running.has(id) || purging.has(id) || scheduling.has(id)) return;
+    if (spec.desiredState !== DesiredState.RUNNING || spec.replicaOf || running.has(id) || purging.has(id) || scheduling.has(id)) return;
     scheduling.add(id);
     try {
       await settleBackups(spec);
@@ -257,7 +259,8 @@ export function createBackupManager(opts: BackupManagerOptions) {
   async function tick(): Promise<void> {
     for (const spec of specs.values()) {
       const id = spec.databaseId;
-      if (spec.desiredState === DesiredState.PURGED || purging.has(id)) continue;
+      // A replica has no backups of its own (a standby archives nothing): nothing to keep track of.
+      if (spec.desiredState === DesiredState.PURGED || spec.replicaOf || purging.has(id)) continue;
       try {
         if (spec.desiredState === DesiredState.RUNNING) await windows.sample(id, spec.port);
         windows.update(id, await loadRecords(id), await archiver.stored(id));
@@ -344,7 +347,7 @@ export function createBackupManager(opts: BackupManagerOptions) {
       const out: DatabaseBackups[] = [];
       for (const spec of specs.values()) {
         const id = spec.databaseId;
-        if (spec.desiredState === DesiredState.PURGED) continue;
+        if (spec.desiredState === DesiredState.PURGED || spec.replicaOf) continue;
         const w = windows.window(id);
         const st = archiver.status(id);
         out.push(

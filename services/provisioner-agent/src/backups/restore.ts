@@ -6,9 +6,9 @@ import { pipeline } from "node:stream/promises";
 import { createGunzip } from "node:zlib";
 import { writeOwned } from "../instances/files.ts";
 import type { RunAsIdentity } from "../instances/run-as.ts";
-import type { RestoreRequest } from "../runtime.ts";
+import type { RestoreRequest, SeedRequest } from "../runtime.ts";
 import type { BlobStore } from "./blob-store.ts";
-import { type BackupRecord, basePrefix, baseTarKey, walPrefix } from "./layout.ts";
+import { type BackupRecord, basePrefix, baseTarKey, recordKey, walPrefix } from "./layout.ts";
 import { recoverySignalPath, restoreDir, restoreWalDir, writeRecoveryConfig, writeRestoreMarker } from "./recovery-state.ts";
 import { extractTarGz } from "./tar.ts";
 import { lastSegmentNeeded, parseLsn, parseSegmentName, segnoOfLsn } from "./wal.ts";
@@ -152,4 +152,38 @@ export async function stageRestore(o: StageRestoreOptions): Promise<void> {
   await writeRestoreMarker(dir, marker);
   await writeRecoveryConfig(runAs, dir, marker);
   await writeOwned(runAs, recoverySignalPath(dir), "");
+}
+
+export interface StageSeedOptions {
+  store: BlobStore;
+  runAs: RunAsIdentity;
+  /** The staging data directory: exists, empty, owned by the run-as user, mode 0700. */
+  dir: string;
+  version: string;
+  seed: SeedRequest;
+  log: (msg: string) => void;
+}
+
+/**
+ * Fills `o.dir` with a replica's data: the primary's base backup, extracted
+ * as a restore does, without WAL. The backup began after the replica's slot
+ * existed, so the primary still holds every WAL file from the backup's start
+ * on and the replica's first start streams them.
+ */
+export async function stageSeed(o: StageSeedOptions): Promise<void> {
+  const { store, dir, seed } = o;
+  const primary = seed.primaryDatabaseId;
+  let record: BackupRecord;
+  try {
+    record = JSON.parse((await readAll(await store.get(recordKey(primary, seed.backupId)))).toString("utf8")) as BackupRecord;
+  } catch (e) {
+    throw new Error(`seed backup ${seed.backupId} of ${primary} is not in the backup store (${(e as Error).message})`);
+  }
+  if (record.version !== o.version) {
+    throw new Error(`version mismatch: backup ${seed.backupId} of ${primary} holds PostgreSQL ${record.version}, not ${o.version}`);
+  }
+  const started = Date.now();
+  await extractTarGz(await store.get(baseTarKey(primary, seed.backupId)), dir, o.runAs);
+  for (const name of HOST_SPECIFIC) await rm(path.join(dir, name), { force: true });
+  o.log(`seeded from ${primary}'s backup ${seed.backupId} (from ${record.startLsn}) in ${Date.now() - started} ms`);
 }

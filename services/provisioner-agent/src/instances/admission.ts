@@ -2,11 +2,12 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type pg from "pg";
 import type { InstanceSettings } from "../runtime.ts";
 import { ADMIN_ROLE, DEFAULT_DATABASE, withAgentClient } from "./agent-socket.ts";
-import { errMsg } from "./files.ts";
+import { errMsg, tail } from "./files.ts";
 import type { Host } from "./host.ts";
 import { observeInstance, readPidFile } from "./observe.ts";
 import { PRIVATE_HOST } from "./private-address.ts";
 import { probeTlsLogin } from "./probe.ts";
+import { ensureReplicationRole, waitStreaming } from "./replication.ts";
 import { writeOpenHba } from "./server-config.ts";
 import type { AgentCA } from "./tls.ts";
 import { assertVerifier } from "./validate.ts";
@@ -24,15 +25,20 @@ const alterPassword = (c: pg.Client, verifier: string) =>
   c.query(`ALTER ROLE ${ADMIN_ROLE} PASSWORD ${c.escapeLiteral(verifier)}`);
 
 /**
- * ALTER ROLE with the verifier, open pg_hba.conf, have the proxy serve the
- * published port (forwarding to the server's `privatePort`), and wait until
- * TLS logins through it reach SCRAM.
+ * ALTER ROLE with the verifier (and the replication role's derived
+ * password), open pg_hba.conf, have the proxy serve the published port
+ * (forwarding to the server's `privatePort`), and wait until TLS logins
+ * through it reach SCRAM. A replica's roles are its primary's (it is read-only):
+ * nothing is altered, and it is admitted once it also streams.
  */
 export async function admitClients(host: Host, id: string, o: InstanceSettings, ca: AgentCA, privatePort: number): Promise<void> {
   const dir = host.instanceDir(id);
   const sock = host.socketDir;
   const loadedBefore = await withAgentClient(sock, o.port, async (c) => {
-    await alterPassword(c, o.scramVerifier);
+    if (!o.replica) {
+      await alterPassword(c, o.scramVerifier);
+      await ensureReplicationRole(c, host.replicationSecret, id);
+    }
     const r = await c.query<{ t: string }>("SELECT pg_conf_load_time()::text AS t");
     return r.rows[0]!.t;
   });
@@ -63,12 +69,24 @@ export async function admitClients(host: Host, id: string, o: InstanceSettings, 
         user: ADMIN_ROLE,
         database: DEFAULT_DATABASE,
       });
-      return;
+      break;
     } catch (e) {
       lastErr = e;
     }
     if (Date.now() > deadline) throw new Error(`instance ${id}: not reachable over TLS on ${host.probeHost}:${o.port}: ${errMsg(lastErr)}`);
     await sleep(25);
+  }
+  if (o.replica) {
+    await waitStreaming(
+      () =>
+        withAgentClient(
+          sock,
+          o.port,
+          async (c) => (await c.query<{ status: string }>("SELECT status FROM pg_stat_wal_receiver")).rows[0]?.status,
+        ),
+      id,
+      () => tail(host.logPath(id), 4000),
+    );
   }
 }
 

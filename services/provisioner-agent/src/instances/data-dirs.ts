@@ -2,8 +2,8 @@ import { existsSync } from "node:fs";
 import { appendFile, chown, mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { BlobStore } from "../backups/blob-store.ts";
-import { stageRestore } from "../backups/restore.ts";
-import type { RestoreRequest } from "../runtime.ts";
+import { stageRestore, stageSeed } from "../backups/restore.ts";
+import type { RestoreRequest, SeedRequest } from "../runtime.ts";
 import { AGENT_SUPERUSER, ADMIN_ROLE, DEFAULT_DATABASE, withAgentClient } from "./agent-socket.ts";
 import { errMsg, fsyncDir, pathExists, prepareLogFile, rand, tail } from "./files.ts";
 import type { Host } from "./host.ts";
@@ -24,10 +24,11 @@ export interface DataDirs {
   ensureTemplate(major: string): Promise<string>;
   /**
    * Copies the template into the instance's directory, or with `restore`
-   * fills it from the source's backups (backups/restore.ts); no-op if it
-   * exists with the same major. In the id's turn.
+   * fills it from the source's backups, or with `seed` from a primary's base
+   * backup (backups/restore.ts); no-op if it exists with the same major. In
+   * the id's turn.
    */
-  provision(id: string, major: string, restore?: RestoreRequest): Promise<void>;
+  provision(id: string, major: string, from?: { restore?: RestoreRequest; seed?: SeedRequest }): Promise<void>;
   /** Stops the instance and deletes its data directory and log. In the id's turn. */
   purge(id: string): Promise<void>;
   /** Ids that have a complete data directory. */
@@ -154,7 +155,8 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
     }
   }
 
-  async function provision(id: string, major: string, restore?: RestoreRequest): Promise<void> {
+  async function provision(id: string, major: string, from: { restore?: RestoreRequest; seed?: SeedRequest } = {}): Promise<void> {
+    const { restore, seed } = from;
     const final = host.instanceDir(id);
     if (await pathExists(final)) {
       const have = await host.majorOf(final).catch(() => "?");
@@ -162,8 +164,9 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
       return;
     }
     host.binariesFor(major);
-    if (restore && !store) throw new Error(`instance ${id}: cannot restore from ${restore.sourceDatabaseId}: no backup store configured`);
-    const template = restore ? undefined : await ensureTemplate(major);
+    const source = restore?.sourceDatabaseId ?? seed?.primaryDatabaseId;
+    if (source && !store) throw new Error(`instance ${id}: cannot create from ${source}'s backups: no backup store configured`);
+    const template = source ? undefined : await ensureTemplate(major);
     await removeOwnLeftovers(id);
     const tmp = `${final}.tmp-${rand()}`;
     inFlight.add(tmp);
@@ -174,7 +177,9 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
       } else {
         await mkdir(tmp, { mode: 0o700 });
         if (runAs.switchUser) await chown(tmp, runAs.uid, runAs.gid);
-        await stageRestore({ store: store!, runAs, dir: tmp, version: major, request: restore!, log: (m) => log(`instance ${id}: ${m}`) });
+        const o = { store: store!, runAs, dir: tmp, version: major, log: (m: string) => log(`instance ${id}: ${m}`) };
+        if (seed) await stageSeed({ ...o, seed });
+        else await stageRestore({ ...o, request: restore! });
         // Fetched data is worth a flush: unlike a template copy it cannot be remade from this host alone.
         await runCommand("sync", ["-f", tmp], { timeoutMs: 600_000 });
       }
@@ -188,7 +193,8 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
     } finally {
       inFlight.delete(tmp);
     }
-    log(`instance ${id}: provisioned (PostgreSQL ${major}${restore ? `, restore from ${restore.sourceDatabaseId} pending` : ""})`);
+    const pending = restore ? `, restore from ${restore.sourceDatabaseId} pending` : seed ? `, replica of ${seed.primaryDatabaseId}` : "";
+    log(`instance ${id}: provisioned (PostgreSQL ${major}${pending})`);
   }
 
   async function purge(id: string): Promise<void> {

@@ -24,6 +24,8 @@ export interface HostOptions {
   listenAddress?: string;
   /** The connection proxy serving the instances' published ports. Default: one of this host's, counting in `<dataDir>/proxy`. */
   proxy?: ConnectionProxy;
+  /** AGENT_REPLICATION_SECRET: replication passwords are derived from it (instances/replication.ts). */
+  replicationSecret?: string;
   log?: (msg: string) => void;
 }
 
@@ -48,6 +50,8 @@ export interface Host {
   /** Server builds installed, by major version. */
   readonly binaries: ReadonlyMap<string, ServerBinaries>;
   readonly log: (msg: string) => void;
+  /** The region's AGENT_REPLICATION_SECRET (absent: this agent's instances serve and run no replicas). */
+  readonly replicationSecret?: string;
   instanceDir(id: string): string;
   logPath(id: string): string;
   /** The instance's WAL spool (archive_directory), outside its data directory so base backups do not carry it. */
@@ -164,6 +168,7 @@ export function createHost(opts: HostOptions): Host {
     runAs,
     binaries,
     log,
+    ...(opts.replicationSecret ? { replicationSecret: opts.replicationSecret } : {}),
     instanceDir: (id) => path.join(instancesDir, id),
     logPath: (id) => path.join(instancesDir, `${id}.log`),
     spoolDir: (id) => path.join(walSpoolRoot(root), id),

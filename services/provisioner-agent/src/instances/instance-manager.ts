@@ -1,12 +1,14 @@
 import type { BlobStore } from "../backups/blob-store.ts";
 import type { ConnectionProxy } from "../proxy/counters.ts";
-import type { InstanceSettings, RestoreRequest, RuntimeObservation } from "../runtime.ts";
+import type { InstanceSettings, RestoreRequest, RuntimeObservation, SeedRequest } from "../runtime.ts";
 import { setPassword } from "./admission.ts";
+import { withAgentClient } from "./agent-socket.ts";
 import { createDataDirs } from "./data-dirs.ts";
 import { createHost, type HostOptions } from "./host.ts";
 import { observeInstance, resourceUsage, type InstanceResourceUsage } from "./observe.ts";
-import { publishedPortOf } from "./private-address.ts";
-import { resumeServing, startInstance, stopInstance } from "./process-control.ts";
+import { PRIVATE_HOST, publishedPortOf } from "./private-address.ts";
+import { adoptReplica, resumeServing, startInstance, stopInstance } from "./process-control.ts";
+import { ensureReplicationRole, removeReplicaFiles, syncSlots } from "./replication.ts";
 import { configPath } from "./server-config.ts";
 import { createSerializer } from "./serial.ts";
 import { assertId, assertSettings } from "./validate.ts";
@@ -16,6 +18,8 @@ export interface ProvisionOptions {
   major: string;
   /** Create from another database's backups (point-in-time restore) instead of the template. */
   restore?: RestoreRequest;
+  /** Create a read replica from its primary's base backup instead of the template. */
+  seed?: SeedRequest;
 }
 
 export interface InstanceManagerOptions extends HostOptions {
@@ -44,6 +48,10 @@ export interface InstanceManager {
    * Resolves once a TLS login attempt over TCP reaches password authentication.
    */
   start(id: string, opts: InstanceSettings): Promise<void>;
+  /** Moves a promoted replica's data to `id` (promoting and stopping it first); see process-control's adoptReplica. */
+  adopt(id: string, replicaId: string): Promise<void>;
+  /** Creates missing and drops unlisted `dbaas_` replication slots of a running primary (and makes its replication role current). */
+  syncReplicationSlots(id: string, slots: readonly string[]): Promise<void>;
   /** Sets dbadmin's SCRAM verifier on a running instance; new logins need the new password. */
   applyPassword(id: string, scramVerifier: string): Promise<void>;
   /** Fast shutdown; resolves when the postmaster is gone and the port refuses connections. */
@@ -129,7 +137,7 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
       assertId(id);
       return queue.run(id, async () => {
         await host.init();
-        await dirs.provision(id, o.major, o.restore);
+        await dirs.provision(id, o.major, { ...(o.restore ? { restore: o.restore } : {}), ...(o.seed ? { seed: o.seed } : {}) });
       });
     },
     start: async (id, o) => {
@@ -138,6 +146,26 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
         await host.init();
         await startInstance(host, id, o);
       });
+    },
+    adopt: async (id, replicaId) => {
+      assertId(id);
+      return queue.run(id, async () => {
+        await host.init();
+        await adoptReplica(host, id, replicaId);
+      });
+    },
+    // Takes no turn: a quick statement on a running server, also made by a base backup that runs outside the turns.
+    syncReplicationSlots: async (id, slots) => {
+      assertId(id);
+      const published = await publishedPortOf(configPath(host.instanceDir(id)), id);
+      if (!published) throw new Error(`instance ${id} has never been started`);
+      const { created, dropped } = await withAgentClient(host.socketDir, published, async (c) => {
+        // The role too: a primary started by an agent from before replicas has none.
+        await ensureReplicationRole(c, host.replicationSecret, id);
+        return syncSlots(c, slots);
+      });
+      if (created.length) host.log(`instance ${id}: replication slots created: ${created.join(", ")}`);
+      if (dropped.length) host.log(`instance ${id}: replication slots dropped: ${dropped.join(", ")}`);
     },
     applyPassword: async (id, v) => {
       assertId(id);
@@ -165,13 +193,15 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
       const obs = await observeInstance(host, id);
       // The port clients use (the proxy's), not the server's private one.
       const published = obs.port && (await publishedPortOf(configPath(host.instanceDir(id)), id));
-      return published ? { ...obs, port: published } : obs;
+      // Replicas stream from the server itself (its private port), not through the proxy.
+      return published ? { ...obs, port: published, replicationAddress: PRIVATE_HOST, replicationPort: obs.port! } : obs;
     },
     purge: async (id) => {
       assertId(id);
       return queue.run(id, async () => {
         await host.init();
         await dirs.purge(id);
+        await removeReplicaFiles(host, id);
         await host.proxy.forget(id);
       });
     },

@@ -20,7 +20,10 @@ export function createLocalProcessRuntime(m: InstanceManager): InstanceRuntime {
       // Templates first: then every create is a copy, not an initdb.
       for (const major of versions) await m.ensureTemplate(major);
     },
-    create: (id, o) => m.provision(id, { major: o.version, ...(o.restore ? { restore: o.restore } : {}) }),
+    create: (id, o) =>
+      m.provision(id, { major: o.version, ...(o.restore ? { restore: o.restore } : {}), ...(o.seed ? { seed: o.seed } : {}) }),
+    adopt: (id, replicaId) => m.adopt(id, replicaId),
+    syncReplicationSlots: (id, slots) => m.syncReplicationSlots(id, slots),
     start: (id, settings) => m.start(id, settings),
     stop: (id) => m.stop(id),
     restart: (id, settings) => m.restart(id, settings),

@@ -59,15 +59,34 @@ async function exists(p: string): Promise<boolean> {
   }
 }
 
+/** Whether `port` can be bound on loopback right now. */
+function loopbackPortFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = net.createServer();
+    srv.once("error", () => resolve(false));
+    srv.listen(port, PRIVATE_HOST, () => srv.close(() => resolve(true)));
+  });
+}
+
 /**
  * A private port for a server about to start: free on loopback now, not the
  * published one, and with no socket (or another instance's symlink) of that
- * name in the socket directory, which PostgreSQL would replace.
+ * name in the socket directory, which PostgreSQL would replace. `preferred`
+ * (the port the instance last used, its data directory `dataDir`) wins when
+ * it qualifies, a socket its own crashed server left included: a primary's
+ * replicas stream from its private port, and every move restarts them.
  */
-export async function choosePrivatePort(host: Host, published: number): Promise<number> {
+export async function choosePrivatePort(host: Host, published: number, preferred?: { port: number; dataDir: string }): Promise<number> {
+  const usable = async (port: number) => port !== published && !(await exists(path.join(host.socketDir, socketName(port))));
+  if (preferred && preferred.port >= 1024 && preferred.port !== published && (await loopbackPortFree(preferred.port))) {
+    // The lock file's second line is the data directory of the server that made the socket.
+    const lock = await readFile(path.join(host.socketDir, `${socketName(preferred.port)}.lock`), "utf8").catch(() => undefined);
+    const own = lock !== undefined && lock.split("\n")[1] === preferred.dataDir;
+    if (own || (await usable(preferred.port))) return preferred.port;
+  }
   for (let i = 0; i < 20; i++) {
     const port = await freeLoopbackPort();
-    if (port !== published && !(await exists(path.join(host.socketDir, socketName(port))))) return port;
+    if (await usable(port)) return port;
   }
   throw new Error(`no free private port for the instance published on ${published}`);
 }

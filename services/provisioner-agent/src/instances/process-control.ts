@@ -1,4 +1,4 @@
-import { readFile, realpath, unlink } from "node:fs/promises";
+import { readFile, realpath, rename, unlink } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import {
@@ -17,14 +17,15 @@ import type { InstanceSettings } from "../runtime.ts";
 import { admitClients } from "./admission.ts";
 import { withAgentClient } from "./agent-socket.ts";
 import type { ServerBinaries } from "./binaries.ts";
-import { errMsg, pathExists, prepareLogFile, removeStaleTempFiles, tail } from "./files.ts";
+import { errMsg, fsyncDir, pathExists, prepareLogFile, removeStaleTempFiles, tail, writeOwned } from "./files.ts";
 import type { Host } from "./host.ts";
 import { observeInstance, readPidFile } from "./observe.ts";
 import { tcpPortRefuses } from "./probe.ts";
 import { choosePrivatePort, linkAgentSocket, PRIVATE_HOST, publishedPortOf, unlinkAgentSocket } from "./private-address.ts";
 import { pidExists } from "./procfs.ts";
 import { runCommand } from "./run-as.ts";
-import { configPath, renderConfig, writeStartConfig } from "./server-config.ts";
+import { removeReplicaFiles, standbySignalPath, writeReplicaFiles } from "./replication.ts";
+import { configPath, lastPrivatePort, renderConfig, writeStartConfig } from "./server-config.ts";
 import { ensureServerCertificate } from "./tls.ts";
 import { assertId, assertSettings } from "./validate.ts";
 
@@ -182,12 +183,17 @@ export async function startInstance(host: Host, id: string, o: InstanceSettings)
   const restore = await readRestoreMarker(dir);
   let obs = await observeInstance(host, id);
   // A running server keeps its private port (a server from before the proxy listened on the published one: it moves).
-  const privatePort = obs.state === "running" && obs.port && obs.port !== o.port ? obs.port : await choosePrivatePort(host, o.port);
+  const last = await lastPrivatePort(dir);
+  const privatePort =
+    obs.state === "running" && obs.port && obs.port !== o.port
+      ? obs.port
+      : await choosePrivatePort(host, o.port, last ? { port: last, dataDir: dir } : undefined);
   const conf = renderConfig(host, id, o, privatePort);
   if (obs.state === "running") {
     const current = await readFile(configPath(dir), "utf8").catch(() => "");
     if (!restore && current === conf && !obs.message) {
       await ensureServerCertificate(ca, o.hostname, dir, certOpts);
+      if (o.replica) await writeReplicaFiles(host, id, o.replica);
       await linkAgentSocket(host, o.port, privatePort);
       await admitClients(host, id, o, ca, privatePort);
       host.log(`instance ${id}: already running; password and access rules re-applied`);
@@ -207,6 +213,10 @@ export async function startInstance(host: Host, id: string, o: InstanceSettings)
   await removeStaleTempFiles(dir);
   await ensureServerCertificate(ca, o.hostname, dir, certOpts);
   await writeStartConfig(host, dir, conf);
+  if (o.replica) {
+    await writeReplicaFiles(host, id, o.replica);
+    await writeOwned(host.runAs, standbySignalPath(dir), "");
+  }
   await linkAgentSocket(host, o.port, privatePort);
   const logFile = host.logPath(id);
   await prepareLogFile(host.runAs, logFile);
@@ -330,4 +340,50 @@ async function recoverToPromotion(host: Host, id: string, bins: ServerBinaries):
     }
     await sleep(100);
   }
+}
+
+/**
+ * A promoted replica's data becomes instance `id`'s: `replicaId` is promoted
+ * if it still runs as a standby, stopped, and its directory renamed to `id`
+ * (the ordinary start that follows gives it `id`'s certificate, port and
+ * password). Every step is idempotent, so an agent killed anywhere converges
+ * on its next pass: once `id` exists and `replicaId` does not, it is done.
+ */
+export async function adoptReplica(host: Host, id: string, replicaId: string): Promise<void> {
+  assertId(replicaId);
+  const dir = host.instanceDir(id);
+  const from = host.instanceDir(replicaId);
+  const haveFrom = await pathExists(path.join(from, "PG_VERSION"));
+  if (await pathExists(dir)) {
+    if (haveFrom) throw new Error(`instance ${id}: cannot adopt ${replicaId}: both data directories exist`);
+    return;
+  }
+  if (!haveFrom) throw new Error(`instance ${id}: cannot adopt ${replicaId}: its data directory is not on this host`);
+  const obs = await observeInstance(host, replicaId);
+  const pf = await readPidFile(from);
+  if (obs.state === "running" && !obs.message && pf?.port && pf.socketDir) {
+    await withAgentClient(
+      pf.socketDir,
+      pf.port,
+      async (c) => {
+        if (!(await c.query<{ r: boolean }>("SELECT pg_is_in_recovery() AS r")).rows[0]!.r) return;
+        const { rows } = await c.query<{ ok: boolean }>("SELECT pg_promote(true, 60) AS ok");
+        if (!rows[0]!.ok)
+          throw new Error(`instance ${replicaId}: not promoted within 60 s\n--- server log ---\n${await tail(host.logPath(replicaId))}`);
+        host.log(`instance ${replicaId}: promoted`);
+      },
+      70_000,
+    );
+  }
+  await stopInstance(host, replicaId);
+  // A standby adopted while it was not running (stopped, or its postmaster
+  // died) opens as a primary on its next start, after crash recovery to the
+  // end of the WAL it had received.
+  await unlink(standbySignalPath(from)).catch(() => {});
+  await removeReplicaFiles(host, replicaId);
+  await rename(from, dir);
+  await fsyncDir(host.instancesDir);
+  await rename(host.logPath(replicaId), host.logPath(id)).catch(() => {});
+  await host.proxy.forget(replicaId);
+  host.log(`instance ${id}: adopted the data of ${replicaId}`);
 }

@@ -6,6 +6,7 @@ import { AGENT_SUPERUSER } from "./agent-socket.ts";
 import { writeOwned } from "./files.ts";
 import type { Host } from "./host.ts";
 import { PRIVATE_HOST, publishedPortLine } from "./private-address.ts";
+import { HBA_REPLICATION, standbySettings } from "./replication.ts";
 import { tierSettings } from "./tier-settings.ts";
 
 /**
@@ -41,6 +42,7 @@ host    all  ${AGENT_SUPERUSER}  all        reject
 hostssl all  all          0.0.0.0/0  scram-sha-256
 hostssl all  all          ::/0       scram-sha-256
 host    all  all          all        reject
+${HBA_REPLICATION}
 `;
 
 /** postgresql.conf string literal. */
@@ -52,7 +54,8 @@ function confValue(v: string): string {
  * The whole of `dbaas.conf` for these settings, the server listening on
  * `privatePort` (private-address.ts; clients reach instance `id` through the
  * proxy on `o.port`, which the file records); equal text means the server runs with
- * equal settings.
+ * equal settings. A replica's standby settings (its primary's address) are
+ * part of it, so a primary that moved makes the replica restart.
  */
 export function renderConfig(host: Host, id: string, o: InstanceSettings, privatePort: number): string {
   const settings: Record<string, string> = {
@@ -80,10 +83,17 @@ export function renderConfig(host: Host, id: string, o: InstanceSettings, privat
     archive_timeout: "30",
   };
   const lines = Object.entries(settings).map(([k, v]) => `${k} = ${confValue(v)}`);
+  if (o.replica) lines.push(...standbySettings(host, id, o.replica));
   return `# Managed by the dbaas agent; rewritten on every start. Do not edit.\n# tier: ${o.tier}\n${publishedPortLine(id, o.port)}\n${lines.join("\n")}\ninclude = ${confValue(ARCHIVE_CONF)}\n`;
 }
 
 export const configPath = (dir: string) => path.join(dir, "dbaas.conf");
+
+/** The private port the instance's `dbaas.conf` last gave its server, if any (choosePrivatePort prefers it). */
+export async function lastPrivatePort(dir: string): Promise<number | undefined> {
+  const m = /^port = '(\d+)'$/m.exec(await readFile(configPath(dir), "utf8").catch(() => ""));
+  return m ? Number(m[1]) : undefined;
+}
 
 /**
  * The instance's WAL spool: owned by the run-as user (basic_archive writes

@@ -150,3 +150,32 @@ export async function pgStats(c: pg.Client): Promise<PgStats> {
     connectionsIdleInTransaction: by((s) => s.startsWith("idle in transaction")),
   };
 }
+
+export interface ReplicationStats {
+  /** A standby's WAL received but not replayed yet; 0 on a primary. */
+  replicationLagBytes: bigint;
+  /** A primary's connected replicas (application_name is the replica's id). */
+  replicaLags: { replicaId: string; lagBytes: bigint; state: string }[];
+}
+
+/**
+ * Replication as the instance sees it: on a standby, its replay lag behind
+ * what it received; on a primary, each connected replica's lag behind the
+ * current WAL position (up to what it replayed, or, while it catches up
+ * before replaying anything, what was sent to it).
+ */
+export async function replicationStats(c: pg.Client): Promise<ReplicationStats> {
+  const standby = (await c.query<{ r: boolean }>("SELECT pg_is_in_recovery() AS r")).rows[0]!.r;
+  if (standby) {
+    const { rows } = await c.query<{ lag: string }>(
+      "SELECT coalesce(greatest(pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()), 0), 0)::bigint::text AS lag",
+    );
+    return { replicationLagBytes: BigInt(rows[0]!.lag), replicaLags: [] };
+  }
+  const { rows } = await c.query<{ id: string; state: string; lag: string }>(
+    `SELECT application_name AS id, coalesce(state, '') AS state,
+       coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), coalesce(replay_lsn, flush_lsn, write_lsn, sent_lsn)), 0)::bigint::text AS lag
+     FROM pg_stat_replication WHERE starts_with(application_name, 'rep-') ORDER BY application_name`,
+  );
+  return { replicationLagBytes: 0n, replicaLags: rows.map((r) => ({ replicaId: r.id, lagBytes: BigInt(r.lag), state: r.state })) };
+}

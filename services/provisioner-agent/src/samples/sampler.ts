@@ -9,7 +9,7 @@ import { type InstanceSample, InstanceSampleSchema } from "@dbaas/proto/agent";
 import { withAgentClient } from "../instances/agent-socket.ts";
 import { walSpoolRoot } from "../instances/host.ts";
 import { readPidFile } from "../instances/observe.ts";
-import { directoryBytes, pgStats, processUsage, walArchiveLagSeconds } from "./measure.ts";
+import { directoryBytes, pgStats, processUsage, replicationStats, walArchiveLagSeconds } from "./measure.ts";
 
 /** A database's proxied bytes since `epoch` began (the connection proxy's counters). */
 export interface ByteCounters {
@@ -61,7 +61,12 @@ export function createSampler(o: SamplerOptions) {
     if (!real) return undefined;
     const usage = await processUsage(pf.pid, real);
     if (!usage) return undefined;
-    const stats = await withAgentClient(pf.socketDir, pf.port, pgStats, 3000).catch(() => undefined);
+    const stats = await withAgentClient(
+      pf.socketDir,
+      pf.port,
+      async (c) => ({ ...(await pgStats(c)), ...(await replicationStats(c)) }),
+      3000,
+    ).catch(() => undefined);
     if (!stats) return undefined;
     const now = o.clock.now();
     // CPU is a rate: the first sample after a (re)start has nothing to compare with and reports 0.
@@ -82,8 +87,6 @@ export function createSampler(o: SamplerOptions) {
       memoryBytes: BigInt(usage.memoryBytes),
       ...stats,
       walArchiveLagSeconds: await walArchiveLagSeconds(path.join(walSpoolRoot(o.dataDir), id), now),
-      // No replicas yet: every instance is a primary.
-      replicationLagBytes: 0n,
     });
   }
 

@@ -31,12 +31,21 @@ export interface Fixture {
   close(): Promise<void>;
 }
 
-export async function startFixture(tag: string, major: string, opts: { store?: BlobStore; storeDir?: string } = {}): Promise<Fixture> {
+export async function startFixture(
+  tag: string,
+  major: string,
+  opts: { store?: BlobStore; storeDir?: string; replicationSecret?: string } = {},
+): Promise<Fixture> {
   const dataDir = await tempDataDir(tag);
   const storeDir = opts.storeDir ?? path.join(dataDir, "..", `${path.basename(dataDir)}-store`);
   await mkdir(storeDir, { recursive: true });
   const store = opts.store ?? createFileStore(storeDir);
-  const m = createInstanceManager({ dataDir, agentId: `test-${tag}`, store });
+  const m = createInstanceManager({
+    dataDir,
+    agentId: `test-${tag}`,
+    store,
+    ...(opts.replicationSecret ? { replicationSecret: opts.replicationSecret } : {}),
+  });
   const runtime = createLocalProcessRuntime(m);
   const id = `db-${tag}`;
   const port = await freePort();

@@ -1,0 +1,166 @@
+import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto";
+import { chown, mkdir, rm } from "node:fs/promises";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import type pg from "pg";
+import type { ReplicaConnection } from "../runtime.ts";
+import { writeOwned } from "./files.ts";
+import type { Host } from "./host.ts";
+import { PRIVATE_HOST } from "./private-address.ts";
+
+/**
+ * Streaming replication between the agent's instances (DESIGN.md, "Read
+ * replicas"). A primary keeps a LOGIN REPLICATION role whose password is
+ * derived from the region's AGENT_REPLICATION_SECRET and the primary's id, so
+ * every agent of the region can compute it and none stores it; one physical
+ * slot per replica (`dbaas_<replica id>`) holds the WAL the replica has not
+ * received. A replica is a hot standby whose conninfo names the primary's
+ * private address, verifies its certificate with the primary agent's CA and
+ * reads the password from a passfile outside its data directory (a base
+ * backup of a promoted replica must not carry it).
+ */
+
+export const REPLICATION_ROLE = "dbaas_replication";
+/** Prefix of the slots the agent owns: any other slot on an instance is left alone. */
+export const SLOT_PREFIX = "dbaas_";
+const SLOT_RE = /^dbaas_[a-z0-9_]{1,57}$/;
+
+/** base64url(HMAC-SHA256(secret, primary id)): the replication role's password on that primary. */
+export function replicationPassword(secret: string, primaryId: string): string {
+  return createHmac("sha256", secret).update(primaryId).digest("base64url");
+}
+
+/** The SCRAM-SHA-256 verifier of `password` (a fresh salt each time), so the plaintext never reaches the server. */
+function scramVerifier(password: string, iterations = 4096): string {
+  const salt = randomBytes(16);
+  const salted = pbkdf2Sync(password, salt, iterations, 32, "sha256");
+  const storedKey = createHash("sha256").update(createHmac("sha256", salted).update("Client Key").digest()).digest();
+  const serverKey = createHmac("sha256", salted).update("Server Key").digest();
+  return `SCRAM-SHA-256$${iterations}:${salt.toString("base64")}$${storedKey.toString("base64")}:${serverKey.toString("base64")}`;
+}
+
+/** pg_hba line that lets replicas of this primary stream over TLS from the private network (loopback here). */
+export const HBA_REPLICATION = `hostssl replication ${REPLICATION_ROLE} ${PRIVATE_HOST}/32 scram-sha-256`;
+
+/**
+ * Creates the replication role if missing and gives it the current derived
+ * password. Without a secret the agent cannot serve replicas: the role is
+ * left without a password (no replica can log in) rather than failing the
+ * primary.
+ */
+export async function ensureReplicationRole(c: pg.Client, secret: string | undefined, primaryId: string): Promise<void> {
+  const { rows } = await c.query("SELECT 1 FROM pg_roles WHERE rolname = $1", [REPLICATION_ROLE]);
+  if (rows.length === 0) await c.query(`CREATE ROLE ${REPLICATION_ROLE} LOGIN REPLICATION`);
+  if (!secret) return;
+  const verifier = scramVerifier(replicationPassword(secret, primaryId));
+  await c.query(`ALTER ROLE ${REPLICATION_ROLE} PASSWORD ${c.escapeLiteral(verifier)}`);
+}
+
+/**
+ * Makes the instance's `dbaas_` slots exactly `wanted`: missing ones are
+ * created reserving WAL at once, others are dropped after their walsender is
+ * ended (a slot holds WAL until it goes, and fills the disk).
+ */
+export async function syncSlots(c: pg.Client, wanted: readonly string[]): Promise<{ created: string[]; dropped: string[] }> {
+  for (const s of wanted) if (!SLOT_RE.test(s)) throw new Error(`invalid replication slot name ${JSON.stringify(s)}`);
+  const { rows } = await c.query<{ slot_name: string }>(
+    "SELECT slot_name FROM pg_replication_slots WHERE slot_type = 'physical' AND starts_with(slot_name, $1)",
+    [SLOT_PREFIX],
+  );
+  const have = new Set(rows.map((r) => r.slot_name));
+  const created = wanted.filter((s) => !have.has(s));
+  const dropped = [...have].filter((s) => !wanted.includes(s));
+  for (const s of created) {
+    // Another session may create it at the same moment (a backup's ensure beside a converge): "already exists" is fine.
+    await c.query("SELECT pg_create_physical_replication_slot($1, true)", [s]).catch((e: { code?: string }) => {
+      if (e.code !== "42710") throw e;
+    });
+  }
+  for (const s of dropped) await dropSlot(c, s);
+  return { created, dropped };
+}
+
+async function dropSlot(c: pg.Client, slot: string): Promise<void> {
+  for (let i = 0; ; i++) {
+    await c.query("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL", [
+      slot,
+    ]);
+    try {
+      await c.query("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", [slot]);
+      return;
+    } catch (e) {
+      // 55006: still active (the walsender had not exited yet, or the replica reconnected).
+      if ((e as { code?: string }).code !== "55006" || i >= 50) throw e;
+      await sleep(100);
+    }
+  }
+}
+
+/** Where a replica's passfile and the primary's CA live: agent data, not the instance's data directory. */
+export const replicationFilesDir = (host: Host, id: string) => path.join(host.root, "replication", id);
+
+/** postgresql.conf string literal. */
+const lit = (v: string) => `'${v.replace(/\\/g, "\\\\").replace(/'/g, "''")}'`;
+
+/** A conninfo value (single-quoted, backslash-escaped). */
+const connValue = (v: string) => `'${v.replace(/\\/g, "\\\\").replace(/'/g, "\\'")}'`;
+
+/** The standby settings of replica `id` (part of dbaas.conf, so a changed primary port restarts it). */
+export function standbySettings(host: Host, id: string, r: ReplicaConnection): string[] {
+  const dir = replicationFilesDir(host, id);
+  const conninfo = [
+    `host=${connValue(r.primaryHost)}`,
+    `hostaddr=${connValue(r.primaryAddress)}`,
+    `port=${r.primaryPort}`,
+    `user=${REPLICATION_ROLE}`,
+    `passfile=${connValue(path.join(dir, "passfile"))}`,
+    "sslmode=verify-full",
+    `sslrootcert=${connValue(path.join(dir, "primary-ca.pem"))}`,
+    `application_name=${connValue(id)}`,
+  ].join(" ");
+  return [`primary_conninfo = ${lit(conninfo)}`, `primary_slot_name = ${lit(r.slotName)}`, "hot_standby = 'on'"];
+}
+
+/** The passfile (the derived password) and the primary's CA, readable by the run-as user only. */
+export async function writeReplicaFiles(host: Host, id: string, r: ReplicaConnection): Promise<void> {
+  if (!host.replicationSecret) throw new Error(`replica ${id}: AGENT_REPLICATION_SECRET is not set on this agent; it cannot stream`);
+  const dir = replicationFilesDir(host, id);
+  await mkdir(path.dirname(dir), { recursive: true, mode: 0o711 });
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  if (host.runAs.switchUser) await chown(dir, host.runAs.uid, host.runAs.gid);
+  // passfile fields escape ':' and '\'.
+  const esc = (v: string) => v.replace(/\\/g, "\\\\").replace(/:/g, "\\:");
+  const password = replicationPassword(host.replicationSecret, r.primaryDatabaseId);
+  await writeOwned(host.runAs, path.join(dir, "passfile"), `*:*:*:${esc(REPLICATION_ROLE)}:${esc(password)}\n`);
+  await writeOwned(host.runAs, path.join(dir, "primary-ca.pem"), r.primaryCaPem);
+}
+
+export async function removeReplicaFiles(host: Host, id: string): Promise<void> {
+  await rm(replicationFilesDir(host, id), { recursive: true, force: true });
+}
+
+/** PostgreSQL's own marker of a standby. */
+export const standbySignalPath = (dataDir: string) => path.join(dataDir, "standby.signal");
+
+const STREAM_TIMEOUT_MS = 30_000;
+
+/**
+ * Waits until the replica's WAL receiver streams from its primary; the
+ * failure names what the server log says (auth, TLS, slot, unreachable).
+ */
+export async function waitStreaming(query: () => Promise<string | undefined>, id: string, logTail: () => Promise<string>): Promise<void> {
+  const deadline = Date.now() + STREAM_TIMEOUT_MS;
+  let status: string | undefined;
+  for (;;) {
+    status = await query();
+    if (status === "streaming") return;
+    if (Date.now() > deadline) break;
+    await sleep(100);
+  }
+  const tail = await logTail();
+  const reason = [...tail.matchAll(/(?:FATAL|ERROR):\s+(.*)/g)].map((m) => m[1]).pop();
+  throw new Error(
+    `replica ${id}: not streaming from its primary after ${STREAM_TIMEOUT_MS / 1000} s (WAL receiver ${status ?? "not running"})` +
+      `${reason ? `: ${reason}` : ""}\n--- server log ---\n${tail}`,
+  );
+}
