@@ -19,6 +19,7 @@ import { lockHosted, lockOwned } from "./db/databases.ts";
 import { notifyAgent } from "./db/notify.ts";
 import { finishBackupOperation, recordOperation, startBackupOperation } from "./db/operations.ts";
 import { transitionFrom } from "./lifecycle.ts";
+import { reconcileSeeds } from "./replicas.ts";
 
 /** The reason a failed backup gets when its agent gave none. */
 export const DEFAULT_BACKUP_FAILURE = "the backup failed";
@@ -61,8 +62,11 @@ export async function applyBackupReport(ctx: AppContext, agentId: string, report
     for (const obs of report.backups) {
       if (await applyBackupObservation(ctx, db, row.id, obs)) changed = true;
     }
-    // Settled backups leave the spec's backup_ids.
-    if (changed) await notifyAgent(db, row.agent_id);
+    // Settled backups leave the spec's backup_ids; a settled backup may be a replica's seed, or free the primary for one.
+    if (changed) {
+      await notifyAgent(db, row.agent_id);
+      await reconcileSeeds(ctx, db, row);
+    }
 
     const before = await windowOf(db, row.id);
     const window = report.earliestRestoreTime && report.latestRestoreTime;

@@ -3,7 +3,19 @@ import { ObservedState } from "@dbaas/proto/agent";
 import { DELETED, type DesiredState, type RecordedStatus, type Status } from "./statuses.ts";
 
 /** What a caller (or support) can do to a database; all but rename and reset-password are recorded as operations by that name. */
-export type Operation = "create" | "start" | "stop" | "restart" | "resize" | "delete" | "restore" | "rename" | "reset-password" | "backup";
+export type Operation =
+  | "create"
+  | "start"
+  | "stop"
+  | "restart"
+  | "resize"
+  | "delete"
+  | "restore"
+  | "rename"
+  | "reset-password"
+  | "backup"
+  | "replicate"
+  | "promote";
 
 export interface Transition {
   /** Statuses the operation may start from, or "any"; from another it is refused (409) naming the current one. */
@@ -36,6 +48,10 @@ export const TRANSITIONS = {
   "reset-password": { from: ["running", "stopped"], verb: "reset the password of" },
   // A base backup is taken from the running instance; its own record tracks it (backups.ts).
   backup: { from: ["running"], verb: "back up" },
+  // A replica is seeded from a base backup of its running primary (replicas.ts).
+  replicate: { from: ["running"], verb: "create a replica of" },
+  // Of a replica: a running standby becomes a new database (replicas.ts), starting until it runs as a primary.
+  promote: { from: ["running"], to: "starting", desired: "running", verb: "promote" },
 } as const satisfies { readonly [op in Operation]: Transition };
 
 /** Whether `op` may start from `status`. */
@@ -45,9 +61,9 @@ export function allows(op: Operation, status: string): boolean {
 }
 
 /** The transition of `op` from `status`; FAILED_PRECONDITION (409) naming the status when the table has none. */
-export function transitionFrom(op: Operation, status: string): Transition {
+export function transitionFrom(op: Operation, status: string, what: "database" | "replica" = "database"): Transition {
   const t: Transition = TRANSITIONS[op];
-  if (!allows(op, status)) throw conflict(`cannot ${t.verb} a database that is ${status}`);
+  if (!allows(op, status)) throw conflict(`cannot ${t.verb} a ${what} that is ${status}`);
   return t;
 }
 

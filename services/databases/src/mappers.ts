@@ -8,10 +8,12 @@ import {
   DatabaseSchema,
   DatabaseStatus,
   OperationSchema,
+  ReplicaSchema,
   RestoredFromSchema,
   type Backup,
   type Database,
   type Operation,
+  type Replica,
 } from "@dbaas/proto/databases";
 import type { BackupRow } from "./db/backups.ts";
 import type { DatabaseRow } from "./db/databases.ts";
@@ -75,6 +77,26 @@ export function toDatabase(row: DatabaseRow, domain: string): Database {
       row.restored_from_id && row.restore_time
         ? create(RestoredFromSchema, { databaseId: row.restored_from_id, restoreTime: timestampFromDate(row.restore_time) })
         : undefined,
+  });
+}
+
+/** A replica row as the API shows it: the primary's database and user, its own host and port. */
+export function toReplica(row: DatabaseRow, domain: string): Replica {
+  return create(ReplicaSchema, {
+    id: row.id,
+    name: row.name,
+    databaseId: row.primary_id ?? "",
+    region: row.region,
+    tier: row.tier,
+    status: row.status,
+    host: hostOf(row.id, domain),
+    port: row.port,
+    database: DATABASE_NAME,
+    username: USERNAME,
+    connectionString: connectionString(row, domain, MASK),
+    lagBytes: BigInt(row.lag_bytes),
+    createdAt: timestampFromDate(row.created_at),
+    statusReason: row.status_reason,
   });
 }
 

@@ -6,6 +6,7 @@ import { lockHosted, recordObserved, setStatus } from "./db/databases.ts";
 import { notifyReported } from "./db/notify.ts";
 import { finishOperations } from "./db/operations.ts";
 import { onReport } from "./lifecycle.ts";
+import { recordReplicationEndpoint } from "./replicas.ts";
 
 /**
  * Applies what agent `agentId` observed of one of its instances: the
@@ -14,6 +15,8 @@ import { onReport } from "./lifecycle.ts";
  * the observed state (lifecycle.ts `onReport`). A report about a database
  * another agent hosts is ignored. A purge confirmed takes the database's
  * backup records with it (the agent removed them from the blob store first).
+ * Where a running instance listens for replication is recorded (a primary's
+ * move reaches its replicas' specs).
  * Answers whether the report moved the database to running.
  */
 export async function applyObservation(ctx: AppContext, agentId: string, obs: InstanceObservation): Promise<boolean> {
@@ -23,6 +26,7 @@ export async function applyObservation(ctx: AppContext, agentId: string, obs: In
     const credentialsAdvanced = obs.appliedCredentialsGeneration > BigInt(row.applied_credentials_generation);
     await recordObserved(db, row.id, obs.appliedCredentialsGeneration, obs.observedGeneration);
     if (credentialsAdvanced) await notifyReported(db, row.id);
+    await recordReplicationEndpoint(db, row, obs.replicationAddress, obs.replicationPort);
     // An observation of an older spec says nothing about the current one.
     if (obs.observedGeneration < BigInt(row.generation)) return false;
 

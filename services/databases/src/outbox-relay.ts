@@ -53,6 +53,7 @@ export function relayOutboxOnce(ctx: AppContext, batchSize = 100): Promise<numbe
               tier: p.tier,
               status: p.status,
               occurredAt: timestampFromDate(new Date(p.occurred_at)),
+              kind: p.kind ?? "database",
             }),
           ),
         },

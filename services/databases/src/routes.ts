@@ -13,6 +13,7 @@ import { getMetrics } from "./handlers/get-metrics.ts";
 import { listDatabases } from "./handlers/list-databases.ts";
 import { listOperations } from "./handlers/operations.ts";
 import { reportSamples } from "./handlers/report-samples.ts";
+import { createReplica, deleteReplica, getReplica, listReplicas, promoteReplica } from "./handlers/replicas.ts";
 import { resetPassword } from "./handlers/reset-password.ts";
 import { restoreToTime } from "./handlers/restore-to-time.ts";
 import { resizeDatabase, restartDatabase, startDatabase, stopDatabase } from "./handlers/start-stop-resize.ts";
@@ -39,6 +40,11 @@ export const routes = (ctx: AppContext) => (router: ConnectRouter) => {
     createBackup: createBackup(ctx),
     restoreToTime: restoreToTime(ctx),
     getMetrics: getMetrics(ctx),
+    createReplica: createReplica(ctx),
+    listReplicas: listReplicas(ctx),
+    getReplica: getReplica(ctx),
+    deleteReplica: deleteReplica(ctx),
+    promoteReplica: promoteReplica(ctx),
     getCaCertificate: getCaCertificate(ctx),
     listRegions: listRegions(),
     listTiers: listTiers(),

@@ -29,7 +29,12 @@ export const TRANSITIONAL_STATUSES = [
  * database is not found.
  */
 export const DELETED = "deleted" satisfies DatabaseStatusName;
-export type RecordedStatus = Status | typeof DELETED;
+/**
+ * The status a read replica is retired with when it is promoted (its instance
+ * now belongs to the new database): never shown, never sent to an agent again.
+ */
+export const PROMOTED = "promoted";
+export type RecordedStatus = Status | typeof DELETED | typeof PROMOTED;
 
 /** What the agent converges an instance to (the agent proto's DesiredState, as stored). */
 export type DesiredState = "running" | "stopped" | "deleted" | "purged";

@@ -5,6 +5,7 @@ import { lockOwned, setStatus, updateSpec, type DatabaseRow } from "./db/databas
 import { notifyAgent } from "./db/notify.ts";
 import { startOperation } from "./db/operations.ts";
 import { transitionFrom } from "./lifecycle.ts";
+import { coupleReplicas } from "./replicas.ts";
 
 /** The operations that move a live database through a transitional status to where its agent takes it. */
 export type Move = "start" | "stop" | "restart" | "resize";
@@ -13,7 +14,8 @@ export type Move = "start" | "stop" | "restart" | "resize";
  * Moves the organization's database `id` by `op` (a resize to `tier`), if the
  * lifecycle table allows it from its status: a new spec for its agent (the
  * generation bumped), the transitional status shown until the agent reports,
- * and an operation that report settles.
+ * and an operation that report settles. A stop or start reaches the
+ * database's replicas in the same transaction.
  */
 export function transition(ctx: AppContext, orgId: string, id: string, op: Move, tier?: string): Promise<DatabaseRow> {
   return withTransaction(ctx.pool, async (db) => {
@@ -30,6 +32,8 @@ export function transition(ctx: AppContext, orgId: string, id: string, op: Move,
     await setStatus(db, updated, status);
     await startOperation(db, id, op, updated.generation);
     await notifyAgent(db, updated.agent_id);
+    // Replicas follow their primary's stop and start; a restart or resize leaves them alone.
+    if (op === "stop" || op === "start") await coupleReplicas(db, id, op);
     return { ...updated, status, status_reason: "" };
   });
 }

@@ -174,7 +174,7 @@ export function countingFeed(feed: ChangeFeed): { feed: ChangeFeed; active(): nu
 /** Empties every table, for files whose tests must not see each other's agents. */
 export async function resetTables(h: Harness): Promise<void> {
   await h.ctx.pool.query(
-    "TRUNCATE agents, databases, operations, outbox, backups, restore_windows, samples, sample_minutes, sample_rollups RESTART IDENTITY",
+    "TRUNCATE agents, databases, operations, outbox, backups, restore_windows, samples, sample_minutes, sample_rollups, replica_lags RESTART IDENTITY",
   );
 }
 

@@ -33,6 +33,8 @@ describe("which status each operation may start from", () => {
     rename: RECORDED,
     "reset-password": ["running", "stopped"],
     backup: ["running"],
+    replicate: ["running"],
+    promote: ["running"],
   };
 
   it.each(OPERATIONS)("%s", (op) => {
@@ -74,6 +76,9 @@ describe("where each operation leads", () => {
       rename: ["-", "-"],
       "reset-password": ["-", "-"],
       backup: ["-", "-"],
+      replicate: ["-", "-"],
+      // The promoted replica's new database.
+      promote: ["starting", "running"],
     });
     const shown = OPERATIONS.map((op) => TABLE[op].to).filter((s) => s !== undefined && s !== DELETED);
     expect(new Set(shown)).toEqual(new Set(TRANSITIONAL_STATUSES));

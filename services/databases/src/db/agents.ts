@@ -47,7 +47,7 @@ export async function availableVersions(db: Db): Promise<string[]> {
 export async function caCertificateOf(db: Db, orgId: string, id: string): Promise<string | undefined> {
   const { rows } = await db.query<{ ca_certificate_pem: string }>(
     `SELECT a.ca_certificate_pem FROM databases d JOIN agents a ON a.id = d.agent_id
-     WHERE d.id = $1 AND d.organization_id = $2 AND d.deleted_at IS NULL`,
+     WHERE d.id = $1 AND d.organization_id = $2 AND d.deleted_at IS NULL AND d.primary_id IS NULL`,
     [id, orgId],
   );
   return rows[0]?.ca_certificate_pem;

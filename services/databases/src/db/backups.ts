@@ -175,7 +175,7 @@ export async function dueBackups(
                           WHERE database_id = d.id AND status IN ('completed', 'running')) good ON true
        LEFT JOIN LATERAL (SELECT max(COALESCE(completed_at, started_at)) AS at FROM backups
                           WHERE database_id = d.id AND status = 'failed') bad ON true
-       WHERE d.deleted_at IS NULL AND d.status = 'running' AND d.desired_state = 'running'
+       WHERE d.deleted_at IS NULL AND d.primary_id IS NULL AND d.status = 'running' AND d.desired_state = 'running'
          AND NOT EXISTS (SELECT 1 FROM backups r WHERE r.database_id = d.id AND r.status = 'running')
      )
      SELECT q.id AS database_id, q.agent_id, q.generation FROM (

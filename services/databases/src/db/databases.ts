@@ -30,6 +30,20 @@ export interface DatabaseRow {
   /** Set on a database created by a restore to a point in time: the source database and the instant. */
   restored_from_id: string | null;
   restore_time: Date | null;
+  /** Set on a read replica ("rep-…"): its primary. Every query about databases excludes these rows. */
+  primary_id: string | null;
+  /** A replica's seed: the primary's backup requested for it, how many were, and whether its spec carries it. */
+  seed_backup_id: string | null;
+  seed_attempts: number;
+  seed_ready: boolean;
+  /** Where the running instance listens for replication, as its agent last reported it. */
+  replication_address: string;
+  replication_port: number;
+  /** A replica's latest lag, as its primary's agent measured it (0 until then). */
+  lag_bytes: string;
+  lag_sampled_at: Date | null;
+  /** A promoted replica's database: the replica whose instance it takes over. */
+  adopt_instance_id: string | null;
 }
 
 /**
@@ -61,6 +75,15 @@ const DATABASE_COLUMNS = [
   "purge_after",
   "restored_from_id",
   "restore_time",
+  "primary_id",
+  "seed_backup_id",
+  "seed_attempts",
+  "seed_ready",
+  "replication_address",
+  "replication_port",
+  "lag_bytes",
+  "lag_sampled_at",
+  "adopt_instance_id",
 ] as const satisfies readonly (keyof DatabaseRow)[];
 // Fails to compile when DatabaseRow gains a field the list above lacks.
 type OnlyNever<T extends never> = T;
@@ -80,7 +103,7 @@ const GET_DATABASES =
   `SELECT (k.i - 1)::int AS key_index, ${DATABASE_COLUMNS.map((c) => `d.${c}`).join(", ")} ` +
   "FROM (SELECT $1::text[] AS ids, $2::text[] AS organization_ids OFFSET 0) p " +
   "CROSS JOIN LATERAL unnest(p.ids, p.organization_ids) WITH ORDINALITY AS k(id, organization_id, i) " +
-  "JOIN databases d ON d.id = k.id AND d.organization_id = k.organization_id WHERE d.deleted_at IS NULL";
+  "JOIN databases d ON d.id = k.id AND d.organization_id = k.organization_id WHERE d.deleted_at IS NULL AND d.primary_id IS NULL";
 
 export interface DatabaseKey {
   id: string;
@@ -108,7 +131,7 @@ export function nameTaken(err: unknown): boolean {
 /** The organization's live database `id`, locked FOR UPDATE for the caller's transaction; else NOT_FOUND. */
 export async function lockOwned(db: pg.ClientBase, orgId: string, id: string): Promise<DatabaseRow> {
   const { rows } = await db.query<DatabaseRow>(
-    "SELECT * FROM databases WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL FOR UPDATE",
+    "SELECT * FROM databases WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL AND primary_id IS NULL FOR UPDATE",
     [id, orgId],
   );
   if (!rows[0]) throw notFound("database");
@@ -117,16 +140,19 @@ export async function lockOwned(db: pg.ClientBase, orgId: string, id: string): P
 
 /** The organization's live database `id`, unlocked; undefined when there is none. */
 export async function findOwned(db: Db, orgId: string, id: string): Promise<DatabaseRow | undefined> {
-  const { rows } = await db.query<DatabaseRow>("SELECT * FROM databases WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL", [
-    id,
-    orgId,
-  ]);
+  const { rows } = await db.query<DatabaseRow>(
+    "SELECT * FROM databases WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL AND primary_id IS NULL",
+    [id, orgId],
+  );
   return rows[0];
 }
 
 /** Whether the organization has a live database `id`. */
 export async function ownsLive(db: Db, orgId: string, id: string): Promise<boolean> {
-  const owned = await db.query("SELECT 1 FROM databases WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL", [id, orgId]);
+  const owned = await db.query(
+    "SELECT 1 FROM databases WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL AND primary_id IS NULL",
+    [id, orgId],
+  );
   return owned.rowCount !== 0;
 }
 
@@ -145,7 +171,8 @@ export async function listLive(
   limit: number,
   offset: number,
 ): Promise<{ rows: DatabaseRow[]; total: number }> {
-  const where = "organization_id = $1 AND deleted_at IS NULL AND ($2 = '' OR status = $2) AND ($3 = '' OR region = $3)";
+  const where =
+    "organization_id = $1 AND deleted_at IS NULL AND primary_id IS NULL AND ($2 = '' OR status = $2) AND ($3 = '' OR region = $3)";
   const params = [f.organizationId, f.status, f.region];
   const [{ rows }, count] = await Promise.all([
     pool.query<DatabaseRow>(`SELECT * FROM databases WHERE ${where} ORDER BY created_at DESC, id LIMIT $4 OFFSET $5`, [
@@ -172,13 +199,17 @@ export interface NewDatabase {
   scramVerifier: string;
   /** A restore to a point in time: the instance starts from this database's backups, up to this instant. */
   restoredFrom?: { databaseId: string; restoreTime: Date };
+  /** A read replica of this database. */
+  primaryId?: string;
+  /** A promoted replica's database: takes over that replica's instance. */
+  adoptInstanceId?: string;
 }
 
 export async function insertDatabase(db: pg.ClientBase, d: NewDatabase): Promise<DatabaseRow> {
   const { rows } = await db.query<DatabaseRow>(
     `INSERT INTO databases (id, organization_id, name, region, tier, version, status, agent_id, port,
-       desired_state, scram_verifier, restored_from_id, restore_time, trace_context)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING *`,
+       desired_state, scram_verifier, restored_from_id, restore_time, trace_context, primary_id, adopt_instance_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING *`,
     [
       d.id,
       d.organizationId,
@@ -194,6 +225,8 @@ export async function insertDatabase(db: pg.ClientBase, d: NewDatabase): Promise
       d.restoredFrom?.databaseId ?? null,
       d.restoredFrom?.restoreTime ?? null,
       traceContext(),
+      d.primaryId ?? null,
+      d.adoptInstanceId ?? null,
     ],
   );
   return rows[0]!;
@@ -259,7 +292,7 @@ export async function undelete(db: pg.ClientBase, id: string, desired: DesiredSt
  */
 export async function setStatus(
   db: pg.ClientBase,
-  row: Pick<DatabaseRow, "id" | "organization_id" | "tier">,
+  row: Pick<DatabaseRow, "id" | "organization_id" | "tier" | "primary_id">,
   status: RecordedStatus,
   reason = "",
 ): Promise<void> {
@@ -273,6 +306,7 @@ export async function setStatus(
     tier: row.tier,
     status,
     occurredAt: rows[0]!.updated_at,
+    kind: row.primary_id === null ? "database" : "replica",
   });
 }
 
@@ -309,23 +343,39 @@ export async function recordObserved(db: pg.ClientBase, id: string, credentials:
   );
 }
 
+/** An instance as its agent is to run it: the row, and what its spec carries beside it. */
+export type AssignedRow = DatabaseRow & {
+  backup_ids: string[];
+  spec_trace_context: Record<string, string>;
+  /** Of a primary: its replicas that exist (each keeps a slot on it). */
+  replica_ids: string[];
+  /** Of a replica: its primary's, as the spec's replica_of carries them (the version is the row's). */
+  primary_address: string | null;
+  primary_port: number | null;
+  primary_ca_pem: string | null;
+};
+
 /**
  * The desired state of everything agent `agentId` hosts, with the backups it
- * is to take now (the running ones of a database meant to run); purged
- * instances whose purge it confirmed are history.
+ * is to take now (the running ones of a database meant to run), a primary's
+ * replicas and a replica's primary; purged instances whose purge it confirmed
+ * are history, and a promoted replica's instance belongs to its new database.
  */
-export async function assignedTo(
-  db: Db,
-  agentId: string,
-): Promise<(DatabaseRow & { backup_ids: string[]; spec_trace_context: Record<string, string> })[]> {
-  const { rows } = await db.query<DatabaseRow & { backup_ids: string[]; spec_trace_context: Record<string, string> }>(
+export async function assignedTo(db: Db, agentId: string): Promise<AssignedRow[]> {
+  const { rows } = await db.query<AssignedRow>(
     `SELECT d.*, ARRAY(SELECT b.id FROM backups b WHERE b.database_id = d.id AND b.status = 'running' AND d.desired_state = 'running'
                        ORDER BY b.id) AS backup_ids,
        COALESCE((SELECT b.trace_context FROM backups b WHERE b.database_id = d.id AND b.status = 'running'
                    AND d.desired_state = 'running' AND b.created_at > d.trace_context_at),
-                d.trace_context) AS spec_trace_context
-     FROM databases d WHERE d.agent_id = $1
+                d.trace_context) AS spec_trace_context,
+       ARRAY(SELECT r.id FROM databases r WHERE r.primary_id = d.id AND r.deleted_at IS NULL ORDER BY r.id) AS replica_ids,
+       p.replication_address AS primary_address, p.replication_port AS primary_port, pa.ca_certificate_pem AS primary_ca_pem
+     FROM databases d
+       LEFT JOIN databases p ON p.id = d.primary_id
+       LEFT JOIN agents pa ON pa.id = p.agent_id
+     WHERE d.agent_id = $1
        AND NOT (d.desired_state = 'purged' AND d.observed_generation >= d.generation)
+       AND d.status <> 'promoted'
      ORDER BY d.id`,
     [agentId],
   );
@@ -341,7 +391,7 @@ export async function lockRunningTiers(db: pg.ClientBase, organizationId: string
   await db.query("SELECT pg_advisory_xact_lock(hashtext('allowance:' || $1))", [organizationId]);
   const { rows } = await db.query<{ tier: string }>(
     `SELECT tier FROM databases
-     WHERE organization_id = $1 AND deleted_at IS NULL AND desired_state = 'running' AND id <> $2`,
+     WHERE organization_id = $1 AND deleted_at IS NULL AND primary_id IS NULL AND desired_state = 'running' AND id <> $2`,
     [organizationId, except],
   );
   return rows.map((r) => r.tier);

@@ -14,12 +14,14 @@ export interface StatusPayload {
   tier: string;
   status: string;
   occurred_at: string;
+  /** "database" or "replica" (billing bills a replica's running time as usage.replicas); absent in events queued before replicas. */
+  kind?: "database" | "replica";
 }
 
 /** Queues a status event in the caller's transaction, under a new event id. */
 export async function insertStatusEvent(
   db: pg.ClientBase,
-  e: { organizationId: string; databaseId: string; tier: string; status: string; occurredAt: Date },
+  e: { organizationId: string; databaseId: string; tier: string; status: string; occurredAt: Date; kind: "database" | "replica" },
 ): Promise<void> {
   const eventId = newId("evt");
   const payload: StatusPayload = {
@@ -29,6 +31,7 @@ export async function insertStatusEvent(
     tier: e.tier,
     status: e.status,
     occurred_at: e.occurredAt.toISOString(),
+    kind: e.kind,
   };
   await db.query("INSERT INTO outbox (event_id, topic, payload) VALUES ($1, $2, $3)", [eventId, STATUS_TOPIC, payload]);
 }

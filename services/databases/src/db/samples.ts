@@ -15,6 +15,8 @@ export interface NewSample {
   counters_epoch: string;
   network_bytes_in: string;
   network_bytes_out: string;
+  /** A database's sample: its storage and transfer are billed (a replica's are not: it is billed by the hour). */
+  billable: boolean;
 }
 
 /**
@@ -88,7 +90,7 @@ export async function insertSamples(db: pg.ClientBase, agentId: string, samples:
        WHERE EXISTS (SELECT 1 FROM databases d WHERE d.id = u.database_id AND d.agent_id = $1)
        ON CONFLICT (database_id, sample_id) DO NOTHING
        RETURNING database_id, sample_id, sampled_at, storage_bytes, counters_epoch, network_bytes_in, network_bytes_out)
-     SELECT d.organization_id, ins.* FROM ins JOIN databases d ON d.id = ins.database_id`,
+     SELECT d.organization_id, d.primary_id IS NULL AS billable, ins.* FROM ins JOIN databases d ON d.id = ins.database_id`,
     [
       agentId,
       col((s) => s.databaseId),

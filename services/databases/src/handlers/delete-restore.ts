@@ -8,11 +8,13 @@ import { notifyAgent } from "../db/notify.ts";
 import { startOperation } from "../db/operations.ts";
 import { TRANSITIONS, transitionFrom } from "../lifecycle.ts";
 import { toDatabase } from "../mappers.ts";
+import { purgeReplicasOf } from "../replicas.ts";
 
 /**
  * Deletes a database (from any status): gone from get and list at once, its
  * instance stopped, its data kept for the retention window (by the context's
- * clock) and then purged.
+ * clock) and then purged. Its replicas are deleted with it and purged at
+ * once: a copy needs no retention.
  */
 export function deleteDatabase(ctx: AppContext) {
   return async (req: DeleteDatabaseRequest) => {
@@ -24,6 +26,7 @@ export function deleteDatabase(ctx: AppContext) {
       await setStatus(db, deleted, to);
       await startOperation(db, row.id, "delete", deleted.generation);
       await notifyAgent(db, row.agent_id);
+      await purgeReplicasOf(ctx, db, row.id);
     });
     return create(DeleteDatabaseResponseSchema, {});
   };

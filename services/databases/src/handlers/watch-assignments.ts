@@ -5,6 +5,7 @@ import { notFound, untraced } from "@dbaas/kit";
 import {
   DesiredState,
   InstanceSpecSchema,
+  ReplicaSourceSchema,
   RestoreSourceSchema,
   WatchAssignmentsResponseSchema,
   type WatchAssignmentsRequest,
@@ -12,8 +13,9 @@ import {
 } from "@dbaas/proto/agent";
 import type { AppContext } from "../context.ts";
 import { agentExists } from "../db/agents.ts";
-import { assignedTo } from "../db/databases.ts";
+import { assignedTo, type AssignedRow } from "../db/databases.ts";
 import { hostOf } from "../mappers.ts";
+import { slotName } from "../replicas.ts";
 import type { DesiredState as StoredDesiredState } from "../statuses.ts";
 
 const DESIRED: Record<StoredDesiredState, DesiredState> = {
@@ -23,6 +25,24 @@ const DESIRED: Record<StoredDesiredState, DesiredState> = {
   purged: DesiredState.PURGED,
 };
 
+/**
+ * A replica's source: its primary's replication endpoint and CA, its slot,
+ * and its seed once that backup completed (until then the agent waits).
+ */
+function replicaSource(r: AssignedRow, domain: string) {
+  if (r.primary_id === null) return undefined;
+  return create(ReplicaSourceSchema, {
+    primaryDatabaseId: r.primary_id,
+    seedBackupId: r.seed_ready ? (r.seed_backup_id ?? "") : "",
+    primaryAddress: r.primary_address ?? "",
+    primaryPort: r.primary_port ?? 0,
+    primaryHost: hostOf(r.primary_id, domain),
+    primaryCaPem: r.primary_ca_pem ?? "",
+    slotName: slotName(r.id),
+    primaryVersion: r.version,
+  });
+}
+
 /** How often a watch stream re-sends unchanged state: a keepalive and a safety net for lost notifications. */
 const RESEND_MS = 15_000;
 
@@ -30,7 +50,8 @@ const RESEND_MS = 15_000;
  * The agent's desired state: a snapshot of every instance it is to run, sent
  * at once and again after each change (woken by the change feed), or every
  * RESEND_MS regardless. Each spec carries the trace context of the request
- * that last changed it.
+ * that last changed it, and what replication needs: a replica's source, a
+ * primary's slots, a promoted database's adopted instance.
  */
 export function watchAssignments(ctx: AppContext) {
   const snapshot = async (agentId: string): Promise<WatchAssignmentsResponse> => {
@@ -53,6 +74,9 @@ export function watchAssignments(ctx: AppContext) {
               : undefined,
           backupIds: r.backup_ids,
           traceContext: r.spec_trace_context,
+          replicaOf: replicaSource(r, ctx.cfg.databaseDomain),
+          replicationSlots: r.replica_ids.map(slotName),
+          adoptInstanceId: r.adopt_instance_id ?? "",
         }),
       ),
     });

@@ -16,6 +16,8 @@ export interface MetricDef {
   name: string;
   unit: string;
   series: SeriesDef[];
+  /** Not from the database's own samples: one series per replica (label `replica`), the lags its samples reported. */
+  perReplica?: true;
 }
 
 const avg = (sum: (a: Aggregate) => number) => (a: Aggregate) => (a.samples > 0 ? sum(a) / a.samples : undefined);
@@ -71,7 +73,7 @@ export const METRICS: readonly MetricDef[] = [
       { labels: { direction: "out" }, value: perNetworkSecond((a) => a.network_bytes_out) },
     ],
   },
-  gauge("replication_lag_bytes", "bytes", (a) => a.replication_lag_bytes_sum),
+  { name: "replication_lag_bytes", unit: "bytes", series: [], perReplica: true },
   gauge("wal_archive_lag_seconds", "seconds", (a) => a.wal_archive_lag_seconds_sum),
 ];
 

@@ -5,6 +5,7 @@ import { GetMetricsResponseSchema, type GetMetricsRequest, type GetMetricsRespon
 import type pg from "pg";
 import type { AppContext } from "../context.ts";
 import { ownsLive } from "../db/databases.ts";
+import { lagAggregates } from "../db/replicas.ts";
 import { type Aggregate, minuteAggregates, rollupAggregates } from "../db/samples.ts";
 import { METRIC_NAMES, METRICS } from "./catalogue.ts";
 
@@ -64,7 +65,8 @@ export async function queryMetrics(ctx: AppContext, req: GetMetricsRequest): Pro
  * A database's metrics as planned, whatever the number of points: one point
  * per `step`-second bucket that has data, at the bucket's start. Buckets older
  * than the raw samples' retention come from the hourly roll-ups, the others
- * from the per-minute aggregates.
+ * from the per-minute aggregates. A per-replica metric has a series for each
+ * replica with a point in the range (lags are kept as long as raw samples).
  */
 export async function metricsOf(pool: pg.Pool, databaseId: string, p: Plan, now: Date): Promise<GetMetricsResponse> {
   const first = bucketOf(p.start, p.step);
@@ -72,10 +74,18 @@ export async function metricsOf(pool: pg.Pool, databaseId: string, p: Plan, now:
   // The first bucket boundary at or after the raw samples' horizon: buckets before it are rolled up.
   const split = Math.max(first, Math.min(afterLast, Math.ceil((now.getTime() - SAMPLES_RETENTION_MS) / 1000 / p.step) * p.step));
   const at = (s: number) => new Date(s * 1000);
-  const [rolled, recent] = await Promise.all([
+  const lagsWanted = p.names.some((n) => METRICS.find((m) => m.name === n)!.perReplica);
+  const [rolled, recent, lags] = await Promise.all([
     split > first ? rollupAggregates(pool, databaseId, at(first), at(split), p.step) : [],
     afterLast > split ? minuteAggregates(pool, databaseId, at(split), at(afterLast), p.step) : [],
+    lagsWanted ? lagAggregates(pool, databaseId, at(first), at(afterLast), p.step) : [],
   ]);
+  const lagSeries = new Map<string, { unixSeconds: bigint; value: number }[]>();
+  for (const l of lags) {
+    const points = lagSeries.get(l.replica_id) ?? [];
+    points.push({ unixSeconds: BigInt(l.bucket), value: l.lag_bytes });
+    lagSeries.set(l.replica_id, points);
+  }
   const buckets: Aggregate[] = [...rolled, ...recent];
   return create(GetMetricsResponseSchema, {
     start: timestampFromDate(p.start),
@@ -83,6 +93,9 @@ export async function metricsOf(pool: pg.Pool, databaseId: string, p: Plan, now:
     stepSeconds: p.step,
     metrics: p.names.map((name) => {
       const def = METRICS.find((m) => m.name === name)!;
+      if (def.perReplica) {
+        return { name, unit: def.unit, series: [...lagSeries].map(([replica, points]) => ({ labels: { replica }, points })) };
+      }
       return {
         name,
         unit: def.unit,
