@@ -8,7 +8,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { DbaasClient, DbaasConnectionError, DbaasError } from "../../sdks/node/src/index.ts";
+import { DbaasClient, DbaasConnectionError, DbaasError, DbaasWaitError } from "../../sdks/node/src/index.ts";
 
 interface Seen {
   method: string;
@@ -185,5 +185,64 @@ describe("responses", () => {
     const err = await new DbaasClient({ baseUrl: url, maxRetries: 0 }).databases.get("db-1").catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DbaasConnectionError);
     expect((err as Error).message).toContain("ECONNREFUSED");
+  });
+});
+
+describe("replicas", () => {
+  const REPLICA = { id: "rep-1", database_id: "db-1", status: "provisioning", lag_bytes: 0 };
+  const data = (d: unknown) => json(200, { data: d, meta: { request_id: "r" } });
+
+  it("names the database and the replica in each path; promote answers the new database", async () => {
+    const noContent = (res: ServerResponse) => {
+      res.writeHead(204, { "x-request-id": "r", ...RATE });
+      res.end();
+    };
+    const promoted = { id: "db-2", name: "reports", status: "starting" };
+    const { url, seen } = await serve([json(201, { data: REPLICA, meta: { request_id: "r" } }), data(REPLICA), noContent, data(promoted)]);
+    const client = new DbaasClient({ baseUrl: url });
+    expect(await client.replicas.create("db-1", { name: "reports", region: "hel1" })).toEqual(REPLICA);
+    expect(await client.replicas.get("db-1", "rep-1")).toEqual(REPLICA);
+    expect(await client.replicas.delete("db-1", "rep-1")).toBeUndefined();
+    expect(await client.replicas.promote("db-1", "rep-1")).toEqual(promoted);
+    expect(seen.map((s) => `${s.method} ${s.url} ${s.body}`)).toEqual([
+      'POST /v1/databases/db-1/replicas {"name":"reports","region":"hel1"}',
+      "GET /v1/databases/db-1/replicas/rep-1 ",
+      "DELETE /v1/databases/db-1/replicas/rep-1 ",
+      "POST /v1/databases/db-1/replicas/rep-1/promote ",
+    ]);
+    expect(seen[0]!.headers["idempotency-key"]).toBeTruthy();
+    expect(seen[3]!.headers["idempotency-key"]).toBeTruthy();
+  });
+
+  it("list: await gives a page, for await walks every page", async () => {
+    const page = (n: number, ids: string[]) =>
+      json(200, {
+        data: { replicas: ids.map((id) => ({ id })) },
+        meta: { request_id: "r", page: n, per_page: 1, total: 2, total_pages: 2 },
+      });
+    const { url, seen } = await serve([page(1, ["rep-1"]), page(2, ["rep-2"])]);
+    const ids: string[] = [];
+    for await (const r of new DbaasClient({ baseUrl: url }).replicas.list("db-1", { per_page: 1 })) ids.push(r.id);
+    expect(ids).toEqual(["rep-1", "rep-2"]);
+    expect(seen.map((s) => s.url)).toEqual([
+      "/v1/databases/db-1/replicas?per_page=1&page=1",
+      "/v1/databases/db-1/replicas?per_page=1&page=2",
+    ]);
+  });
+
+  it("waitForStatus follows the replica to running, and stops at failed with the reason", async () => {
+    const { url } = await serve([data(REPLICA), data({ ...REPLICA, status: "running" })]);
+    const statuses: string[] = [];
+    const client = new DbaasClient({ baseUrl: url });
+    const ready = await client.replicas.waitForStatus("db-1", "rep-1", "running", { intervalMs: 5, onStatus: (s) => statuses.push(s) });
+    expect(ready.status).toBe("running");
+    expect(statuses).toEqual(["provisioning", "running"]);
+    await new Promise((r) => server!.close(r));
+    const failed = await serve([data({ ...REPLICA, status: "failed", status_reason: "the seed backup failed 3 times" })]);
+    const err = await new DbaasClient({ baseUrl: failed.url }).replicas
+      .waitForStatus("db-1", "rep-1", "running", { intervalMs: 5 })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DbaasWaitError);
+    expect((err as Error).message).toContain("the seed backup failed 3 times");
   });
 });
