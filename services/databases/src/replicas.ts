@@ -77,7 +77,7 @@ export async function provisionReplica(ctx: AppContext, n: NewReplica): Promise<
         desired,
         agentId: placement.agentId,
         port: placement.port,
-        // Never applied by the agent (roles arrive by replication): the primary's, so the record tells the truth.
+        // Never applied by the agent (a standby's roles arrive by replication); a promote takes the primary's current one.
         scramVerifier: primary.scram_verifier,
         primaryId: primary.id,
       });
