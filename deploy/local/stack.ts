@@ -33,10 +33,11 @@ async function assertPortsFree(wanted: Array<{ name: string; setting: string; po
   }
 }
 
-async function internalSecret(dataDir: string): Promise<string> {
-  if (env.INTERNAL_AUTH_SECRET) return env.INTERNAL_AUTH_SECRET;
+/** INTERNAL_AUTH_SECRET, or AGENT_REPLICATION_SECRET (shared by the stack's agents: a replica's agent derives its primary's replication password from it). */
+async function internalSecret(dataDir: string, name = "INTERNAL_AUTH_SECRET", fileName = "internal-auth-secret"): Promise<string> {
+  if (env[name]) return env[name];
   // Kept in the data dir so a service restarted on its own still talks to the others.
-  const file = join(dataDir, "internal-auth-secret");
+  const file = join(dataDir, fileName);
   try {
     return (await readFile(file, "utf8")).trim();
   } catch {
@@ -86,6 +87,7 @@ async function main() {
   await assertPortsFree(stackPorts(layout, embeddedMetadata));
 
   const secret = await internalSecret(dataDir);
+  const replicationSecret = await internalSecret(dataDir, "AGENT_REPLICATION_SECRET", "agent-replication-secret");
   const databaseUrl = env.DATABASE_URL ?? metadataUrl(layout.metadata);
   const common = { INTERNAL_AUTH_SECRET: secret, DATABASE_URL: databaseUrl };
   const url = localUrl;
@@ -135,6 +137,7 @@ async function main() {
       "services/provisioner-agent/src/main.ts",
       {
         INTERNAL_AUTH_SECRET: secret,
+        AGENT_REPLICATION_SECRET: replicationSecret,
         PORT: String(a.port),
         AGENT_ID: a.id,
         AGENT_REGIONS: a.regions,
