@@ -2,6 +2,7 @@ import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { ConfigError, envInt, envList, envString, requireEnv } from "@dbaas/kit";
+import type { ConnectionMeterMode } from "./proxy/meter.ts";
 
 export interface Config {
   agentId: string;
@@ -24,6 +25,8 @@ export interface Config {
   runAsUser: string;
   /** Address instances listen on for clients. */
   listenAddress: string;
+  /** CONNECTION_METER (auto): who forwards and counts the published ports' traffic, nftables or the agent's proxy (proxy/meter.ts). */
+  connectionMeter: ConnectionMeterMode;
   /** Period of full reports (heartbeat) and of re-observing every instance. */
   reportIntervalMs: number;
   /** How many instances are worked on at once. */
@@ -66,6 +69,11 @@ function positive(env: Record<string, string | undefined>, name: string, fallbac
   return n;
 }
 
+function meterMode(raw: string): ConnectionMeterMode {
+  if (raw === "nftables" || raw === "proxy" || raw === "auto") return raw;
+  throw new ConfigError(`CONNECTION_METER must be nftables, proxy or auto, got "${raw}"`);
+}
+
 function parseRange(raw: string): [number, number] {
   const m = /^(\d+)-(\d+)$/.exec(raw);
   if (!m) throw new ConfigError(`AGENT_PORT_RANGE must look like 15400-15599, got "${raw}"`);
@@ -94,6 +102,7 @@ export function readConfig(env: Record<string, string | undefined> = process.env
     replicationSecret: requireEnv(env, "AGENT_REPLICATION_SECRET"),
     runAsUser: envString(env, "AGENT_RUN_AS_USER", "nobody"),
     listenAddress: envString(env, "AGENT_LISTEN_ADDRESS", "127.0.0.1"),
+    connectionMeter: meterMode(envString(env, "CONNECTION_METER", "auto")),
     reportIntervalMs: envInt(env, "AGENT_REPORT_INTERVAL_MS", 3000),
     concurrency: envInt(env, "AGENT_CONCURRENCY", 4),
     sampleIntervalMs: positive(env, "AGENT_SAMPLE_INTERVAL_MS", 30_000),

@@ -1,4 +1,3 @@
-import path from "node:path";
 import type { Client } from "@connectrpc/connect";
 import { AgentService } from "@dbaas/proto/agent";
 import { type Clock, createInternalClient, createLogger, type Logger, systemClock } from "@dbaas/kit";
@@ -8,8 +7,8 @@ import { openBlobStore } from "./backups/open-store.ts";
 import type { Config } from "./config.ts";
 import { createInstanceManager } from "./instances/instance-manager.ts";
 import { createLocalProcessRuntime } from "./instances/local-runtime.ts";
-import { createConnectionProxy } from "./proxy/connection-proxy.ts";
 import type { ConnectionProxy } from "./proxy/counters.ts";
+import { createConnectionMeter } from "./proxy/meter.ts";
 import type { InstanceRuntime } from "./runtime.ts";
 
 /** What the agent's handlers and control loop depend on, built once per process; tests pass their own parts. */
@@ -35,7 +34,13 @@ export function createContext(cfg: Config, overrides: Partial<AppContext> = {}):
   const store = overrides.store ?? openBlobStore(cfg.backupStoreUrl, cfg.backupStoreEnv);
   const proxy =
     overrides.proxy ??
-    createConnectionProxy({ dir: path.join(cfg.dataDir, "proxy"), listenAddress: cfg.listenAddress, log: (msg) => log.info(msg) });
+    createConnectionMeter({
+      mode: cfg.connectionMeter,
+      dataDir: cfg.dataDir,
+      agentId: cfg.agentId,
+      listenAddress: cfg.listenAddress,
+      log: (msg) => log.info(msg),
+    });
   const instances = createInstanceManager({
     dataDir: cfg.dataDir,
     agentId: cfg.agentId,

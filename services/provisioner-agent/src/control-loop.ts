@@ -143,7 +143,7 @@ export function startControlLoop(ctx: AppContext, signal: AbortSignal) {
   const sampler = createSampler({
     dataDir: cfg.dataDir,
     list: () => runtime.list(),
-    counters: (id) => ctx.proxy.counters(id),
+    counters: (ids) => ctx.proxy.counters(ids),
     send: async (samples) => {
       await control.reportSamples({ agentId: cfg.agentId, samples }, { timeoutMs: 10_000 });
     },

@@ -3,8 +3,8 @@ import { realpathSync } from "node:fs";
 import { chmod, chown, lstat, mkdir, readFile, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { createConnectionProxy } from "../proxy/connection-proxy.ts";
 import type { ConnectionProxy } from "../proxy/counters.ts";
+import { type ConnectionMeterMode, createConnectionMeter } from "../proxy/meter.ts";
 import { findServerBinaries, type ServerBinaries } from "./binaries.ts";
 import { isServerProcessIn, serverProcessesIn } from "./procfs.ts";
 import { resolveRunAs, type RunAsIdentity } from "./run-as.ts";
@@ -22,8 +22,10 @@ export interface HostOptions {
   runAsUser?: string;
   /** Where the proxy serves published ports (listen_addresses syntax). Default "127.0.0.1". */
   listenAddress?: string;
-  /** The connection proxy serving the instances' published ports. Default: one of this host's, counting in `<dataDir>/proxy`. */
+  /** The connection proxy serving the instances' published ports. Default: this host's meter of `connectionMeter`. */
   proxy?: ConnectionProxy;
+  /** Without `proxy`: nftables where usable, else the proxy counting in `<dataDir>/proxy` (auto, the default), or one of them. */
+  connectionMeter?: ConnectionMeterMode;
   /** AGENT_REPLICATION_SECRET: replication passwords are derived from it (instances/replication.ts). */
   replicationSecret?: string;
   log?: (msg: string) => void;
@@ -102,7 +104,8 @@ export function createHost(opts: HostOptions): Host {
     firstListen === "*" || firstListen === "0.0.0.0" || firstListen === "" ? "127.0.0.1" : firstListen === "::" ? "::1" : firstListen;
 
   const log = opts.log ?? (() => {});
-  const proxy = opts.proxy ?? createConnectionProxy({ dir: path.join(root, "proxy"), listenAddress, log });
+  const proxy =
+    opts.proxy ?? createConnectionMeter({ mode: opts.connectionMeter ?? "auto", dataDir: root, agentId: opts.agentId, listenAddress, log });
 
   let initPromise: Promise<void> | undefined;
   let caPromise: Promise<AgentCA> | undefined;

@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync } from "node:fs";
 import net from "node:net";
 import { type CounterFile, countersPath, openCounters, removeCounters } from "./counter-file.ts";
-import type { ConnectionProxy, ProxyRoute } from "./counters.ts";
+import type { ConnectionProxy, ProxyCounters, ProxyRoute } from "./counters.ts";
 import { pipeCounted } from "./pipe.ts";
 
 export interface ConnectionProxyOptions {
@@ -19,7 +19,7 @@ interface Served {
 }
 
 /** Node's listen host for one listen_addresses entry; undefined means every address (IPv6 and IPv4). */
-function listenHosts(listenAddress: string): (string | undefined)[] {
+export function listenHosts(listenAddress: string): (string | undefined)[] {
   const hosts = listenAddress
     .split(",")
     .map((h) => h.trim())
@@ -117,9 +117,10 @@ export function createConnectionProxy(opts: ConnectionProxyOptions): ConnectionP
     },
     unserve,
     servedPort: (id) => served.get(id)?.route.port,
-    counters(id) {
-      if (!files.has(id) && !existsSync(countersPath(opts.dir, id))) return undefined;
-      return counterFile(id).read();
+    async counters(ids) {
+      const out = new Map<string, ProxyCounters>();
+      for (const id of ids) if (files.has(id) || existsSync(countersPath(opts.dir, id))) out.set(id, counterFile(id).read());
+      return out;
     },
     async forget(id) {
       await unserve(id);

@@ -1,6 +1,8 @@
 /**
  * The proxy's contract with the rest of the agent: what it serves and what
- * it counts (the sampler reads `counters`). Implemented by connection-proxy.ts.
+ * it counts (the sampler reads `counters`). Implemented by the kernel
+ * (nft-meter.ts, nftables DNAT and counters) or in the agent's process
+ * (connection-proxy.ts); meter.ts picks one.
  */
 
 /**
@@ -30,19 +32,28 @@ export interface ProxyRoute {
  * The agent's connection proxy: serves each running database's published
  * port and forwards every connection to the instance's private address,
  * bytes untouched (it holds no keys; TLS is between client and server),
- * counting them each way per database. It runs in the agent's process, the
- * instances in their own: an agent crash drops the proxied connections, not
- * the instances, and clients reconnect once the agent is back.
+ * counting them each way per database. The instances run in processes of
+ * their own: an agent crash never takes them down. With the in-process proxy
+ * it drops the proxied connections (clients reconnect once the agent is
+ * back); with the nftables meter the kernel keeps forwarding and counting.
  */
 export interface ConnectionProxy {
   /** Accepts connections on `route.port` for `id` (replacing another route of it); rejects if the port is taken. */
   serve(id: string, route: ProxyRoute): Promise<void>;
-  /** Stops accepting for `id` and ends its connections: its port refuses once this resolves. */
+  /**
+   * Stops accepting for `id`: its port refuses new connections once this
+   * resolves. The proxy also ends the established ones; under the nftables
+   * meter they end when the server stops (which follows every unserve).
+   */
   unserve(id: string): Promise<void>;
   /** The port `id` is served on, if it is. */
   servedPort(id: string): number | undefined;
-  /** Cumulative bytes of `id` since its epoch; undefined if the proxy has never counted it. */
-  counters(id: string): ProxyCounters | undefined;
+  /**
+   * Cumulative bytes of each of `ids` since its epoch, read at once (the
+   * sampler's round asks for all its databases in one call); a database the
+   * proxy has never counted is missing from the map.
+   */
+  counters(ids: readonly string[]): Promise<Map<string, ProxyCounters>>;
   /** A purged database: unserve, and remove its counters. */
   forget(id: string): Promise<void>;
   /** Stops serving everything and closes the counters cleanly (agent shutdown); `counters` still answers, `serve` no more. */

@@ -23,8 +23,12 @@ export interface SamplerOptions {
   dataDir: string;
   /** Ids of the instances that exist; only running ones are sampled. */
   list(): Promise<string[]>;
-  /** The proxy's byte counters of a database; without them (or before the proxy counted it) the bytes are 0 in epoch "". */
-  counters?: (id: string) => ByteCounters | undefined;
+  /**
+   * The proxy's byte counters of these databases, read once a round; one
+   * missing (never counted) reports 0 bytes in epoch "". A failed read fails
+   * the round: it is retried, never reported as zeros.
+   */
+  counters?: (ids: string[]) => Promise<ReadonlyMap<string, ByteCounters>>;
   /** Delivers one batch (ReportSamples); throws when it was not delivered. */
   send(samples: InstanceSample[]): Promise<void>;
   clock: Clock;
@@ -53,7 +57,7 @@ export function createSampler(o: SamplerOptions) {
   let pending: InstanceSample[] = [];
 
   /** One running instance's sample now, or undefined if it is not running (or stopped while being measured). */
-  async function measure(id: string): Promise<InstanceSample | undefined> {
+  async function measure(id: string, bytes: ByteCounters | undefined): Promise<InstanceSample | undefined> {
     const dir = path.join(o.dataDir, "instances", id);
     const pf = await readPidFile(dir).catch(() => undefined);
     if (!pf?.port || !pf.socketDir) return undefined;
@@ -74,7 +78,6 @@ export function createSampler(o: SamplerOptions) {
     lastCpu.set(id, { at: now.getTime(), seconds: usage.cpuSeconds });
     const elapsed = prev ? (now.getTime() - prev.at) / 1000 : 0;
     const cpuPercent = prev && elapsed > 0 && usage.cpuSeconds >= prev.seconds ? ((usage.cpuSeconds - prev.seconds) / elapsed) * 100 : 0;
-    const bytes = o.counters?.(id);
     return create(InstanceSampleSchema, {
       databaseId: id,
       sampleId: `${processEpoch}-${++seq}`,
@@ -94,9 +97,10 @@ export function createSampler(o: SamplerOptions) {
   async function collect(): Promise<InstanceSample[]> {
     const ids = await o.list();
     for (const id of lastCpu.keys()) if (!ids.includes(id)) lastCpu.delete(id);
+    const counters = await o.counters?.(ids);
     const out: InstanceSample[] = [];
     for (const id of ids) {
-      const s = await measure(id).catch((e: unknown) => {
+      const s = await measure(id, counters?.get(id)).catch((e: unknown) => {
         o.log.warn("sampling failed", { database_id: id, error: e });
         return undefined;
       });

@@ -68,6 +68,7 @@ describe("connection proxy (PostgreSQL 17)", { timeout: 120_000 }, () => {
   let ca: string;
   const password = randomPassword();
   const proxyDir = () => path.join(dataDir, "proxy");
+  const countersOf = async (id: string) => (await proxy.counters([id])).get(id);
   /** A new agent on the same data directory, as after a restart: its own proxy, serving what runs. */
   const takeOver = async () => {
     proxy = createConnectionProxy({ dir: proxyDir(), listenAddress: "127.0.0.1" });
@@ -115,10 +116,10 @@ describe("connection proxy (PostgreSQL 17)", { timeout: 120_000 }, () => {
   });
 
   it("counts bytes each way exactly as the client's socket saw them, per connection and summed", async () => {
-    const before = proxy.counters(ID)!;
+    const before = (await countersOf(ID))!;
     expect(before.bytesIn).toBeGreaterThan(0n);
     const [a, b] = await Promise.all([session(port, password, ca, moveData), session(port, password, ca, moveData)]);
-    const after = proxy.counters(ID)!;
+    const after = (await countersOf(ID))!;
     expect(after.epoch).toBe(before.epoch);
     expect(after.bytesIn - before.bytesIn).toBe(a.written + b.written);
     expect(after.bytesOut - before.bytesOut).toBe(a.read + b.read);
@@ -127,15 +128,15 @@ describe("connection proxy (PostgreSQL 17)", { timeout: 120_000 }, () => {
   });
 
   it("a stopped database refuses connections; its counters stay; a start serves it again", async () => {
-    const before = proxy.counters(ID)!;
+    const before = (await countersOf(ID))!;
     await m.stop(ID);
     await expect(open(port, password, ca)).rejects.toThrow(/ECONNREFUSED/);
-    expect(proxy.counters(ID)).toEqual(before);
+    expect(await countersOf(ID)).toEqual(before);
     await m.start(ID, { port, tier: "micro", hostname: HOST, scramVerifier: scramVerifier(password) });
     const s = await session(port, password, ca, (c) => c.query("SELECT 1"));
     // Beside the session, the start's readiness probe came in through the published port as a client does
     // (a TLS handshake, a startup packet, a close_notify: about 1 KB each way).
-    const after = proxy.counters(ID)!;
+    const after = (await countersOf(ID))!;
     expect(after.epoch).toBe(before.epoch);
     for (const probe of [after.bytesIn - before.bytesIn - s.written, after.bytesOut - before.bytesOut - s.read]) {
       expect(probe).toBeGreaterThan(0n);
@@ -165,27 +166,27 @@ describe("connection proxy (PostgreSQL 17)", { timeout: 120_000 }, () => {
 
   it("a proxy restart mid-transfer: the instance stays up, the client reconnects, counters carry on in the same epoch", async () => {
     const pid = (await m.observe(ID)).pid;
-    const before = proxy.counters(ID)!;
+    const before = (await countersOf(ID))!;
     const { raw, done } = await streaming();
     const written = BigInt(raw.bytesWritten);
     await proxy.close();
     expect(await done).not.toBe("finished");
     const read = BigInt(raw.bytesRead);
-    const last = proxy.counters(ID)!;
+    const last = (await countersOf(ID))!;
     expectCarriedOver(before, last, written, read);
     await expect(open(port, password, ca)).rejects.toThrow(/ECONNREFUSED/);
 
     await takeOver();
-    expect(proxy.counters(ID)).toEqual(last);
+    expect(await countersOf(ID)).toEqual(last);
     expect((await m.observe(ID)).pid).toBe(pid);
     const s = await session(port, password, ca, moveData);
-    expect(proxy.counters(ID)).toEqual({ epoch: last.epoch, bytesIn: last.bytesIn + s.written, bytesOut: last.bytesOut + s.read });
+    expect(await countersOf(ID)).toEqual({ epoch: last.epoch, bytesIn: last.bytesIn + s.written, bytesOut: last.bytesOut + s.read });
   });
 
   it("kill -9 of an agent process mid-transfer loses nothing it forwarded and counts nothing twice", async () => {
     const pid = (await m.observe(ID)).pid;
     await proxy.close();
-    const before = proxy.counters(ID)!;
+    const before = (await countersOf(ID))!;
     const child: ChildProcess = spawn(
       process.execPath,
       ["--import", "tsx", fileURLToPath(new URL("./agent-child.ts", import.meta.url)), dataDir, AGENT],
@@ -205,11 +206,11 @@ describe("connection proxy (PostgreSQL 17)", { timeout: 120_000 }, () => {
       const read = BigInt(raw.bytesRead);
 
       await takeOver();
-      expectCarriedOver(before, proxy.counters(ID)!, written, read);
+      expectCarriedOver(before, (await countersOf(ID))!, written, read);
       expect((await m.observe(ID)).pid).toBe(pid);
-      const mid = proxy.counters(ID)!;
+      const mid = (await countersOf(ID))!;
       const s = await session(port, password, ca, moveData);
-      expect(proxy.counters(ID)).toEqual({ epoch: before.epoch, bytesIn: mid.bytesIn + s.written, bytesOut: mid.bytesOut + s.read });
+      expect(await countersOf(ID)).toEqual({ epoch: before.epoch, bytesIn: mid.bytesIn + s.written, bytesOut: mid.bytesOut + s.read });
     } finally {
       child.kill("SIGKILL");
     }
@@ -217,7 +218,7 @@ describe("connection proxy (PostgreSQL 17)", { timeout: 120_000 }, () => {
 
   it("a purge forgets the database's counters", async () => {
     await m.purge(ID);
-    expect(proxy.counters(ID)).toBeUndefined();
+    expect(await countersOf(ID)).toBeUndefined();
     await expect(open(port, password, ca)).rejects.toThrow(/ECONNREFUSED/);
   });
 });

@@ -1,0 +1,311 @@
+import { randomUUID, createHash } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import net from "node:net";
+import path from "node:path";
+import { listenHosts } from "./connection-proxy.ts";
+import type { ConnectionProxy, ProxyCounters, ProxyRoute } from "./counters.ts";
+import { nftApply, nftApplySync, nftJson, nftName, nftString, nftText } from "./nft.ts";
+
+/*
+ * The kernel forwards and counts instead of the agent (issue 13: the
+ * in-process proxy cost more than half the throughput). One nftables table
+ * per agent instance:
+ *
+ *   dnat_ports    published port → private address . port; the nat chains
+ *                 (output for local clients, prerouting for other hosts)
+ *                 DNAT connections to the listen address through it.
+ *   in_counters   published port → the database's named counter "in_<id>",
+ *   out_counters  and "out_<id>"; each counter's comment is its epoch.
+ *
+ * A connection is counted by its conntrack ORIGINAL destination port (the
+ * published one), and only if it was DNAT'd: replication and the agent's
+ * own connections go to private ports or sockets and never count, nor do
+ * this host's outgoing connections to some remote port that happens to be
+ * published here. Client → database packets all end in the input hook,
+ * database → client packets all leave through postrouting (whether the
+ * client is local or not), so each packet is counted once. The counts are
+ * IP packet bytes, headers included.
+ *
+ * The kernel keeps counting while the agent is down and keeps already
+ * established connections through a crash; a restarted agent takes its table
+ * over with the counters as they are (same epoch). Only DNAT rules are
+ * dropped at takeover: the agent serves what is running again, and a stale
+ * rule could otherwise send a reused port to the wrong server.
+ */
+
+const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
+const TABLE_RE = /^dbaas_[0-9a-f]{12}$/;
+const ROUTE_LOCALNET = "/proc/sys/net/ipv4/conf/all/route_localnet";
+
+export interface NftMeterOptions {
+  /** The agent's data directory: with the agent id it names the table; a table whose data directory is gone is reaped. */
+  dataDir: string;
+  agentId: string;
+  /** Where published ports are served, PostgreSQL-style (IPv4 addresses, `*` for every local one). */
+  listenAddress: string;
+  log?: (msg: string) => void;
+}
+
+/** The table of the agent owning `dataDir` as `agentId`: several agents (and test stacks) share a host. */
+export function nftTableName(dataDir: string, agentId: string): string {
+  return `dbaas_${createHash("sha256")
+    .update(`${path.resolve(dataDir)}\0${agentId}`)
+    .digest("hex")
+    .slice(0, 12)}`;
+}
+
+/** The table comment: which agent owns it and where its data lives (what reaping checks). At most 128 characters. */
+function tableComment(dataDir: string, agentId: string): string {
+  const dir = path.resolve(dataDir);
+  const full = `agent ${agentId} dir ${dir}`;
+  const c = full.length <= 128 ? full : `dir ${dir}`;
+  if (c.length > 128) throw new Error(`the data directory ${dir} is too long for an nft table comment (128 characters)`);
+  return c;
+}
+
+/** How the nat chains recognise a connection to a published port: its destination address. */
+function listenMatch(listenAddress: string): { match: string; beyondLoopback: boolean } {
+  const hosts = listenHosts(listenAddress);
+  if (hosts.includes(undefined)) return { match: "fib daddr type local", beyondLoopback: true };
+  const addrs = hosts.map((h) => (h === "localhost" ? "127.0.0.1" : h === "0.0.0.0" ? "*" : h!));
+  if (addrs.includes("*")) return { match: "fib daddr type local", beyondLoopback: true };
+  for (const a of addrs) if (!net.isIPv4(a)) throw new Error(`the nftables meter serves IPv4 listen addresses only, not "${a}"`);
+  return { match: `ip daddr { ${addrs.join(", ")} }`, beyondLoopback: addrs.some((a) => !a.startsWith("127.")) };
+}
+
+const counterName = (dir: "in" | "out", id: string) => `${dir}_${id}`;
+
+interface Served {
+  route: ProxyRoute;
+  /** Listening sockets on the published port: never reached (the DNAT comes first), they keep the port taken for everyone else. */
+  holds: net.Server[];
+}
+
+/**
+ * A `ConnectionProxy` whose forwarding and counting the kernel does
+ * (nftables DNAT and named counters). Creating it takes the agent's table
+ * over synchronously (creating it if missing) and throws if nft cannot be
+ * used here: the caller falls back to the in-process proxy (meter.ts).
+ */
+export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
+  const log = opts.log ?? (() => {});
+  const dataDir = path.resolve(opts.dataDir);
+  const table = nftTableName(dataDir, opts.agentId);
+  const comment = nftString(tableComment(dataDir, opts.agentId));
+  const { match, beyondLoopback } = listenMatch(opts.listenAddress);
+  const hosts = listenHosts(opts.listenAddress);
+  const t = `ip ${table}`;
+
+  // The data directory exists before its table does, so another agent's reaping never takes a new table for a stale one.
+  mkdirSync(dataDir, { recursive: true });
+  if (beyondLoopback && readFileSync(ROUTE_LOCALNET, "utf8").trim() !== "1") {
+    // Other hosts' connections are DNAT'd to loopback, which the kernel drops as martian unless this is set (as kube-proxy does).
+    writeFileSync(ROUTE_LOCALNET, "1");
+    log(`nft meter: set ${ROUTE_LOCALNET} to 1 so other hosts reach the databases' loopback addresses`);
+  }
+  // One transaction: the chains are rebuilt (no gap in counting: the old rules go as the new ones come), the DNAT
+  // entries of the previous agent process dropped, the counters and their port maps kept.
+  nftApplySync(
+    [
+      `table ${t} {`,
+      `  comment ${comment}`,
+      "  map dnat_ports { type inet_service : ipv4_addr . inet_service; }",
+      "  map in_counters { type inet_service : counter; }",
+      "  map out_counters { type inet_service : counter; }",
+      "  chain nat_out { type nat hook output priority -100; }",
+      "  chain nat_pre { type nat hook prerouting priority -100; }",
+      "  chain count_in { type filter hook input priority 0; }",
+      "  chain count_out { type filter hook postrouting priority 0; }",
+      "}",
+      ...["nat_out", "nat_pre", "count_in", "count_out"].map((c) => `flush chain ${t} ${c}`),
+      `flush map ${t} dnat_ports`,
+      `add rule ${t} nat_out ${match} dnat ip to tcp dport map @dnat_ports`,
+      `add rule ${t} nat_pre ${match} dnat ip to tcp dport map @dnat_ports`,
+      // With route_localnet, only DNAT'd connections may reach loopback from outside (kube-proxy's guard too).
+      ...(beyondLoopback ? [`add rule ${t} count_in iifname != "lo" ip daddr 127.0.0.0/8 ct status ! dnat drop`] : []),
+      `add rule ${t} count_in meta l4proto tcp ct status dnat ct direction original counter name ct original proto-dst map @in_counters`,
+      `add rule ${t} count_out meta l4proto tcp ct status dnat ct direction reply counter name ct original proto-dst map @out_counters`,
+      "",
+    ].join("\n"),
+  );
+
+  const served = new Map<string, Served>();
+  /** Ports whose counters (maps in_counters and out_counters) belong to a database, as in the kernel. */
+  const countedPorts = new Map<number, string>();
+  /** Databases whose counter objects exist in the kernel. */
+  const counted = new Set<string>();
+  let closed = false;
+
+  let tail: Promise<unknown> = (async () => {
+    await reapOthers();
+    for (const o of await nftJson(["list", "table", "ip", table])) {
+      const c = o.counter as { name: string } | undefined;
+      if (c?.name.startsWith("in_")) counted.add(c.name.slice(3));
+      const m = o.map as { name: string; elem?: [number, string][] } | undefined;
+      if (m?.name === "in_counters") for (const [port, name] of m.elem ?? []) countedPorts.set(port, name.slice(3));
+    }
+  })().catch((e: Error) =>
+    // Not fatal: counters are only ever added with `add` (an existing one is kept), so serving works without this.
+    log(`nft meter: reading table ${table} back failed: ${e.message}`),
+  );
+  /** Changes run one at a time, in order, after the takeover. */
+  function serial<T>(fn: () => Promise<T>): Promise<T> {
+    const run = tail.then(fn);
+    tail = run.catch(() => {});
+    return run;
+  }
+
+  /** Deletes the tables of agents whose data directory no longer exists (test stacks destroyed, agents removed). */
+  async function reapOthers(): Promise<void> {
+    const tables = (await nftJson(["list", "tables", "ip"])).map((o) => (o.table as { name: string }).name);
+    for (const name of tables) {
+      if (name === table || !TABLE_RE.test(name)) continue;
+      try {
+        // JSON leaves table comments out; the text has it on the table's first line.
+        const m = /^\s*comment "(?:agent \S+ )?dir ([^"]+)"$/m.exec(await nftText(["-t", "list", "table", "ip", name]));
+        if (!m || existsSync(m[1]!)) continue;
+        await nftApply(`delete table ip ${name}\n`);
+        log(`nft meter: removed table ${name} of a gone agent (${m[1]})`);
+      } catch (e) {
+        // Another agent reaping the same table at the same moment, most likely: it is gone either way.
+        log(`nft meter: table ${name} not reaped: ${(e as Error).message}`);
+      }
+    }
+  }
+
+  function hold(port: number): Promise<net.Server[]> {
+    const servers: net.Server[] = [];
+    const listenOn = (host: string | undefined) =>
+      new Promise<void>((resolve, reject) => {
+        // A connection only lands here if it bypassed the DNAT (IPv6 on a wildcard listen address): refuse it.
+        const srv = net.createServer((s) => s.destroy());
+        servers.push(srv);
+        srv.once("error", (e: NodeJS.ErrnoException) =>
+          reject(new Error(`cannot serve port ${port} on ${host ?? "*"}: ${e.code === "EADDRINUSE" ? "in use" : e.message}`)),
+        );
+        srv.listen({ host, port }, () => resolve());
+      });
+    return hosts
+      .reduce((p, h) => p.then(() => listenOn(h)), Promise.resolve())
+      .then(
+        () => servers,
+        async (e) => {
+          await release(servers);
+          throw e;
+        },
+      );
+  }
+
+  const release = (servers: net.Server[]) =>
+    Promise.all(servers.map((s) => new Promise<void>((r) => (s.listening ? s.close(() => r()) : r()))));
+
+  function dnatElement(route: ProxyRoute): string {
+    if (!net.isIPv4(route.target.host)) throw new Error(`the nftables meter forwards to IPv4 addresses only, not ${route.target.host}`);
+    return `${route.port} : ${route.target.host} . ${route.target.port}`;
+  }
+
+  function checkRoute(id: string, route: ProxyRoute): void {
+    if (!ID_RE.test(id)) throw new Error(`invalid database id ${JSON.stringify(id)}`);
+    for (const p of [route.port, route.target.port]) if (!Number.isInteger(p) || p < 1 || p > 65535) throw new Error(`invalid port ${p}`);
+  }
+
+  async function unserveNow(id: string): Promise<void> {
+    const s = served.get(id);
+    if (!s) return;
+    // Counting stays: connections already established drain (the server stops right after).
+    await nftApply(`delete element ${t} dnat_ports { ${s.route.port} }\n`);
+    served.delete(id);
+    await release(s.holds);
+  }
+
+  /** Script lines that drop the port-to-counter entries of `id` (and any other on `port`). */
+  function unmapLines(id: string, keepPort?: number): { lines: string[]; ports: number[] } {
+    const ports = [...countedPorts]
+      .filter(([p, owner]) => (owner === id && p !== keepPort) || (p === keepPort && owner !== id))
+      .map(([p]) => p);
+    return {
+      lines: ports.flatMap((p) => [`delete element ${t} in_counters { ${p} }`, `delete element ${t} out_counters { ${p} }`]),
+      ports,
+    };
+  }
+
+  return {
+    serve: (id, route) =>
+      serial(async () => {
+        if (closed) throw new Error("the connection meter is closed");
+        checkRoute(id, route);
+        const cur = served.get(id);
+        if (cur && cur.route.port === route.port) {
+          // Same port, maybe a new private address (a restarted server): new connections go there.
+          if (cur.route.target.host !== route.target.host || cur.route.target.port !== route.target.port) {
+            await nftApply(`delete element ${t} dnat_ports { ${route.port} }\nadd element ${t} dnat_ports { ${dnatElement(route)} }\n`);
+            cur.route = route;
+          }
+          return;
+        }
+        await unserveNow(id);
+        const holds = await hold(route.port);
+        try {
+          const lines: string[] = [];
+          const epoch = randomUUID();
+          if (!counted.has(id)) {
+            // `add` keeps a counter that exists (its count and epoch): a new epoch only with a new kernel object.
+            for (const d of ["in", "out"] as const)
+              lines.push(`add counter ${t} ${nftName(counterName(d, id))} { comment ${nftString(epoch)}; }`);
+          }
+          const unmap = unmapLines(id, route.port);
+          lines.push(...unmap.lines);
+          if (countedPorts.get(route.port) !== id) {
+            lines.push(`add element ${t} in_counters { ${route.port} : ${nftName(counterName("in", id))} }`);
+            lines.push(`add element ${t} out_counters { ${route.port} : ${nftName(counterName("out", id))} }`);
+          }
+          lines.push(`add element ${t} dnat_ports { ${dnatElement(route)} }`);
+          await nftApply(`${lines.join("\n")}\n`);
+          if (!counted.has(id)) log(`nft meter: counters of ${id} start epoch ${epoch}`);
+          counted.add(id);
+          for (const p of unmap.ports) countedPorts.delete(p);
+          countedPorts.set(route.port, id);
+          served.set(id, { route, holds });
+        } catch (e) {
+          await release(holds);
+          throw e;
+        }
+      }),
+    unserve: (id) => serial(() => unserveNow(id)),
+    servedPort: (id) => served.get(id)?.route.port,
+    async counters(ids) {
+      await tail;
+      const found = new Map<string, { epoch: string; bytes: bigint }>();
+      for (const o of await nftJson(["list", "counters", "table", "ip", table])) {
+        const c = o.counter as { name: string; comment?: string; bytes: string };
+        found.set(c.name, { epoch: c.comment ?? "", bytes: BigInt(c.bytes) });
+      }
+      const out = new Map<string, ProxyCounters>();
+      for (const id of ids) {
+        const i = found.get(counterName("in", id));
+        const o = found.get(counterName("out", id));
+        if (i && o) out.set(id, { epoch: i.epoch, bytesIn: i.bytes, bytesOut: o.bytes });
+      }
+      return out;
+    },
+    forget: (id) =>
+      serial(async () => {
+        await unserveNow(id);
+        if (!ID_RE.test(id) || !counted.has(id)) return;
+        const unmap = unmapLines(id);
+        const lines = [...unmap.lines, ...(["in", "out"] as const).map((d) => `delete counter ${t} ${nftName(counterName(d, id))}`)];
+        await nftApply(`${lines.join("\n")}\n`);
+        for (const p of unmap.ports) countedPorts.delete(p);
+        counted.delete(id);
+      }),
+    close: () =>
+      serial(async () => {
+        closed = true;
+        // The instances stop with the agent: no new connections; the counters stay for the next agent process.
+        await nftApply(`flush map ${t} dnat_ports\n`);
+        const all = [...served.values()];
+        served.clear();
+        await Promise.all(all.map((s) => release(s.holds)));
+      }),
+  };
+}
