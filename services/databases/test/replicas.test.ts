@@ -158,6 +158,14 @@ describe("CreateReplica", () => {
     await newReplica(id);
   });
 
+  it("holds the limit under concurrent creates: exactly 5 of 7 at once succeed", async () => {
+    const id = await primary();
+    const results = await Promise.allSettled(Array.from({ length: 7 }, () => newReplica(id)));
+    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(5);
+    expect((await h.dbs.listReplicas({ organizationId: ORG, databaseId: id })).total).toBe(5);
+    expect((await specOf(h, AGENT, id))!.replicationSlots).toHaveLength(5);
+  });
+
   it("names: unique among the primary's live replicas (case aside); a database's name or another primary's replica's is fine", async () => {
     const id = await primary();
     const other = await primary();
