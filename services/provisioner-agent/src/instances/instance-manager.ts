@@ -149,10 +149,14 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
     },
     adopt: async (id, replicaId) => {
       assertId(id);
-      return queue.run(id, async () => {
-        await host.init();
-        await adoptReplica(host, id, replicaId);
-      });
+      assertId(replicaId);
+      // In both turns: a start of the replica still under way (its spec was just retired) must not race the rename.
+      return queue.run(id, () =>
+        queue.run(replicaId, async () => {
+          await host.init();
+          await adoptReplica(host, id, replicaId);
+        }),
+      );
     },
     // Takes no turn: a quick statement on a running server, also made by a base backup that runs outside the turns.
     syncReplicationSlots: async (id, slots) => {

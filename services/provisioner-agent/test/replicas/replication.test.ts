@@ -1,4 +1,5 @@
 import { existsSync } from "node:fs";
+import net from "node:net";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { create } from "@bufbuild/protobuf";
@@ -255,6 +256,37 @@ describe.each(["17", "16"])("read replicas (PostgreSQL %s)", { timeout: 240_000 
     );
   });
 
+  it("restarts with the new conninfo when its primary's private port moved", async () => {
+    const before = latest(fx.id)!.replicationPort;
+    await fx.runtime.stop(fx.id);
+    // Someone else takes the old private port while the primary is down.
+    const squatter = net.createServer();
+    await new Promise<void>((r) => squatter.listen(before, "127.0.0.1", r));
+    try {
+      primary = create(InstanceSpecSchema, { ...primary, generation: 4n });
+      desire([primary, replica]);
+      const p = await running(fx.id, 4n);
+      expect(p.replicationPort).not.toBe(before);
+      replica = create(InstanceSpecSchema, {
+        ...replica,
+        generation: 2n,
+        replicaOf: { ...replica.replicaOf!, primaryPort: p.replicationPort },
+      });
+      desire([primary, replica]);
+      await running(replicaId, 2n);
+      const conf = await readFile(path.join(fx.dataDir, "instances", replicaId, "dbaas.conf"), "utf8");
+      expect(conf).toContain(`port=${p.replicationPort} `);
+      await query(fx.port, password, "INSERT INTO items VALUES (1003, 'after the move')");
+      await waitFor(
+        async () => (await query(replicaPort, password, "SELECT 1 FROM items WHERE id = 1003").catch(() => [])).length === 1,
+        30_000,
+        "streaming from the moved primary",
+      );
+    } finally {
+      squatter.close();
+    }
+  });
+
   it("drops dbaas_ slots the spec no longer lists, and those found after an agent restart", async () => {
     primary = create(InstanceSpecSchema, { ...primary, replicationSlots: [slot, "dbaas_rep_gone"] });
     desire([primary, replica]);
@@ -307,7 +339,7 @@ describe.each(["17", "16"])("read replicas (PostgreSQL %s)", { timeout: 240_000 
     await running(promotedId, 1n);
     expect(existsSync(path.join(fx.dataDir, "instances", replicaId))).toBe(false);
     await query(port, password, "INSERT INTO items VALUES (3000, 'on the promoted one')");
-    expect(Number((await query(port, password, "SELECT count(*) AS n FROM items"))[0]!.n)).toBe(154);
+    expect(Number((await query(port, password, "SELECT count(*) AS n FROM items"))[0]!.n)).toBe(155);
     await waitFor(async () => (await slots()).length === 0, 10_000, "slot dropped on the old primary");
     // The old primary is on its own: the promoted database's writes are not there.
     expect(await query(fx.port, password, "SELECT 1 FROM items WHERE id = 3000")).toEqual([]);
