@@ -109,7 +109,14 @@ describe.each(["17", "16"])("read replicas (PostgreSQL %s)", { timeout: 240_000 
       report: (o) => reports.push(o),
       purgeBackups: (id) => backups.purge(id),
     });
-    primary = create(InstanceSpecSchema, { ...fx.spec, generation: 2n, credentialsGeneration: 2n, scramVerifier: scramVerifier(password) });
+    // A bigger tier than its replica's: the replica must hold the primary's max_connections for hot standby.
+    primary = create(InstanceSpecSchema, {
+      ...fx.spec,
+      tier: "small",
+      generation: 2n,
+      credentialsGeneration: 2n,
+      scramVerifier: scramVerifier(password),
+    });
     replicaPort = await freePort();
     replica = create(InstanceSpecSchema, {
       databaseId: replicaId,
@@ -189,6 +196,8 @@ describe.each(["17", "16"])("read replicas (PostgreSQL %s)", { timeout: 240_000 
     const conf = await readFile(path.join(fx.dataDir, "instances", replicaId, "dbaas.conf"), "utf8");
     expect(conf).toMatch(/primary_slot_name = 'dbaas_rep_/);
     expect(conf).toMatch(/sslmode=verify-full/);
+    expect(conf).toMatch(/^# tier: micro$/m);
+    expect(conf).toMatch(/^max_connections = '100'$/m);
     expect(conf).not.toMatch(new RegExp(SECRET));
   });
 
