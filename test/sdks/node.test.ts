@@ -24,7 +24,8 @@ let home: string;
 
 beforeAll(async () => {
   meta = await createTestDatabase("e2e_sdk_node");
-  stack = await startStack({ databaseUrl: meta.url, agents: "fsn1,nbg1,hel1" });
+  // The seed backup of a replica waits for the backup scheduler's next pass (30 s by default).
+  stack = await startStack({ databaseUrl: meta.url, agents: "fsn1,nbg1,hel1", env: { BACKUP_SCHEDULE_INTERVAL_MS: "1000" } });
   home = await mkdtemp(join(tmpdir(), "dbaas-cli-home-"));
 }, 180_000);
 
@@ -188,6 +189,63 @@ describe("the dbaas CLI", () => {
     expect(help.code).toBe(0);
     expect(help.stdout).toContain("Usage: dbaas databases resize <database-id> --tier TIER");
     expect(help.stdout).toContain("Examples:");
+  });
+});
+
+describe("dbaas replicas", () => {
+  it("create --wait → list → get → promote --wait, and delete; refusals exit 1, usage errors 2", { timeout: 300_000 }, async () => {
+    // An organization of its own: the other tests log in and out of the shared config file.
+    const env = { XDG_CONFIG_HOME: join(home, "replicas") };
+    const run = (args: string[]) => dbaas(args, env);
+    const signup = ["auth", "signup", "--email", email("replicas"), "--name", "R", "--organization", "Replicas"];
+    expect((await dbaas(signup, { ...env, DBAAS_PASSWORD: PASSWORD })).code).toBe(0);
+    const unpaid = await run([
+      "databases",
+      "create",
+      "--name",
+      "rep-primary",
+      "--region",
+      "fsn1",
+      "--tier",
+      "micro",
+      "--wait",
+      "-o",
+      "json",
+    ]);
+    expect(unpaid.code).toBe(0);
+    const db = JSON.parse(unpaid.stdout);
+    const refused = await run(["replicas", "create", db.id, "--name", "reports"]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("(payment_required, HTTP 402");
+    expect((await run(["billing", "add-payment-method", "--token", "tok_visa"])).code).toBe(0);
+
+    const created = await run(["replicas", "create", db.id, "--name", "reports", "--wait", "-o", "json"]);
+    expect(created.code, created.stderr).toBe(0);
+    const replica = JSON.parse(created.stdout);
+    expect(replica).toMatchObject({ id: expect.stringMatching(/^rep-/), name: "reports", database_id: db.id, status: "running" });
+    expect(replica).not.toHaveProperty("password");
+    expect(created.stderr).toContain(`${replica.id} is running\n`);
+
+    const table = await run(["replicas", "list", db.id]);
+    expect(table.stdout.split("\n")[0]).toMatch(/^ID\s+NAME\s+STATUS\s+REGION\s+TIER\s+LAG_BYTES/);
+    expect(table.stdout).toMatch(new RegExp(`^${replica.id}\\s+reports\\s+running\\s+fsn1\\s+micro\\s+\\d+`, "m"));
+    const got = await run(["replicas", "get", db.id, replica.id]);
+    expect(got.stdout).toMatch(/^connection_string:\s+postgresql:\/\/dbadmin:\*+@/m);
+    expect((await run(["replicas", "get", db.id])).code).toBe(2);
+    const clash = await run(["replicas", "create", db.id, "--name", "reports"]);
+    expect(clash.code).toBe(1);
+    expect(clash.stderr).toContain("(resource_conflict, HTTP 409");
+
+    const promoted = await run(["replicas", "promote", db.id, replica.id, "--wait", "-o", "json"]);
+    expect(promoted.code, promoted.stderr).toBe(0);
+    expect(JSON.parse(promoted.stdout)).toMatchObject({ id: expect.stringMatching(/^db-/), name: "reports", status: "running" });
+    expect(JSON.parse((await run(["replicas", "list", db.id, "-o", "json"])).stdout)).toEqual([]);
+
+    const spare = JSON.parse((await run(["replicas", "create", db.id, "--name", "spare", "-o", "json"])).stdout);
+    expect(await run(["replicas", "delete", db.id, spare.id])).toMatchObject({ code: 0, stdout: `Deleted ${spare.id}.\n` });
+    const gone = await run(["replicas", "get", db.id, spare.id]);
+    expect(gone.code).toBe(1);
+    expect(gone.stderr).toContain("HTTP 404");
   });
 });
 
