@@ -2,6 +2,7 @@ import { randomUUID, createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
+import { ID_RE } from "../instances/validate.ts";
 import { listenHosts } from "./connection-proxy.ts";
 import type { ConnectionProxy, ProxyCounters, ProxyRoute } from "./counters.ts";
 import { nftApply, nftApplySync, nftJson, nftName, nftString, nftText } from "./nft.ts";
@@ -33,7 +34,6 @@ import { nftApply, nftApplySync, nftJson, nftName, nftString, nftText } from "./
  * rule could otherwise send a reused port to the wrong server.
  */
 
-const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
 const TABLE_RE = /^dbaas_[0-9a-f]{12}$/;
 const ROUTE_LOCALNET = "/proc/sys/net/ipv4/conf/all/route_localnet";
 
