@@ -91,6 +91,8 @@ async function waitStatus(api: ReturnType<typeof createApi>, id: string, status:
     const lines = stack
       .output()
       .split("\n")
+      // The gateway's request lines aside: the polls themselves, whose last answer the message names.
+      .filter((l) => !/^gateway\s+\| request /.test(l))
       .filter((l) => l.includes(id) || /^(databases|agent-\S+)\s+\| (WARN|ERROR|exited)/.test(l));
     throw new Error(
       `${(err as Error).message} (last status ${last ?? "unknown"}; operations: ${opsSeen || "none"})\n` +
