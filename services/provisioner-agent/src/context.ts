@@ -24,7 +24,7 @@ export interface AppContext {
   store: BlobStore;
   /** The instances' unix socket directory: base backups and the restore window's samples connect there. */
   socketDir: string;
-  /** Serves the databases' published ports (AGENT_LISTEN_ADDRESS) and counts their bytes (`counters(id)`). */
+  /** Serves the databases' published ports (AGENT_LISTEN_ADDRESS) and counts their bytes (`counters(ids)`): nftables or the proxy (CONNECTION_METER). */
   proxy: ConnectionProxy;
   clock: Clock;
 }
