@@ -40,8 +40,9 @@ afterAll(async () => {
   await meta?.drop();
 });
 
-/** The micro tier's hourly price (spec 2.4), for replicas as for databases. */
+/** Hourly prices of the tiers used here (spec 2.4), for replicas as for databases. */
 const MICRO_HOURLY = 0.02;
+const SMALL_HOURLY = 0.06;
 
 describe("read replicas on real instances", { timeout: 180_000 }, () => {
   let api: Api;
@@ -63,7 +64,8 @@ describe("read replicas on real instances", { timeout: 180_000 }, () => {
     await query(primary.connection_string, "INSERT INTO seen (n) SELECT generate_series(1, 100)");
 
     const domain = primary.host.slice(primary.id.length + 1);
-    const a = await api.post(`/v1/databases/${primary.id}/replicas`, { name: "same-agent" });
+    // A larger tier than the primary's: it stays a valid hot standby when the primary is resized to small below.
+    const a = await api.post(`/v1/databases/${primary.id}/replicas`, { name: "same-agent", tier: "small" });
     expect(a.status).toBe(201);
     same = a.body.data;
     expect(same.id).toMatch(/^rep-/);
@@ -71,7 +73,7 @@ describe("read replicas on real instances", { timeout: 180_000 }, () => {
       name: "same-agent",
       database_id: primary.id,
       region: "fsn1",
-      tier: "micro",
+      tier: "small",
       host: `${same.id}.${domain}`,
       database: "defaultdb",
       username: "dbadmin",
@@ -142,8 +144,9 @@ describe("read replicas on real instances", { timeout: 180_000 }, () => {
     for (const s of series) for (const [, v] of s.points) expect(v).toBeGreaterThanOrEqual(0);
 
     const usage = await untilUsage(api, (u) => u.replicas.hours > 0);
-    // A replica costs hours × its tier's price, on its own line.
-    expect(Math.abs(usage.replicas.amount - usage.replicas.hours * MICRO_HOURLY)).toBeLessThanOrEqual(0.0001);
+    // A replica costs hours × its tier's price, on its own line: one small and one micro here.
+    expect(usage.replicas.amount).toBeGreaterThanOrEqual(usage.replicas.hours * MICRO_HOURLY - 0.0001);
+    expect(usage.replicas.amount).toBeLessThanOrEqual(usage.replicas.hours * SMALL_HOURLY + 0.0001);
     // Compute is the primary's time only (two replicas counted in would add theirs, tens of seconds by now).
     const primarySeconds = (Date.now() - Date.parse(primary.created_at)) / 1000;
     expect(usage.compute.hours * 3600).toBeLessThanOrEqual(primarySeconds + 2);
@@ -160,21 +163,29 @@ describe("read replicas on real instances", { timeout: 180_000 }, () => {
     }
   });
 
-  it("a resize of the primary leaves the replicas alone, and they stream on", async () => {
+  it("a resize of the primary leaves a replica alone, which streams on", async () => {
     const startedAt = async () => (await query(on(same), "SELECT pg_postmaster_start_time() AS t"))[0].t.getTime();
     const before = await startedAt();
     const resize = await api.post(`/v1/databases/${primary.id}/resize`, { tier: "small" });
     expect(resize.status).toBe(200);
     await waitRunning(api, primary.id);
-    expect((await getReplica(api, primary.id, same.id))!).toMatchObject({ status: "running", tier: "micro" });
+    expect((await getReplica(api, primary.id, same.id))!).toMatchObject({ status: "running", tier: "small" });
     expect(await startedAt()).toBe(before);
     await query(on(primary), "INSERT INTO seen (n) VALUES (102)");
     await untilRows(on(same), "SELECT n FROM seen WHERE n = 102", (rows) => rows.length === 1, 15_000);
   });
 
+  it("a replica now smaller than its resized primary catches up too", async () => {
+    // The primary's larger max_connections (and friends) reach the micro replica in the WAL; PostgreSQL pauses
+    // replay there ("insufficient parameter settings") until the standby runs with at least the primary's values.
+    await untilRows(on(other), "SELECT n FROM seen WHERE n = 102", (rows) => rows.length === 1, 60_000);
+    expect((await getReplica(api, primary.id, other.id))!.status).toBe("running");
+  });
+
   it("promotes the replica on the other agent into an independent, writable database; its slot goes", async () => {
-    // Everything committed so far replayed there first: the promoted database holds what its replica held.
-    await untilRows(on(other), "SELECT n FROM seen WHERE n = 102", (rows) => rows.length === 1, 15_000);
+    // The primary is idle: the promoted database holds exactly what its replica held.
+    const [held] = await query(on(other), "SELECT count(*)::int AS n FROM seen");
+    expect(held.n).toBeGreaterThanOrEqual(101);
     const res = await api.post(`/v1/databases/${primary.id}/replicas/${other.id}/promote`);
     expect(res.status).toBe(200);
     const promoted = res.body.data;
@@ -191,7 +202,7 @@ describe("read replicas on real instances", { timeout: 180_000 }, () => {
     await waitRunning(api, promoted.id);
     expect(await agentOf(stack, promoted.id)).toBe("agent-nbg1");
     const cs = on(promoted);
-    expect(await query(cs, "SELECT count(*)::int AS n, pg_is_in_recovery() AS standby FROM seen")).toEqual([{ n: 102, standby: false }]);
+    expect(await query(cs, "SELECT count(*)::int AS n, pg_is_in_recovery() AS standby FROM seen")).toEqual([{ n: held.n, standby: false }]);
     await query(cs, "INSERT INTO seen (n) VALUES (500)");
     // Independent: the old primary's new rows are not its, nor its rows the primary's.
     await query(on(primary), "INSERT INTO seen (n) VALUES (103)");
