@@ -151,8 +151,9 @@ export function createReconciler(opts: ReconcilerOptions) {
     switch (spec.desiredState) {
       case DesiredState.RUNNING: {
         let state = await runtime.observe(id);
-        // Not failures: the databases service fills these in once the primary is observed and the seed backup completed.
-        if (typeof replica === "string") {
+        // Not failures: the databases service fills these in once the primary is observed and the seed backup
+        // completed. A replica already running as wanted keeps running meanwhile (its primary is restarting).
+        if (typeof replica === "string" && !(state.state === "running" && upToDate)) {
           observe(spec, ObservedState.PROGRESSING, 0n, replica);
           return;
         }

@@ -146,7 +146,13 @@ describe.each(cases)("point-in-time restore (PostgreSQL $major, $storeKind store
     expect(await readFile(path.join(dir, "postgresql.conf"), "utf8")).not.toContain("dbaas-recovery.conf");
     // Writable: promoted, on a timeline of its own.
     await query(port, password, "INSERT INTO items VALUES (999, 'after the restore')");
-    expect(await fx.runtime.observe("r-between")).toEqual({ state: "running", port, pid: expect.any(Number) });
+    expect(await fx.runtime.observe("r-between")).toEqual({
+      state: "running",
+      port,
+      pid: expect.any(Number),
+      replicationAddress: "127.0.0.1",
+      replicationPort: expect.any(Number),
+    });
     expect(await query(port, password, "SHOW max_connections")).toEqual([{ max_connections: "50" }]);
   });
 
