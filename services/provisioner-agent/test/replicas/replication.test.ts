@@ -329,6 +329,11 @@ describe.each(["17", "16"])("read replicas (PostgreSQL %s)", { timeout: 240_000 
       await c.connect();
       await c.query("SELECT pg_promote(true, 60)");
       await c.end();
+    } else {
+      // A standby whose postmaster died before it was promoted: adopted from its data as it is.
+      const pid = Number((await readFile(path.join(fx.dataDir, "instances", replicaId, "postmaster.pid"), "utf8")).split("\n")[0]);
+      process.kill(pid, "SIGKILL");
+      await waitFor(async () => (await fx.runtime.observe(replicaId)).state === "crashed", 10_000, "standby dead");
     }
     const port = await freePort();
     const promoted = create(InstanceSpecSchema, {
