@@ -78,12 +78,13 @@ function realIds(op: Operation, fixture: Fixture): string[] {
   if (p.startsWith("/v1/databases/{")) {
     // Reads, renames, start/stop/restart/resize of the fixture database are harmless; deleting it is not,
     // reset-password waits for the agent (up to 15 s) for nothing, a restore makes a whole new database from the
-    // backups and a backup copies the data: they are fuzzed against ids that do not exist.
+    // backups, a backup copies the data and a replica is a whole new instance seeded from a backup: they are fuzzed
+    // against ids that do not exist.
     if (
       op.method === "DELETE" ||
       p.endsWith("/reset-password") ||
       p.endsWith("/restore") ||
-      (op.method === "POST" && p.endsWith("/backups"))
+      (op.method === "POST" && (p.endsWith("/backups") || p.endsWith("/replicas")))
     )
       return [];
     return ids.database ? [ids.database] : [];
