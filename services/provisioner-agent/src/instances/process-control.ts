@@ -24,7 +24,7 @@ import { tcpPortRefuses } from "./probe.ts";
 import { choosePrivatePort, linkAgentSocket, PRIVATE_HOST, publishedPortOf, unlinkAgentSocket } from "./private-address.ts";
 import { pidExists } from "./procfs.ts";
 import { runCommand } from "./run-as.ts";
-import { learnStandbyFloors, readStandbyFloors, removeReplicaFiles, standbySignalPath, writeReplicaFiles } from "./replication.ts";
+import { removeReplicaFiles, standbySignalPath, writeReplicaFiles } from "./replication.ts";
 import { configPath, lastPrivatePort, renderConfig, writeStartConfig } from "./server-config.ts";
 import { ensureServerCertificate } from "./tls.ts";
 import { assertId, assertSettings } from "./validate.ts";
@@ -188,7 +188,7 @@ export async function startInstance(host: Host, id: string, o: InstanceSettings)
     obs.state === "running" && obs.port && obs.port !== o.port
       ? obs.port
       : await choosePrivatePort(host, o.port, last ? { port: last, dataDir: dir } : undefined);
-  const conf = renderConfig(host, id, o, privatePort, o.replica ? await readStandbyFloors(host, id) : {});
+  const conf = renderConfig(host, id, o, privatePort);
   if (obs.state === "running") {
     const current = await readFile(configPath(dir), "utf8").catch(() => "");
     if (!restore && current === conf && !obs.message) {
@@ -221,19 +221,8 @@ export async function startInstance(host: Host, id: string, o: InstanceSettings)
   const logFile = host.logPath(id);
   await prepareLogFile(host.runAs, logFile);
   const started = Date.now();
-  const offset = await fileSize(logFile);
-  try {
-    if (restore) await startRestored(host, id, bins, o.port, restore);
-    else await pgCtlStart(host, id, bins, START_TIMEOUT_S);
-  } catch (e) {
-    // A replica of a smaller tier than its primary: PostgreSQL names the settings it needs at the
-    // primary's values, which are kept for every later start. Once per setting, so this cannot loop.
-    const raised = o.replica ? await learnStandbyFloors(host, id, await readFrom(logFile, offset)) : [];
-    if (raised.length === 0) throw e;
-    host.log(`instance ${id}: raised ${raised.join(", ")} (its primary's) for hot standby; starting again`);
-    await stopInstance(host, id);
-    return startInstance(host, id, o);
-  }
+  if (restore) await startRestored(host, id, bins, o.port, restore);
+  else await pgCtlStart(host, id, bins, START_TIMEOUT_S);
   await admitClients(host, id, o, ca, privatePort);
   host.log(`instance ${id}: running on port ${o.port} (private ${privatePort}, tier ${o.tier}) after ${Date.now() - started} ms`);
 }

@@ -1,5 +1,6 @@
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto";
-import { chown, mkdir, readFile, rm } from "node:fs/promises";
+import { chown, mkdir, rm } from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type pg from "pg";
@@ -7,6 +8,7 @@ import type { ReplicaConnection } from "../runtime.ts";
 import { writeOwned } from "./files.ts";
 import type { Host } from "./host.ts";
 import { PRIVATE_HOST } from "./private-address.ts";
+import { TIER_NAMES, tierSettings } from "./tier-settings.ts";
 
 /**
  * Streaming replication between the agent's instances (DESIGN.md, "Read
@@ -167,45 +169,21 @@ export async function waitStreaming(query: () => Promise<string | undefined>, id
 
 /**
  * Settings a hot standby must hold at least at its primary's values (they
- * size shared memory that tracks the primary's transactions and locks); a
- * replica of a smaller tier than its primary gets the primary's.
+ * size the shared memory that tracks the primary's transactions and locks):
+ * below them PostgreSQL refuses to start the standby, and when a running
+ * primary raises them (a resize) it pauses the standby's replay until a
+ * restart. A replica therefore runs them at the largest tier's values, so it
+ * follows its primary through every resize without a restart; they cost a
+ * little shared memory, nothing else.
  */
-export type StandbyFloors = Record<string, number>;
+const HOT_STANDBY_CRITICAL = ["max_connections", "max_worker_processes"] as const;
 
-const floorsPath = (host: Host, id: string) => path.join(replicationFilesDir(host, id), "floors.json");
-
-/** The floors learned for replica `id` so far (none: its own tier's settings). */
-export async function readStandbyFloors(host: Host, id: string): Promise<StandbyFloors> {
-  try {
-    return JSON.parse(await readFile(floorsPath(host, id), "utf8")) as StandbyFloors;
-  } catch {
-    return {};
-  }
-}
-
-/**
- * What PostgreSQL names in its log when a standby's setting is below the
- * primary's ("max_connections = 50 is a lower setting than on the primary
- * server, where its value was 100"), merged into the replica's floors.
- * Returns the settings raised, empty when the log names none.
- */
-export async function learnStandbyFloors(host: Host, id: string, log: string): Promise<string[]> {
-  const floors = await readStandbyFloors(host, id);
-  const raised: string[] = [];
-  for (const m of log.matchAll(/(\w+) = (\d+) is a lower setting than on the primary server, where its value was (\d+)/g)) {
-    const [, name, , primary] = m;
-    if ((floors[name!] ?? 0) < Number(primary)) {
-      floors[name!] = Number(primary);
-      raised.push(`${name} to ${primary}`);
-    }
-  }
-  if (raised.length) await writeOwned(host.runAs, floorsPath(host, id), JSON.stringify(floors));
-  return raised;
-}
-
-/** `settings` with every floor applied (the larger value wins). */
-export function applyFloors(settings: Record<string, string>, floors: StandbyFloors): Record<string, string> {
+/** `settings` of a replica, the hot-standby-critical ones raised to the largest tier's. */
+export function standbyFloors(settings: Record<string, string>): Record<string, string> {
   const out = { ...settings };
-  for (const [k, v] of Object.entries(floors)) if (!(Number(out[k]) >= v)) out[k] = String(v);
+  for (const name of HOT_STANDBY_CRITICAL) {
+    const largest = Math.max(...TIER_NAMES.map((t) => Number(tierSettings(t, os.totalmem())[name])));
+    if (!(Number(out[name]) >= largest)) out[name] = String(largest);
+  }
   return out;
 }

@@ -6,7 +6,7 @@ import { AGENT_SUPERUSER } from "./agent-socket.ts";
 import { writeOwned } from "./files.ts";
 import type { Host } from "./host.ts";
 import { PRIVATE_HOST, publishedPortLine } from "./private-address.ts";
-import { applyFloors, HBA_REPLICATION, type StandbyFloors, standbySettings } from "./replication.ts";
+import { HBA_REPLICATION, standbyFloors, standbySettings } from "./replication.ts";
 import { tierSettings } from "./tier-settings.ts";
 
 /**
@@ -55,10 +55,10 @@ function confValue(v: string): string {
  * `privatePort` (private-address.ts; clients reach instance `id` through the
  * proxy on `o.port`, which the file records); equal text means the server runs with
  * equal settings. A replica's standby settings (its primary's address) are
- * part of it, so a primary that moved makes the replica restart; `floors`
- * raise a replica's settings to its primary's where hot standby needs it.
+ * part of it, so a primary that moved makes the replica restart; its
+ * hot-standby-critical settings are the largest tier's (replication.ts).
  */
-export function renderConfig(host: Host, id: string, o: InstanceSettings, privatePort: number, floors: StandbyFloors = {}): string {
+export function renderConfig(host: Host, id: string, o: InstanceSettings, privatePort: number): string {
   const settings: Record<string, string> = {
     port: String(privatePort),
     listen_addresses: PRIVATE_HOST,
@@ -83,7 +83,7 @@ export function renderConfig(host: Host, id: string, o: InstanceSettings, privat
     archive_library: "basic_archive",
     archive_timeout: "30",
   };
-  const lines = Object.entries(applyFloors(settings, floors)).map(([k, v]) => `${k} = ${confValue(v)}`);
+  const lines = Object.entries(o.replica ? standbyFloors(settings) : settings).map(([k, v]) => `${k} = ${confValue(v)}`);
   if (o.replica) lines.push(...standbySettings(host, id, o.replica));
   return `# Managed by the dbaas agent; rewritten on every start. Do not edit.\n# tier: ${o.tier}\n${publishedPortLine(id, o.port)}\n${lines.join("\n")}\ninclude = ${confValue(ARCHIVE_CONF)}\n`;
 }

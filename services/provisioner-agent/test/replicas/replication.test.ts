@@ -197,7 +197,9 @@ describe.each(["17", "16"])("read replicas (PostgreSQL %s)", { timeout: 240_000 
     expect(conf).toMatch(/primary_slot_name = 'dbaas_rep_/);
     expect(conf).toMatch(/sslmode=verify-full/);
     expect(conf).toMatch(/^# tier: micro$/m);
-    expect(conf).toMatch(/^max_connections = '100'$/m);
+    // A micro replica of a small primary: hot-standby-critical settings at the largest tier's (xlarge), so it
+    // starts, and keeps replaying through any resize of its primary.
+    expect(conf).toMatch(/^max_connections = '800'$/m);
     expect(conf).not.toMatch(new RegExp(SECRET));
   });
 
