@@ -24,9 +24,10 @@ export interface SamplerOptions {
   /** Ids of the instances that exist; only running ones are sampled. */
   list(): Promise<string[]>;
   /**
-   * The proxy's byte counters of these databases, read once a round; one
-   * missing (never counted) reports 0 bytes in epoch "". A failed read fails
-   * the round: it is retried, never reported as zeros.
+   * The proxy's byte counters of these databases, read once a round; a
+   * database without them (not served yet) is sampled in a later round.
+   * Without this option the bytes are 0 in epoch "". A failed read fails the
+   * round: it is retried, never reported as zeros.
    */
   counters?: (ids: string[]) => Promise<ReadonlyMap<string, ByteCounters>>;
   /** Delivers one batch (ReportSamples); throws when it was not delivered. */
@@ -58,6 +59,9 @@ export function createSampler(o: SamplerOptions) {
 
   /** One running instance's sample now, or undefined if it is not running (or stopped while being measured). */
   async function measure(id: string, bytes: ByteCounters | undefined): Promise<InstanceSample | undefined> {
+    // Running but not served yet (its start is between the server's start and the meter's serve): no epoch to
+    // report, and billing refuses a sample without one; the next round has it.
+    if (o.counters && !bytes) return undefined;
     const dir = path.join(o.dataDir, "instances", id);
     const pf = await readPidFile(dir).catch(() => undefined);
     if (!pf?.port || !pf.socketDir) return undefined;
