@@ -12,7 +12,6 @@ import { mkdtemp, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import pg from "pg";
 import { createApi } from "../support/api.ts";
 import {
   backupsOf,
@@ -25,7 +24,7 @@ import {
 } from "../support/backups.ts";
 import { startStack, type Stack } from "../support/stack.ts";
 import { withBaselineTree } from "./baseline-tree.ts";
-import { fmt, summary, writeSection, runBench } from "./report.ts";
+import { fmt, summary, writeSection, runBench, benchLog as log, connectCustomer as connect, secs } from "./report.ts";
 
 const GB = Number(process.env.BENCH_BACKUP_GB ?? 1);
 const RPO_SECONDS = Number(process.env.BENCH_RPO_SECONDS ?? 120);
@@ -34,24 +33,6 @@ const BASELINE_REF = process.env.BENCH_BASELINE_REF ?? "87782e6";
 const MB = 2 ** 20;
 const run = promisify(execFile);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const t00 = performance.now();
-const log = (line: string) => process.stdout.write(`[${((performance.now() - t00) / 1000).toFixed(0).padStart(4)} s] ${line}\n`);
-const secs = (ms: number) => (ms / 1000).toFixed(1);
-
-/** A client as the customer connects (TLS, the API's credentials), kept open for many statements. */
-async function connect(connectionString: string): Promise<pg.Client> {
-  const url = new URL(connectionString);
-  const client = new pg.Client({
-    host: "127.0.0.1",
-    port: Number(url.port),
-    user: url.username,
-    password: decodeURIComponent(url.password),
-    database: url.pathname.slice(1),
-    ssl: { rejectUnauthorized: false },
-  });
-  await client.connect();
-  return client;
-}
 
 async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }> {
   const t0 = performance.now();

@@ -12,7 +12,6 @@ import { writeFile } from "node:fs/promises";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import pg from "pg";
 import {
   backupsOf,
   takeBackup,
@@ -24,7 +23,7 @@ import {
 } from "../support/backups.ts";
 import { account, asAgent, getReplica, slotName, withPassword } from "../support/replicas.ts";
 import { startStack } from "../support/stack.ts";
-import { runBench, summary, writeSection } from "./report.ts";
+import { runBench, summary, writeSection, benchLog as log, connectCustomer as connect, secs } from "./report.ts";
 
 const SCALE = Number(process.env.BENCH_PGBENCH_SCALE ?? 70);
 const LAG_SECONDS = Number(process.env.BENCH_LAG_SECONDS ?? 60);
@@ -33,24 +32,6 @@ const LAG_TPS = Number(process.env.BENCH_LAG_TPS ?? 200);
 const MB = 2 ** 20;
 const run = promisify(execFile);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const t00 = performance.now();
-const log = (line: string) => process.stdout.write(`[${((performance.now() - t00) / 1000).toFixed(0).padStart(4)} s] ${line}\n`);
-const secs = (ms: number) => (ms / 1000).toFixed(1);
-
-/** A client as the customer connects (TLS, the API's credentials), kept open for many statements. */
-async function connect(connectionString: string): Promise<pg.Client> {
-  const url = new URL(connectionString);
-  const client = new pg.Client({
-    host: "127.0.0.1",
-    port: Number(url.port),
-    user: url.username,
-    password: decodeURIComponent(url.password),
-    database: url.pathname.slice(1),
-    ssl: { rejectUnauthorized: false },
-  });
-  await client.connect();
-  return client;
-}
 
 /** Debian's pgbench against the published port (through the agent's proxy), TLS, as the customer. */
 async function pgbench(cs: string, args: string[]): Promise<string> {

@@ -1,6 +1,7 @@
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import pg from "pg";
 
 const file = join(resolve(dirname(fileURLToPath(import.meta.url)), "../.."), "docs/benchmarks.md");
 
@@ -39,4 +40,26 @@ export function runBench(main: () => Promise<void>): void {
       process.exit(1);
     },
   );
+}
+
+const benchStart = performance.now();
+/** A progress line, stamped with the seconds since the bench started. */
+export const benchLog = (line: string) =>
+  process.stdout.write(`[${((performance.now() - benchStart) / 1000).toFixed(0).padStart(4)} s] ${line}\n`);
+/** Milliseconds as seconds with one decimal. */
+export const secs = (ms: number) => (ms / 1000).toFixed(1);
+
+/** A client as the customer connects (TLS, the API's credentials), kept open for many statements. */
+export async function connectCustomer(connectionString: string): Promise<pg.Client> {
+  const url = new URL(connectionString);
+  const client = new pg.Client({
+    host: "127.0.0.1",
+    port: Number(url.port),
+    user: url.username,
+    password: decodeURIComponent(url.password),
+    database: url.pathname.slice(1),
+    ssl: { rejectUnauthorized: false },
+  });
+  await client.connect();
+  return client;
 }
