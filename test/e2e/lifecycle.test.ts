@@ -8,7 +8,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createApi, waitFor } from "../support/api.ts";
+import { createApi, statusOf, waitFor, waitStatus as waitForStatus } from "../support/api.ts";
 import { query } from "../support/pgclient.ts";
 import { createTestDatabase, type TestDatabase } from "../support/pg.ts";
 import { startStack, type Stack } from "../support/stack.ts";
@@ -38,68 +38,15 @@ async function account() {
   return api;
 }
 
-/** The database's status; an answer other than 200 (a 429, a 503 while a service restarts) is thrown, naming it. */
-async function statusOf(api: ReturnType<typeof createApi>, id: string): Promise<string> {
-  const res = await api.get(`/v1/databases/${id}`);
-  if (res.status !== 200) throw new Error(`GET /v1/databases/${id} answered ${res.status}`);
-  return res.body.data.status;
-}
-
-/**
- * waitFor, paced for the organization's 60 requests a minute: 100 ms between the first polls, 100 ms more
- * each time, at most 1.5 s. Polling at 10 a second across a slow restart (the databases service or an agent
- * killed, on a loaded CI machine) used the minute up, and every poll after it was a 429 until the next
- * minute: the CI's "Test timed out" of "converges after the databases service is killed -9".
- */
-async function paced<T>(fn: () => Promise<T | undefined | false>, timeoutMs: number, what: string): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (let delay = 100; ; delay = Math.min(delay + 100, 1500)) {
-    try {
-      const v = await fn();
-      if (v) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() + delay > deadline) break;
-    await new Promise((r) => setTimeout(r, delay));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ""}`);
-}
-
 /** How long one wait for a status may take; each test's own timeout is the sum of its waits, plus a margin. */
 const WAIT_MS = 60_000;
 /** A wait across a kill -9 (the killed process restarts, reconnects and catches up first). */
 const CRASH_WAIT_MS = 90_000;
 const MARGIN_MS = 15_000;
 
-/**
- * Waits for `status`; on timeout, says where the database stuck: the last status seen, its
- * operations, and the stack's log lines about it (the services' logs are not printed otherwise).
- */
-async function waitStatus(api: ReturnType<typeof createApi>, id: string, status: string, timeoutMs = WAIT_MS) {
-  let last: string | undefined;
-  const reached = async () => {
-    last = await statusOf(api, id);
-    return last === status;
-  };
-  try {
-    await paced(reached, timeoutMs, `${id} ${status}`);
-  } catch (err) {
-    const ops = await api.get(`/v1/databases/${id}/operations`).catch(() => undefined);
-    const opsSeen = (ops?.body?.data?.operations ?? []).map((o: any) => `${o.type}:${o.status}`).join(", ");
-    const lines = stack
-      .output()
-      .split("\n")
-      // The gateway's request lines aside: the polls themselves, whose last answer the message names.
-      .filter((l) => !/^gateway\s+\| request /.test(l))
-      .filter((l) => l.includes(id) || /^(databases|agent-\S+)\s+\| (WARN|ERROR|exited)/.test(l));
-    throw new Error(
-      `${(err as Error).message} (last status ${last ?? "unknown"}; operations: ${opsSeen || "none"})\n` +
-        `stack log, about it or warnings (last 40 lines):\n${lines.slice(-40).join("\n")}`,
-    );
-  }
-}
+/** Waits for `status`; a timeout names the last status, the operations and the stack's log lines about it. */
+const waitStatus = (api: ReturnType<typeof createApi>, id: string, status: string, timeoutMs = WAIT_MS) =>
+  waitForStatus(api, id, status, timeoutMs, () => stack.output());
 
 async function createRunning(api: ReturnType<typeof createApi>, body: Record<string, string>) {
   const res = await api.post("/v1/databases", body);
@@ -157,7 +104,7 @@ describe("lifecycle on real instances", () => {
     await waitStatus(api, db.id, "stopped");
     const hours = async () => (await api.get("/v1/billing/usage")).body.data.usage.compute.hours as number;
     // The outbox delivers the stop; after that the meter must stand still.
-    const { stopped } = await paced(
+    const { stopped } = await waitFor(
       async () => {
         const a = await hours();
         await new Promise((r) => setTimeout(r, 1500));
@@ -171,7 +118,7 @@ describe("lifecycle on real instances", () => {
 
     await api.post(`/v1/databases/${db.id}/start`);
     await waitStatus(api, db.id, "running");
-    await paced(async () => (await hours()) > stopped, 30_000, "meter running again");
+    await waitFor(async () => (await hours()) > stopped, 30_000, "meter running again");
   });
 
   it("resizes up and down, visible through SHOW; same tier is 422", { timeout: 6 * WAIT_MS + MARGIN_MS }, async () => {
@@ -257,6 +204,7 @@ describe("lifecycle on real instances", () => {
       },
       30_000,
       "instance stopped after delete",
+      { everyMs: 100 },
     );
 
     const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", "services/databases/src/cli/restore.ts", db.id], {
@@ -317,12 +265,12 @@ describe("crash safety", () => {
     const api = await account();
     const res = await api.post("/v1/databases", { name: "crash-1", region: "fsn1", tier: "micro" });
     process.kill(await stack.pid("agent-fsn1"), "SIGKILL");
-    await waitStatus(api, res.body.data.id, "running", 90_000);
+    await waitStatus(api, res.body.data.id, "running", CRASH_WAIT_MS);
     expect(await query(res.body.data.connection_string, "SELECT 1 AS one")).toEqual([{ one: 1 }]);
 
     await api.post(`/v1/databases/${res.body.data.id}/stop`);
     process.kill(await stack.pid("agent-fsn1"), "SIGKILL");
-    await waitStatus(api, res.body.data.id, "stopped", 90_000);
+    await waitStatus(api, res.body.data.id, "stopped", CRASH_WAIT_MS);
     await refused(res.body.data.connection_string);
   });
 
@@ -332,7 +280,7 @@ describe("crash safety", () => {
     const before = (await query(db.connection_string, "SELECT current_setting('max_connections') AS mc"))[0].mc;
     await api.post(`/v1/databases/${db.id}/resize`, { tier: "medium" });
     process.kill(await stack.pid("agent-fsn1"), "SIGKILL");
-    await waitStatus(api, db.id, "running", 90_000);
+    await waitStatus(api, db.id, "running", CRASH_WAIT_MS);
     const after = (await query(db.connection_string, "SELECT current_setting('max_connections') AS mc"))[0].mc;
     expect(Number(after)).toBeGreaterThan(Number(before));
     // Exactly one instance directory and one postmaster for the database: nothing duplicated or orphaned.
@@ -347,7 +295,7 @@ describe("crash safety", () => {
     const db = await createRunning(api, { name: "crash-2", region: "fsn1", tier: "micro" });
     await api.post(`/v1/databases/${db.id}/restart`);
     process.kill(await stack.pid("databases"), "SIGKILL");
-    await waitStatus(api, db.id, "running", 90_000);
+    await waitStatus(api, db.id, "running", CRASH_WAIT_MS);
     expect(await query(db.connection_string, "SELECT 1 AS one")).toEqual([{ one: 1 }]);
   });
 
@@ -358,7 +306,9 @@ describe("crash safety", () => {
     const postmaster = Number((await readFile(pidFile, "utf8")).split("\n")[0]);
     process.kill(postmaster, "SIGKILL");
     await refused(db.connection_string);
-    await waitFor(async () => (await query(db.connection_string, "SELECT 1 AS one"))[0].one === 1, 60_000, "instance restarted");
+    await waitFor(async () => (await query(db.connection_string, "SELECT 1 AS one"))[0].one === 1, 60_000, "instance restarted", {
+      everyMs: 100,
+    });
     expect(await statusOf(api, db.id)).toBe("running");
   });
 });

@@ -76,20 +76,76 @@ export function createApi(baseUrl: string) {
   };
 }
 
-/** Polls `fn` until it returns a truthy value or `timeoutMs` passes. */
-export async function waitFor<T>(fn: () => Promise<T | undefined | false>, timeoutMs = 30_000, what = "condition"): Promise<T> {
+/**
+ * Polls `fn` until it returns a truthy value or `timeoutMs` passes; a throw counts as not yet, and the last one is
+ * named on timeout. Paced for an organization's 60 requests a minute (the free plan, counted in fixed minutes):
+ * 100 ms before the second poll, 100 ms more each time, at most 1.5 s apart, so about 45 polls in a minute of
+ * waiting. Polling every 100 ms used the minute up within six seconds of a slow convergence, and every poll after
+ * that was a 429 until the next minute (the CI's "Test timed out" in lifecycle.test.ts). `everyMs` polls at a
+ * fixed interval instead: for what the rate limiter does not count (a file, the stack's output, a database
+ * connection, another server), where waiting longer than needed only slows the test.
+ */
+export async function waitFor<T>(
+  fn: () => Promise<T | undefined | false>,
+  timeoutMs = 30_000,
+  what = "condition",
+  { everyMs }: { everyMs?: number } = {},
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
-  while (Date.now() < deadline) {
+  for (let delay = everyMs ?? 100; ; delay = everyMs ?? Math.min(delay + 100, 1500)) {
     try {
       const v = await fn();
       if (v) return v;
     } catch (err) {
       last = err;
     }
-    await new Promise((r) => setTimeout(r, 100));
+    // No sleep past the deadline: the timeout is reported when it falls, not a pause later.
+    if (Date.now() + delay > deadline) break;
+    await new Promise((r) => setTimeout(r, delay));
   }
-  throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ""}`);
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ""}`);
+}
+
+/** The database's status; an answer other than 200 (a 429, a 503 while a service restarts) is thrown, naming it. */
+export async function statusOf(api: ReturnType<typeof createApi>, id: string): Promise<string> {
+  const res = await api.get(`/v1/databases/${id}`);
+  if (res.status !== 200) throw new Error(`GET /v1/databases/${id} answered ${res.status}`);
+  return res.body.data.status;
+}
+
+/**
+ * Waits (paced) for database `id` to have `status`; on timeout, says where it stuck: the last status seen, its
+ * operations and, given the stack's output (`log`, e.g. `stack.output`), the log lines about it and the
+ * services' warnings, which are not printed otherwise.
+ */
+export async function waitStatus(
+  api: ReturnType<typeof createApi>,
+  id: string,
+  status: string,
+  timeoutMs = 60_000,
+  log?: () => string,
+): Promise<void> {
+  let last: string | undefined;
+  const reached = async () => {
+    last = await statusOf(api, id);
+    return last === status;
+  };
+  try {
+    await waitFor(reached, timeoutMs, `${id} ${status}`);
+  } catch (err) {
+    const ops = await api.get(`/v1/databases/${id}/operations`).catch(() => undefined);
+    const opsSeen = (ops?.body?.data?.operations ?? []).map((o: any) => `${o.type}:${o.status}`).join(", ");
+    const lines = (log?.() ?? "")
+      .split("\n")
+      // The gateway's request lines aside: the polls themselves, whose last answer the message names.
+      .filter((l) => !/^gateway\s+\| request /.test(l))
+      .filter((l) => l.includes(id) || /^(databases|agent-\S+)\s+\| (WARN|ERROR|exited)/.test(l));
+    throw new Error(
+      `${(err as Error).message} (last status ${last ?? "unknown"}; operations: ${opsSeen || "none"})` +
+        (log ? `\nstack log, about it or warnings (last 40 lines):\n${lines.slice(-40).join("\n")}` : ""),
+    );
+  }
 }
 
 /** One response as received, for `ConformanceChecker.check`. */
