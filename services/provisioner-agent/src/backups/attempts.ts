@@ -2,7 +2,11 @@ import { mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promise
 import path from "node:path";
 import { rand } from "../instances/files.ts";
 
-/** After this many attempts at one backup it is reported failed (an attempt cut short by a crash counts). */
+/**
+ * After this many attempts at one backup it is reported failed (an attempt
+ * cut short by a crash of the agent counts; one ended by the instance's own
+ * stop or restart does not, see backup-manager.ts).
+ */
 export const BACKUP_ATTEMPTS = 3;
 
 export interface AttemptRecord {

@@ -58,6 +58,8 @@ export interface BackupManagerOptions {
 
 /** How long a finished base backup waits for its WAL to be stored before the attempt fails. */
 const WAL_WAIT_MS = 5 * 60_000;
+/** How long a failed attempt's server may refuse connections (shutting down) before the failure counts as the backup's. */
+const SHUTDOWN_WAIT_MS = 15_000;
 
 const toTimestamp = (d: Date | string) => timestampFromDate(typeof d === "string" ? new Date(d) : d);
 
@@ -164,6 +166,7 @@ export function createBackupManager(opts: BackupManagerOptions) {
     const done = (async () => {
       const obs = await opts.runtime.observe(id);
       if (obs.state !== "running" || obs.message) return;
+      const server = obs.pid;
       const attempt = await attempts.begin(id, backupId);
       const startedAt = clock.now();
       observe(id, create(BackupObservationSchema, { backupId, state: BackupState.RUNNING, startedAt: toTimestamp(startedAt) }));
@@ -204,6 +207,17 @@ export function createBackupManager(opts: BackupManagerOptions) {
           return;
         }
         const reason = (e as Error).message;
+        if (await serverWentAway(id, server)) {
+          // A stop, restart or resize of the instance ended the backup's connection: not the backup's failure.
+          // It is taken again (from scratch) once the instance runs, which scheduleBackups waits for.
+          await attempts.uncount(id, backupId);
+          log.info("base backup interrupted by the instance stopping; it is retried once the instance runs", {
+            database_id: id,
+            backup_id: backupId,
+            error: reason,
+          });
+          return;
+        }
         await attempts.failed(id, backupId, reason);
         log.warn("base backup failed", { database_id: id, backup_id: backupId, attempt: attempt.attempts, error: reason });
         outcomes.failed++;
@@ -214,6 +228,26 @@ export function createBackupManager(opts: BackupManagerOptions) {
       .catch((e) => log.warn("base backup step failed", { database_id: id, backup_id: backupId, error: e }))
       .finally(() => running.delete(id));
     running.set(id, { backupId, abort, done });
+  }
+
+  /**
+   * Whether the server an attempt ran on was stopped (or restarted) meanwhile:
+   * stopped, or running as another postmaster. A server still shutting down
+   * looks running but refuses connections, so that is waited out (bounded).
+   * A crash is not: its server is seen crashed (the reconciler restarts it
+   * only after its next observation), and a backup that crashes its server
+   * must use up its attempts rather than be retried forever.
+   */
+  async function serverWentAway(id: string, pid: number | undefined): Promise<boolean> {
+    const deadline = Date.now() + SHUTDOWN_WAIT_MS;
+    for (;;) {
+      const now = await opts.runtime.observe(id);
+      if (now.state === "stopped" || now.state === "absent") return true;
+      if (now.state !== "running") return false;
+      if (pid !== undefined && now.pid !== undefined && now.pid !== pid) return true;
+      if (!now.message || Date.now() > deadline) return false;
+      await sleep(250);
+    }
   }
 
   async function giveUp(id: string, backupId: string, reason: string): Promise<void> {

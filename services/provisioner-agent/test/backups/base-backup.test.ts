@@ -3,6 +3,7 @@ import { mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promise
 import path from "node:path";
 import { BackupState } from "@dbaas/proto/agent";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { BACKUP_ATTEMPTS } from "../../src/backups/attempts.ts";
 import type { BackupManager } from "../../src/backups/backup-manager.ts";
 import { takeBaseBackup } from "../../src/backups/base-backup.ts";
 import type { BlobStore } from "../../src/backups/blob-store.ts";
@@ -96,6 +97,32 @@ describe("base backups under failure (PostgreSQL 17)", { timeout: 120_000 }, () 
     expect(record.backupId).toBe("bkp-cut");
     expect(await fx.store.exists(recordKey(fx.id, "bkp-cut"))).toBe(true);
     await waitFor(async () => (await walsenders(fx)) === 0, 10_000, "no backup walsender left");
+    await assertNoRecordWithoutFiles(fx.store, fx.id);
+  });
+
+  it("a backup ended by the instance's own restarts is retried without using up its attempts", async () => {
+    // The spool replaced by a file: archiving fails, so each attempt's BASE_BACKUP waits for its WAL until a restart ends it.
+    await rename(fx.spoolDir, `${fx.spoolDir}.away`);
+    await writeFile(fx.spoolDir, "");
+    const settings = { port: fx.port, tier: "micro", hostname: fx.spec.host, scramVerifier: fx.spec.scramVerifier };
+    try {
+      manager!.setDesired([{ ...fx.spec, backupIds: ["bkp-restarted"] }]);
+      for (let i = 1; i <= BACKUP_ATTEMPTS; i++) {
+        await waitFor(async () => (await walsenders(fx).catch(() => 0)) > 0, 30_000, `attempt ${i} under way`);
+        await fx.runtime.restart(fx.id, settings);
+      }
+    } finally {
+      await rm(fx.spoolDir);
+      await rename(`${fx.spoolDir}.away`, fx.spoolDir);
+    }
+    // A reload wakes the server's archiver, which otherwise retries the failed files only after a minute.
+    await fx.sql("SELECT pg_reload_conf()");
+    const done = await waitFor(
+      () => view(manager!, fx.id)?.backups.find((b) => b.backupId === "bkp-restarted" && b.state !== BackupState.RUNNING),
+      60_000,
+      "outcome",
+    );
+    expect(done.state).toBe(BackupState.COMPLETED);
     await assertNoRecordWithoutFiles(fx.store, fx.id);
   });
 
