@@ -2,6 +2,7 @@ import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { ConfigError, envInt, envList, envString, requireEnv } from "@dbaas/kit";
+import { DEFAULT_PRIVATE_ADDRESS, privateAddressing } from "./instances/private-address.ts";
 import type { ConnectionMeterMode } from "./proxy/meter.ts";
 
 export interface Config {
@@ -25,6 +26,14 @@ export interface Config {
   runAsUser: string;
   /** Address instances listen on for clients. */
   listenAddress: string;
+  /**
+   * AGENT_PRIVATE_ADDRESS (127.0.0.1): what the servers listen on behind the
+   * meter, and where replicas on other agents stream from (a pod's IP);
+   * AGENT_PRIVATE_NETWORK: the CIDR a primary lets replicas stream from
+   * (default: the address alone, if loopback; required otherwise).
+   */
+  privateAddress: string;
+  privateNetwork: string;
   /** CONNECTION_METER (auto): who forwards and counts the published ports' traffic, nftables or the agent's proxy (proxy/meter.ts). */
   connectionMeter: ConnectionMeterMode;
   /** Period of full reports (heartbeat) and of re-observing every instance. */
@@ -80,6 +89,15 @@ function parseRange(raw: string): [number, number] {
   return [Number(m[1]), Number(m[2])];
 }
 
+function privateConfig(env: Record<string, string | undefined>): { privateAddress: string; privateNetwork: string } {
+  try {
+    const p = privateAddressing(envString(env, "AGENT_PRIVATE_ADDRESS", DEFAULT_PRIVATE_ADDRESS), env.AGENT_PRIVATE_NETWORK);
+    return { privateAddress: p.address, privateNetwork: p.network };
+  } catch (e) {
+    throw new ConfigError((e as Error).message);
+  }
+}
+
 export function readConfig(env: Record<string, string | undefined> = process.env): Config {
   const agentId = envString(
     env,
@@ -102,6 +120,7 @@ export function readConfig(env: Record<string, string | undefined> = process.env
     replicationSecret: requireEnv(env, "AGENT_REPLICATION_SECRET"),
     runAsUser: envString(env, "AGENT_RUN_AS_USER", "nobody"),
     listenAddress: envString(env, "AGENT_LISTEN_ADDRESS", "127.0.0.1"),
+    ...privateConfig(env),
     connectionMeter: meterMode(envString(env, "CONNECTION_METER", "auto")),
     reportIntervalMs: envInt(env, "AGENT_REPORT_INTERVAL_MS", 3000),
     concurrency: envInt(env, "AGENT_CONCURRENCY", 4),

@@ -49,6 +49,8 @@ export function createContext(cfg: Config, overrides: Partial<AppContext> = {}):
     store,
     proxy,
     replicationSecret: cfg.replicationSecret,
+    privateAddress: cfg.privateAddress,
+    privateNetwork: cfg.privateNetwork,
     log: (msg) => log.info(msg),
   });
   return {

@@ -5,7 +5,6 @@ import { ADMIN_ROLE, DEFAULT_DATABASE, withAgentClient } from "./agent-socket.ts
 import { errMsg, tail } from "./files.ts";
 import type { Host } from "./host.ts";
 import { observeInstance, readPidFile } from "./observe.ts";
-import { PRIVATE_HOST } from "./private-address.ts";
 import { probeTlsLogin } from "./probe.ts";
 import { ensureReplicationRole, waitStreaming } from "./replication.ts";
 import { writeOpenHba } from "./server-config.ts";
@@ -57,7 +56,7 @@ export async function admitClients(host: Host, id: string, o: InstanceSettings, 
     if (Date.now() > deadline) throw new Error(`instance ${id}: configuration reload not observed within 10 s`);
     await sleep(10);
   }
-  await host.proxy.serve(id, { port: o.port, target: { host: PRIVATE_HOST, port: privatePort } });
+  await host.proxy.serve(id, { port: o.port, target: { host: host.privateAddress, port: privatePort } });
   let lastErr: unknown;
   for (;;) {
     try {

@@ -6,6 +6,7 @@ import path from "node:path";
 import type { ConnectionProxy } from "../proxy/counters.ts";
 import { type ConnectionMeterMode, createConnectionMeter } from "../proxy/meter.ts";
 import { findServerBinaries, type ServerBinaries } from "./binaries.ts";
+import { privateAddressing } from "./private-address.ts";
 import { isServerProcessIn, serverProcessesIn } from "./procfs.ts";
 import { resolveRunAs, type RunAsIdentity } from "./run-as.ts";
 import { loadOrCreateCA, type AgentCA } from "./tls.ts";
@@ -28,6 +29,10 @@ export interface HostOptions {
   connectionMeter?: ConnectionMeterMode;
   /** AGENT_REPLICATION_SECRET: replication passwords are derived from it (instances/replication.ts). */
   replicationSecret?: string;
+  /** AGENT_PRIVATE_ADDRESS: what servers listen on, for the proxy and for replicas (private-address.ts). Default 127.0.0.1. */
+  privateAddress?: string;
+  /** AGENT_PRIVATE_NETWORK: whom a primary lets stream (pg_hba). Default: the private address alone, if loopback. */
+  privateNetwork?: string;
   log?: (msg: string) => void;
 }
 
@@ -54,6 +59,10 @@ export interface Host {
   readonly log: (msg: string) => void;
   /** The region's AGENT_REPLICATION_SECRET (absent: this agent's instances serve and run no replicas). */
   readonly replicationSecret?: string;
+  /** The address instances listen on (the proxy forwards there, replicas stream from there). */
+  readonly privateAddress: string;
+  /** The CIDR replicas may stream from (pg_hba's replication line). */
+  readonly privateNetwork: string;
   instanceDir(id: string): string;
   logPath(id: string): string;
   /** The instance's WAL spool (archive_directory), outside its data directory so base backups do not carry it. */
@@ -80,6 +89,7 @@ export function createHost(opts: HostOptions): Host {
   const instancesDir = path.join(root, "instances");
   const caDir = path.join(root, "ca");
   const listenAddress = opts.listenAddress ?? "127.0.0.1";
+  const privateAddr = privateAddressing(opts.privateAddress, opts.privateNetwork);
   const runAs = resolveRunAs(opts.runAsUser ?? "nobody");
   const binaries = findServerBinaries();
   const serverExes = new Set<string>();
@@ -172,6 +182,8 @@ export function createHost(opts: HostOptions): Host {
     binaries,
     log,
     ...(opts.replicationSecret ? { replicationSecret: opts.replicationSecret } : {}),
+    privateAddress: privateAddr.address,
+    privateNetwork: privateAddr.network,
     instanceDir: (id) => path.join(instancesDir, id),
     logPath: (id) => path.join(instancesDir, `${id}.log`),
     spoolDir: (id) => path.join(walSpoolRoot(root), id),

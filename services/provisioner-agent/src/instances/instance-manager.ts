@@ -6,7 +6,7 @@ import { withAgentClient } from "./agent-socket.ts";
 import { createDataDirs } from "./data-dirs.ts";
 import { createHost, type HostOptions } from "./host.ts";
 import { observeInstance, resourceUsage, type InstanceResourceUsage } from "./observe.ts";
-import { PRIVATE_HOST, publishedPortOf } from "./private-address.ts";
+import { publishedPortOf } from "./private-address.ts";
 import { adoptReplica, resumeServing, startInstance, stopInstance } from "./process-control.ts";
 import { ensureReplicationRole, removeReplicaFiles, syncSlots } from "./replication.ts";
 import { configPath } from "./server-config.ts";
@@ -198,7 +198,7 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
       // The port clients use (the proxy's), not the server's private one.
       const published = obs.port && (await publishedPortOf(configPath(host.instanceDir(id)), id));
       // Replicas stream from the server itself (its private port), not through the proxy.
-      return published ? { ...obs, port: published, replicationAddress: PRIVATE_HOST, replicationPort: obs.port! } : obs;
+      return published ? { ...obs, port: published, replicationAddress: host.privateAddress, replicationPort: obs.port! } : obs;
     },
     purge: async (id) => {
       assertId(id);

@@ -6,10 +6,12 @@ import type { Host } from "./host.ts";
 /**
  * Where an instance's server really listens. Clients use the database's
  * published port, which the agent's connection proxy serves (src/proxy/);
- * the server listens on loopback only, on a private port chosen when it
- * starts (a port free at that moment) and kept while it runs (postmaster.pid
- * has it). TLS must pass through the proxy untouched and PostgreSQL does not
- * speak TLS over unix sockets, hence a TCP port rather than a socket.
+ * the server listens on the agent's private address only (loopback unless
+ * AGENT_PRIVATE_ADDRESS says otherwise: replicas on other hosts stream from
+ * it), on a private port chosen when it starts (a port free at that moment)
+ * and kept while it runs (postmaster.pid has it). TLS must pass through the
+ * proxy untouched and PostgreSQL does not speak TLS over unix sockets, hence
+ * a TCP port rather than a socket.
  *
  * PostgreSQL names its unix socket after the port it listens on, and the
  * agent's own connections (admission, observation, backups, samples) address
@@ -19,7 +21,41 @@ import type { Host } from "./host.ts";
  * connecting with (socketDir, published port), over the socket, not through
  * the proxy (its traffic is not the customer's).
  */
-export const PRIVATE_HOST = "127.0.0.1";
+export const DEFAULT_PRIVATE_ADDRESS = "127.0.0.1";
+
+/** The agent's private address and the network its region's agents reach it from (pg_hba's replication line). */
+export interface PrivateAddressing {
+  address: string;
+  network: string;
+}
+
+/**
+ * Checks AGENT_PRIVATE_ADDRESS and AGENT_PRIVATE_NETWORK. The address must be
+ * an IP literal (listen_addresses, nftables DNAT, a replica's hostaddr). A
+ * loopback address defaults the network to itself alone (every agent on one
+ * host); any other address needs the network named, because this host cannot
+ * tell which network its region's agents connect from (a pod's interface
+ * shows its node's range, not the cluster's).
+ */
+export function privateAddressing(address: string = DEFAULT_PRIVATE_ADDRESS, network?: string): PrivateAddressing {
+  const family = net.isIP(address);
+  if (family === 0) throw new Error(`AGENT_PRIVATE_ADDRESS must be an IP address, got "${address}"`);
+  const loopback = family === 4 ? address.startsWith("127.") : address === "::1";
+  if (network === undefined || network === "") {
+    if (!loopback)
+      throw new Error(
+        `AGENT_PRIVATE_NETWORK must be set (the CIDR the region's agents connect from) when AGENT_PRIVATE_ADDRESS is ${address}`,
+      );
+    return { address, network: `${address}/${family === 4 ? 32 : 128}` };
+  }
+  const m = /^([^/]+)\/(\d{1,3})$/.exec(network);
+  const netFamily = m ? net.isIP(m[1]!) : 0;
+  if (!m || netFamily === 0 || Number(m[2]) > (netFamily === 4 ? 32 : 128))
+    throw new Error(`AGENT_PRIVATE_NETWORK must be a CIDR such as 10.0.0.0/8, got "${network}"`);
+  if (netFamily !== family)
+    throw new Error(`AGENT_PRIVATE_NETWORK ${network} is not of the address family of AGENT_PRIVATE_ADDRESS ${address}`);
+  return { address, network };
+}
 
 const socketName = (port: number) => `.s.PGSQL.${port}`;
 
@@ -38,11 +74,11 @@ export async function publishedPortOf(confPath: string, id: string): Promise<num
   return m && m[2] === id ? Number(m[1]) : undefined;
 }
 
-function freeLoopbackPort(): Promise<number> {
+function freePrivatePort(address: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.once("error", reject);
-    srv.listen(0, PRIVATE_HOST, () => {
+    srv.listen(0, address, () => {
       const { port } = srv.address() as net.AddressInfo;
       srv.close(() => resolve(port));
     });
@@ -59,17 +95,17 @@ async function exists(p: string): Promise<boolean> {
   }
 }
 
-/** Whether `port` can be bound on loopback right now. */
-function loopbackPortFree(port: number): Promise<boolean> {
+/** Whether `port` can be bound on the private address right now. */
+function privatePortFree(address: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const srv = net.createServer();
     srv.once("error", () => resolve(false));
-    srv.listen(port, PRIVATE_HOST, () => srv.close(() => resolve(true)));
+    srv.listen(port, address, () => srv.close(() => resolve(true)));
   });
 }
 
 /**
- * A private port for a server about to start: free on loopback now, not the
+ * A private port for a server about to start: free on the private address now, not the
  * published one, and with no socket (or another instance's symlink) of that
  * name in the socket directory, which PostgreSQL would replace. `preferred`
  * (the port the instance last used, its data directory `dataDir`) wins when
@@ -78,14 +114,14 @@ function loopbackPortFree(port: number): Promise<boolean> {
  */
 export async function choosePrivatePort(host: Host, published: number, preferred?: { port: number; dataDir: string }): Promise<number> {
   const usable = async (port: number) => port !== published && !(await exists(path.join(host.socketDir, socketName(port))));
-  if (preferred && preferred.port >= 1024 && preferred.port !== published && (await loopbackPortFree(preferred.port))) {
+  if (preferred && preferred.port >= 1024 && preferred.port !== published && (await privatePortFree(host.privateAddress, preferred.port))) {
     // The lock file's second line is the data directory of the server that made the socket.
     const lock = await readFile(path.join(host.socketDir, `${socketName(preferred.port)}.lock`), "utf8").catch(() => undefined);
     const own = lock !== undefined && lock.split("\n")[1] === preferred.dataDir;
     if (own || (await usable(preferred.port))) return preferred.port;
   }
   for (let i = 0; i < 20; i++) {
-    const port = await freeLoopbackPort();
+    const port = await freePrivatePort(host.privateAddress);
     if (await usable(port)) return port;
   }
   throw new Error(`no free private port for the instance published on ${published}`);

@@ -21,7 +21,7 @@ import { errMsg, fsyncDir, pathExists, prepareLogFile, removeStaleTempFiles, tai
 import type { Host } from "./host.ts";
 import { observeInstance, readPidFile } from "./observe.ts";
 import { tcpPortRefuses } from "./probe.ts";
-import { choosePrivatePort, linkAgentSocket, PRIVATE_HOST, publishedPortOf, unlinkAgentSocket } from "./private-address.ts";
+import { choosePrivatePort, linkAgentSocket, publishedPortOf, unlinkAgentSocket } from "./private-address.ts";
 import { pidExists } from "./procfs.ts";
 import { runCommand } from "./run-as.ts";
 import { removeReplicaFiles, standbySignalPath, writeReplicaFiles } from "./replication.ts";
@@ -156,9 +156,9 @@ export async function stopInstance(host: Host, id: string): Promise<void> {
   while ((host.isPostmasterIn(pid, real) || host.serverPidsIn(real).length > 0) && Date.now() < deadline) await sleep(20);
   if (host.isPostmasterIn(pid, real)) throw new Error(`instance ${id}: postmaster ${pid} still running after stop`);
   if (obs.port) {
-    while (!(await tcpPortRefuses(PRIVATE_HOST, obs.port, 500))) {
+    while (!(await tcpPortRefuses(host.privateAddress, obs.port, 500))) {
       if (Date.now() > deadline)
-        throw new Error(`instance ${id}: stopped, but something still accepts connections on ${PRIVATE_HOST}:${obs.port}`);
+        throw new Error(`instance ${id}: stopped, but something still accepts connections on ${host.privateAddress}:${obs.port}`);
       await sleep(50);
     }
   }
@@ -242,7 +242,7 @@ export async function resumeServing(host: Host, id: string): Promise<void> {
   if (!published || published === obs.port) return;
   await host.ensureSocketDir();
   await linkAgentSocket(host, published, obs.port);
-  await host.proxy.serve(id, { port: published, target: { host: PRIVATE_HOST, port: obs.port } });
+  await host.proxy.serve(id, { port: published, target: { host: host.privateAddress, port: obs.port } });
   host.log(`instance ${id}: found running; serving port ${published} again`);
 }
 

@@ -7,7 +7,6 @@ import type pg from "pg";
 import type { ReplicaConnection } from "../runtime.ts";
 import { writeOwned } from "./files.ts";
 import type { Host } from "./host.ts";
-import { PRIVATE_HOST } from "./private-address.ts";
 import { TIER_NAMES, tierSettings } from "./tier-settings.ts";
 
 /**
@@ -41,8 +40,8 @@ function scramVerifier(password: string, iterations = 4096): string {
   return `SCRAM-SHA-256$${iterations}:${salt.toString("base64")}$${storedKey.toString("base64")}:${serverKey.toString("base64")}`;
 }
 
-/** pg_hba line that lets replicas of this primary stream over TLS from the private network (loopback here). */
-export const HBA_REPLICATION = `hostssl replication ${REPLICATION_ROLE} ${PRIVATE_HOST}/32 scram-sha-256`;
+/** pg_hba line that lets replicas of this primary stream over TLS from the private network (AGENT_PRIVATE_NETWORK). */
+export const hbaReplication = (privateNetwork: string) => `hostssl replication ${REPLICATION_ROLE} ${privateNetwork} scram-sha-256`;
 
 /**
  * Creates the replication role if missing and gives it the current derived

@@ -5,8 +5,8 @@ import type { InstanceSettings } from "../runtime.ts";
 import { AGENT_SUPERUSER } from "./agent-socket.ts";
 import { writeOwned } from "./files.ts";
 import type { Host } from "./host.ts";
-import { PRIVATE_HOST, publishedPortLine } from "./private-address.ts";
-import { HBA_REPLICATION, standbyFloors, standbySettings } from "./replication.ts";
+import { publishedPortLine } from "./private-address.ts";
+import { hbaReplication, standbyFloors, standbySettings } from "./replication.ts";
 import { tierSettings } from "./tier-settings.ts";
 
 /**
@@ -35,14 +35,14 @@ local all ${AGENT_SUPERUSER} trust
 local replication ${AGENT_SUPERUSER} trust
 `;
 // "all" does not match replication connections: base backups need their own line.
-const HBA_OPEN = `# Managed by the dbaas agent. Do not edit.
+export const openHba = (host: Host) => `# Managed by the dbaas agent. Do not edit.
 local   all          ${AGENT_SUPERUSER}  trust
 local   replication  ${AGENT_SUPERUSER}  trust
 host    all  ${AGENT_SUPERUSER}  all        reject
 hostssl all  all          0.0.0.0/0  scram-sha-256
 hostssl all  all          ::/0       scram-sha-256
 host    all  all          all        reject
-${HBA_REPLICATION}
+${hbaReplication(host.privateNetwork)}
 `;
 
 /** postgresql.conf string literal. */
@@ -61,7 +61,7 @@ function confValue(v: string): string {
 export function renderConfig(host: Host, id: string, o: InstanceSettings, privatePort: number): string {
   const settings: Record<string, string> = {
     port: String(privatePort),
-    listen_addresses: PRIVATE_HOST,
+    listen_addresses: host.privateAddress,
     unix_socket_directories: host.socketDir,
     // The socket grants superuser without a password (local trust), so only
     // the run-as user (and root) may open it.
@@ -125,5 +125,5 @@ export async function writeStartConfig(host: Host, dir: string, conf: string): P
 
 /** pg_hba.conf that lets customers in (TLS + SCRAM only); takes effect on the next reload. */
 export async function writeOpenHba(host: Host, dir: string): Promise<void> {
-  await writeOwned(host.runAs, path.join(dir, "pg_hba.conf"), HBA_OPEN);
+  await writeOwned(host.runAs, path.join(dir, "pg_hba.conf"), openHba(host));
 }
