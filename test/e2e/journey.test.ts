@@ -6,7 +6,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createApi, waitFor } from "../support/api.ts";
+import { createApi, waitFor, waitStatus } from "../support/api.ts";
 import { query } from "../support/pgclient.ts";
 import { restartStack, startStack, type Stack } from "../support/stack.ts";
 
@@ -59,8 +59,8 @@ describe("walking skeleton journey", () => {
     expect(new Date(db.created_at).toISOString()).toBe(db.created_at);
   });
 
-  it("shows running only once the real server accepts connections, and a client can query it over TLS", async () => {
-    await waitFor(async () => (await api.get(`/v1/databases/${db.id}`)).body.data?.status === "running", 60_000, "running");
+  it("shows running only once the real server accepts connections, and a client can query it over TLS", { timeout: 75_000 }, async () => {
+    await waitStatus(api, db.id, "running", 60_000, () => stack.output());
     const rows = await query(
       db.connection_string,
       "SELECT current_user AS u, version() AS v, ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
@@ -182,7 +182,11 @@ describe("walking skeleton journey", () => {
     expect((await other.get("/v1/databases")).body.data.databases).toEqual([]);
   });
 
-  it("stops everything on Ctrl-C and brings the same databases back on the next start", async () => {
+  // The stop (30 s is generous), the restart (ready within 120 s) and the instance back (60 s): the test's own
+  // timeout covers its waits, so one that sticks fails naming itself.
+  it("stops everything on Ctrl-C and brings the same databases back on the next start", {
+    timeout: 30_000 + 120_000 + 60_000,
+  }, async () => {
     const pids = await Promise.all(["identity", "billing", "databases", "agent-fsn1", "gateway"].map((s) => stack.pid(s)));
     expect(await stack.stop()).toBe(0);
     const url = new URL(db.connection_string);
@@ -212,6 +216,7 @@ describe("walking skeleton journey", () => {
       },
       60_000,
       "instance back",
+      { everyMs: 100 },
     );
     expect((await api.get(`/v1/databases/${db.id}`)).body.data.status).toBe("running");
   });

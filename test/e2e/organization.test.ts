@@ -44,7 +44,7 @@ async function startSecondGateway(port: number): Promise<typeof gateway2> {
   let output = "";
   for (const stream of [child.stdout!, child.stderr!]) createInterface({ input: stream }).on("line", (l) => (output += l + "\n"));
   // Listening is not enough: its principal cache is trusted only once identity's revocation feed is subscribed.
-  await waitFor(async () => output.includes("revocation feed subscribed"), 30_000, `second gateway ready:\n${output}`);
+  await waitFor(async () => output.includes("revocation feed subscribed"), 30_000, `second gateway ready:\n${output}`, { everyMs: 100 });
   return { url: `http://127.0.0.1:${port}`, process: child, output: () => output };
 }
 
@@ -75,7 +75,7 @@ beforeAll(async () => {
       DATABASES_URL: `http://127.0.0.1:${base + 2}`,
     },
   });
-  await waitFor(async () => /gateway\s+\| revocation feed subscribed/.test(stack.output()), 30_000, "stack gateway feed");
+  await waitFor(async () => /gateway\s+\| revocation feed subscribed/.test(stack.output()), 30_000, "stack gateway feed", { everyMs: 100 });
   gateway2 = await startSecondGateway(base + 5);
 }, 240_000);
 
@@ -206,13 +206,16 @@ describe("organization and team, end to end", () => {
     expect(unknown.status).toBe(404);
   });
 
-  it("keeps an invitation mail while the SMTP server is down and delivers it once it is back", async () => {
+  // Its own timeout covers its waits (the failed attempt, the SMTP server's start, the mail, the 2 s after).
+  it("keeps an invitation mail while the SMTP server is down and delivers it once it is back", {
+    timeout: 20_000 + 20_000 + 30_000 + 2_000 + 15_000,
+  }, async () => {
     const port = smtp.port;
     await smtp.stop();
     const lateEmail = email("smtp-outage");
     const res = await api.post("/v1/organization/members", { email: lateEmail, role: "viewer" });
     expect(res.status).toBe(201);
-    await waitFor(async () => stack.output().includes("mail not sent; will retry"), 20_000, "a failed delivery attempt");
+    await waitFor(async () => stack.output().includes("mail not sent; will retry"), 20_000, "a failed delivery attempt", { everyMs: 100 });
     smtp = await startSmtpServer(port);
     const mail = await mailTo(lateEmail);
     expect(invitationToken(mail)).toMatch(/^dbi_/);

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { localStackLayout, stackPorts } from "@dbaas/kit";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { createApi, waitFor } from "../support/api.ts";
+import { createApi, waitFor, waitStatus } from "../support/api.ts";
 import { createTestDatabase, type TestDatabase } from "../support/pg.ts";
 import { freePortBlock, startStack, type Stack } from "../support/stack.ts";
 
@@ -75,7 +75,9 @@ beforeAll(async () => {
   );
   prometheus.stdout!.on("data", (c: Buffer) => (promOutput += c.toString()));
   prometheus.stderr!.on("data", (c: Buffer) => (promOutput += c.toString()));
-  await waitFor(async () => (await fetch(`${promUrl}/-/ready`)).ok, 30_000, `Prometheus ready\n${promOutput.slice(-2000)}`);
+  await waitFor(async () => (await fetch(`${promUrl}/-/ready`)).ok, 30_000, `Prometheus ready\n${promOutput.slice(-2000)}`, {
+    everyMs: 100,
+  });
 }, 180_000);
 
 afterAll(async () => {
@@ -102,14 +104,16 @@ it("scrapes every process of the stack", async () => {
   expect(up.map((s) => s.metric.job).sort()).toEqual([...jobs].sort());
 }, 60_000);
 
-it("answers questions about the API calls made, from every layer", async () => {
+// The sum of its waits (running, then Prometheus's: six of 30 s, waitFor's default included, two of 10 s) and a
+// margin: a wait that sticks fails naming itself, not as a bare "Test timed out".
+it("answers questions about the API calls made, from every layer", { timeout: 120_000 + 6 * 30_000 + 2 * 10_000 + 15_000 }, async () => {
   const api = createApi(stack.baseUrl);
   await api.signup("prom");
   for (let i = 0; i < 3; i++) expect((await api.get("/v1/databases")).status).toBe(200);
   const created = await api.post("/v1/databases", { name: "scraped", region: "fsn1", tier: "micro" });
   expect(created.status).toBe(201);
   const id = created.body.data.id as string;
-  await waitFor(async () => (await api.get(`/v1/databases/${id}`)).body.data.status === "running", 120_000, `${id} running`);
+  await waitStatus(api, id, "running", 120_000, () => stack.output());
 
   // The gateway, by route template.
   await waitFor(async () => ((await scalar('sum(http_requests_total{job="gateway",route="/v1/databases",method="GET"})')) ?? 0) >= 3);
@@ -144,4 +148,4 @@ it("answers questions about the API calls made, from every layer", async () => {
   expect(await scalar('rate_limiter_degraded{job="gateway"}')).toBe(0);
   // Default process metrics come from every process.
   expect((await query("process_resident_memory_bytes")).length).toBe(jobs.length);
-}, 180_000);
+});

@@ -7,7 +7,7 @@ import { appendFile, readFile, writeFile } from "node:fs/promises";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createApi, waitFor } from "../support/api.ts";
+import { createApi, waitFor, waitStatus } from "../support/api.ts";
 import { query } from "../support/pgclient.ts";
 import { createTestDatabase, type TestDatabase } from "../support/pg.ts";
 import { startStack, type Stack } from "../support/stack.ts";
@@ -29,38 +29,44 @@ afterAll(async () => {
   await meta?.drop();
 });
 
+/** A wait for a status; each test's own timeout is the sum of its waits, so one that sticks fails naming itself. */
+const WAIT_MS = 60_000;
+const MARGIN_MS = 15_000;
+
 const instanceDir = (id: string) => join(stack.dataDir, "agents", "agent-fsn1", "instances", id);
 
 async function createRunning(api: ReturnType<typeof createApi>, name: string) {
   const res = await api.post("/v1/databases", { name, region: "fsn1", tier: "micro" });
   expect(res.status).toBe(201);
-  await waitFor(async () => (await api.get(`/v1/databases/${res.body.data.id}`)).body.data.status === "running", 60_000, "running");
+  await waitStatus(api, res.body.data.id, "running", WAIT_MS, () => stack.output());
   return res.body.data;
 }
 
 describe("retention and failure", () => {
-  it("purges a deleted database's data after the retention window", async () => {
+  it("purges a deleted database's data after the retention window", { timeout: 3 * WAIT_MS + 30_000 + MARGIN_MS }, async () => {
     const api = createApi(stack.baseUrl);
     await api.signup("purge");
     const db = await createRunning(api, "purge-me");
     expect(existsSync(instanceDir(db.id))).toBe(true);
     // Its first backup is in the store; a deleted database's backups stay until its data is purged, then go with it.
     const backups = join(stack.dataDir, "backups", db.id);
-    await waitFor(async () => existsSync(join(backups, "wal")), 60_000, "archived WAL in the store");
+    await waitFor(async () => existsSync(join(backups, "wal")), WAIT_MS, "archived WAL in the store", { everyMs: 100 });
     expect((await api.delete(`/v1/databases/${db.id}`)).status).toBe(204);
-    await waitFor(async () => !existsSync(instanceDir(db.id)), 30_000, "data directory purged");
+    await waitFor(async () => !existsSync(instanceDir(db.id)), 30_000, "data directory purged", { everyMs: 100 });
     expect(existsSync(backups)).toBe(false);
     // The name is free again and the port can be reused by the next database.
     const again = await createRunning(api, "purge-me");
     expect(again.id).not.toBe(db.id);
   });
 
-  it("ends in failed with a visible reason when an instance cannot start, and recovers when retried", async () => {
+  it("ends in failed with a visible reason when an instance cannot start, and recovers when retried", {
+    timeout: 3 * WAIT_MS + 30_000 + MARGIN_MS,
+  }, async () => {
     const api = createApi(stack.baseUrl);
     await api.signup("fail");
     const db = await createRunning(api, "fail-me");
     await api.post(`/v1/databases/${db.id}/stop`);
-    await waitFor(async () => (await api.get(`/v1/databases/${db.id}`)).body.data.status === "stopped", 30_000, "stopped");
+    await waitStatus(api, db.id, "stopped", 30_000, () => stack.output());
 
     // Break the instance the way a bad host or disk would: its configuration no longer parses.
     const conf = join(instanceDir(db.id), "postgresql.conf");
@@ -73,7 +79,7 @@ describe("retention and failure", () => {
         const got = (await api.get(`/v1/databases/${db.id}`)).body.data;
         return got.status === "failed" ? got : undefined;
       },
-      60_000,
+      WAIT_MS,
       "failed",
     );
     expect(failed.status_reason).toMatch(/this_setting_does_not_exist|could not start|exited/);
@@ -85,7 +91,7 @@ describe("retention and failure", () => {
     await writeFile(conf, original);
     const retry = await api.post(`/v1/databases/${db.id}/restart`);
     expect([200, 409]).toContain(retry.status);
-    await waitFor(async () => (await api.get(`/v1/databases/${db.id}`)).body.data.status === "running", 60_000, "running again");
+    await waitStatus(api, db.id, "running", WAIT_MS, () => stack.output());
     expect(await query(db.connection_string, "SELECT 1 AS one")).toEqual([{ one: 1 }]);
     expect((await api.get(`/v1/databases/${db.id}`)).body.data.status_reason).toBeUndefined();
   });

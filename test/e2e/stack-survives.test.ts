@@ -12,12 +12,19 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createApi, waitFor } from "../support/api.ts";
+import { createApi, waitFor, waitStatus } from "../support/api.ts";
 import { query } from "../support/pgclient.ts";
 import { freePortBlock, restartStack, startStack, type Stack } from "../support/stack.ts";
 
 const root = resolve(fileURLToPath(import.meta.url), "../../..");
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/**
+ * The bounds of this file's waits; a test's own timeout is the sum of its waits and a margin, so one that sticks
+ * fails naming itself rather than as a bare "Test timed out".
+ */
+const NPM_RUN_MS = 60_000;
+const RESTART_MS = 120_000;
+const MARGIN_MS = 15_000;
 
 let stack: Stack;
 let api: ReturnType<typeof createApi>;
@@ -29,7 +36,7 @@ async function npmRun(script: string, ...args: string[]): Promise<{ stdout: stri
     const { stdout, stderr } = await promisify(execFile)("npm", ["run", "-s", script, "--", ...args], {
       cwd: root,
       env: { ...process.env, ...stack.env },
-      timeout: 60_000,
+      timeout: NPM_RUN_MS,
     });
     return { stdout, stderr, code: 0 };
   } catch (err) {
@@ -72,7 +79,7 @@ afterAll(async () => {
 });
 
 describe("operator commands through npm run, PORT set", () => {
-  it("set-plan puts the organization on internal", async () => {
+  it("set-plan puts the organization on internal", { timeout: NPM_RUN_MS + 60_000 + MARGIN_MS }, async () => {
     const account = await api.signup("ops");
     const res = await npmRun("set-plan", account.organization.id, "internal");
     expect(res.stderr).not.toMatch(/failed/);
@@ -81,17 +88,17 @@ describe("operator commands through npm run, PORT set", () => {
     const created = await api.post("/v1/databases", { name: "kept", region: "fsn1", tier: "micro" });
     expect(created.status).toBe(201);
     db = created.body.data;
-    await waitFor(async () => (await statusOf(db.id)) === "running", 60_000, "running");
+    await waitStatus(api, db.id, "running", 60_000, () => stack.output());
   });
 
-  it("agent:status shows what the agent runs", async () => {
+  it("agent:status shows what the agent runs", { timeout: NPM_RUN_MS + MARGIN_MS }, async () => {
     const res = await npmRun("agent:status");
     expect(res.code).toBe(0);
     expect(res.stdout).toContain("agent-fsn1 (fsn1) at http://127.0.0.1:");
     expect(res.stdout).toMatch(new RegExp(`${db.id}\\s+running\\s+port ${db.port}\\s+pid ${postmasterPid(instanceDir(db.id))}`));
   });
 
-  it("maintenance switches the gateway of a stack without Redis, confirmed by it", async () => {
+  it("maintenance switches the gateway of a stack without Redis, confirmed by it", { timeout: 3 * NPM_RUN_MS + MARGIN_MS }, async () => {
     const on = await npmRun("maintenance", "on", "--retry-after", "30");
     expect(on.stdout).toContain("maintenance mode is on (Retry-After: 30 s) (confirmed by the gateway at");
     const refused = await api.get("/v1/databases");
@@ -103,7 +110,7 @@ describe("operator commands through npm run, PORT set", () => {
     expect((await api.get("/v1/databases")).status).toBe(200);
   });
 
-  it("support:restore brings a deleted database back", async () => {
+  it("support:restore brings a deleted database back", { timeout: NPM_RUN_MS + MARGIN_MS }, async () => {
     const gone = (await api.post("/v1/databases", { name: "gone", region: "fsn1", tier: "micro" })).body.data;
     expect((await api.delete(`/v1/databases/${gone.id}`)).status).toBe(204);
     expect((await api.get(`/v1/databases/${gone.id}`)).status).toBe(404);
@@ -132,7 +139,9 @@ describe("kill -9 of the metadata PostgreSQL", () => {
     await sleep(500);
     const killedAt = Date.now();
     process.kill(before, "SIGKILL");
-    await waitFor(async () => alive(postmasterPid(metadataDir())) && postmasterPid(metadataDir()) !== before, 10_000, "new postmaster");
+    await waitFor(async () => alive(postmasterPid(metadataDir())) && postmasterPid(metadataDir()) !== before, 10_000, "new postmaster", {
+      everyMs: 100,
+    });
     await sleep(killedAt + 6_000 - Date.now());
     done = true;
     const seen = await load;
@@ -157,6 +166,7 @@ describe("kill -9 of the metadata PostgreSQL", () => {
         },
         5_000,
         "health degraded",
+        { everyMs: 100 },
       );
       expect(health.upstreams).toEqual({ identity: "unavailable", databases: "unavailable", billing: "unavailable" });
       // More requests than the IP's minute budget (10): an outage charged to the IP would end in 429s.
@@ -168,21 +178,31 @@ describe("kill -9 of the metadata PostgreSQL", () => {
       process.kill(keeper, "SIGCONT");
     }
     const resumed = Date.now();
-    await waitFor(async () => (await api.get(`/v1/databases/${db.id}`)).status === 200, 5_000, "correct answers again");
+    // Polled fast, as the 5 s it asserts needs: the organization is on the internal plan, which is never refused.
+    await waitFor(async () => (await api.get(`/v1/databases/${db.id}`)).status === 200, 5_000, "correct answers again", { everyMs: 100 });
     expect(Date.now() - resumed).toBeLessThan(5_000);
-    await waitFor(async () => ((await fetch(`${stack.baseUrl}/healthz`).then((r) => r.json())) as any).status === "ok", 5_000, "health ok");
+    await waitFor(
+      async () => ((await fetch(`${stack.baseUrl}/healthz`).then((r) => r.json())) as any).status === "ok",
+      5_000,
+      "health ok",
+      {
+        everyMs: 100,
+      },
+    );
     // The budget was never touched: signing up (a per-IP route) still works.
     await createApi(stack.baseUrl).signup("after-outage");
   });
 });
 
 describe("the runner dies or is stopped", () => {
-  it("kill -9 of the runner: every child and every postgres stops; the next start works", async () => {
+  it("kill -9 of the runner: every child and every postgres stops; the next start works", {
+    timeout: 30_000 + RESTART_MS + 60_000 + MARGIN_MS,
+  }, async () => {
     const pids = [...childPids(), postmasterPid(metadataDir()), postmasterPid(instanceDir(db.id))];
     expect(pids.every(alive)).toBe(true);
     process.kill(stack.runnerPid, "SIGKILL");
     await stack.exited;
-    await waitFor(async () => pids.every((p) => !alive(p)), 30_000, "the children gone");
+    await waitFor(async () => pids.every((p) => !alive(p)), 30_000, "the children gone", { everyMs: 100 });
 
     stack = await restartStack(stack);
     expect(stack.output()).not.toContain("already in use");
@@ -191,7 +211,7 @@ describe("the runner dies or is stopped", () => {
       60_000,
       "back",
     );
-  }, 180_000);
+  });
 
   it("a start while a stack runs is refused, naming npm run stop", async () => {
     await expect(restartStack(stack)).rejects.toThrow(/a stack is already running from .* \(runner pid \d+\): stop it with `npm run stop`/);
@@ -200,7 +220,9 @@ describe("the runner dies or is stopped", () => {
     expect(await stack.pid("gateway")).toBeGreaterThan(0);
   });
 
-  it("kill -9 of the runner and an agent at once: the next start stops the orphaned instance, then runs it again", async () => {
+  it("kill -9 of the runner and an agent at once: the next start stops the orphaned instance, then runs it again", {
+    timeout: 2_000 + RESTART_MS + 60_000 + MARGIN_MS,
+  }, async () => {
     const instance = postmasterPid(instanceDir(db.id));
     const agent = await stack.pid("agent-fsn1");
     process.kill(agent, "SIGKILL");
@@ -220,9 +242,9 @@ describe("the runner dies or is stopped", () => {
       "back",
     );
     expect(postmasterPid(instanceDir(db.id))).not.toBe(instance);
-  }, 180_000);
+  });
 
-  it("npm run stop stops a running stack", async () => {
+  it("npm run stop stops a running stack", { timeout: 2 * NPM_RUN_MS + MARGIN_MS }, async () => {
     const pids = [stack.runnerPid, ...childPids(), postmasterPid(metadataDir()), postmasterPid(instanceDir(db.id))];
     const res = await npmRun("stop");
     expect(res.stdout).toContain(`stopping the stack running from ${stack.dataDir} (runner pid ${stack.runnerPid})`);
@@ -230,7 +252,7 @@ describe("the runner dies or is stopped", () => {
     expect(await stack.exited).toBe(0);
     expect(pids.filter(alive)).toEqual([]);
     expect((await npmRun("stop")).stdout).toContain(`no stack is running from ${stack.dataDir}`);
-  }, 180_000);
+  });
 });
 
 describe("settings that cannot run", () => {

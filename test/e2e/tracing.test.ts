@@ -111,7 +111,10 @@ it("joins gateway and databases spans of one request into the caller's trace", a
   for (const s of trace.filter((x) => x.service === "identity")) expect(s.traceId).toBe(traceId);
 });
 
-it("covers a create from the gateway through the databases service and PostgreSQL to the agent's instance ready", async () => {
+// Each test's own timeout is the sum of its waits and a margin: a wait that sticks fails naming itself.
+it("covers a create from the gateway through the databases service and PostgreSQL to the agent's instance ready", {
+  timeout: 120_000 + 10_000 + 15_000,
+}, async () => {
   const api = createApi(stack.baseUrl);
   await api.signup("trace-create");
   const traceId = "0af7651916cd43dd8448eb211c80319c";
@@ -168,7 +171,7 @@ it("covers a create from the gateway through the databases service and PostgreSQ
   expect(JSON.stringify(trace)).not.toContain(password);
 });
 
-it("puts the agent's backup in the trace of the request that asked for it", async () => {
+it("puts the agent's backup in the trace of the request that asked for it", { timeout: 2 * 180_000 + 15_000 }, async () => {
   const api = createApi(stack.baseUrl);
   await api.signup("trace-backup");
   const created = await api.post("/v1/databases", { name: "traced-backup", region: "fsn1", tier: "micro" });
