@@ -55,7 +55,8 @@ describe("API keys for every member, end to end", () => {
     return (res.body.data.api_keys as Key[]).map((k) => k.id).sort();
   };
 
-  it("sets up an organization with an admin, a developer and a viewer", async () => {
+  // Three invitation mails waited for (30 s each): the test's own timeout covers them, so one that sticks names itself.
+  it("sets up an organization with an admin, a developer and a viewer", { timeout: 3 * 30_000 + 15_000 }, async () => {
     as.owner = createApi(stack.baseUrl);
     userId.owner = (await as.owner.signup("keys-owner")).user.id;
     for (const role of ["admin", "developer", "viewer"] as const) {

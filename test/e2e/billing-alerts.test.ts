@@ -85,7 +85,10 @@ describe("billing alerts, end to end", () => {
     developer: { email: "" },
   };
 
-  it("sets up an organization with an admin and a developer, and 12.00 USD of usage this month", async () => {
+  // Two invitation mails waited for (30 s each): the test's own timeout covers them, so one that sticks names itself.
+  it("sets up an organization with an admin and a developer, and 12.00 USD of usage this month", {
+    timeout: 2 * 30_000 + 15_000,
+  }, async () => {
     owner = createApi(stack.baseUrl);
     ownerEmail = (await owner.signup("alr-owner")).email;
     organizationId = (await owner.get("/v1/organization")).body.data.id;

@@ -36,7 +36,10 @@ const shown = (id: string) =>
   `!document.getElementById(${JSON.stringify(id)}).hidden && document.getElementById(${JSON.stringify(id)}).innerText`;
 
 describe("the invitation page", () => {
-  it("the mailed link opens a page where the invitee joins; the new member then logs in with what they chose", async () => {
+  // The mail (20 s) and the two pages' answers (15 s each): the test's own timeout covers its waits.
+  it("the mailed link opens a page where the invitee joins; the new member then logs in with what they chose", {
+    timeout: 20_000 + 2 * 15_000 + 15_000,
+  }, async () => {
     const owner = createApi(stack.baseUrl);
     await owner.signup("page-owner");
     const email = `page-invitee-${Date.now()}@example.com`;

@@ -221,7 +221,11 @@ describe("metering from real measurements", () => {
     expect(pdf.headers.get("content-type")).toBe("application/pdf");
   }, 120_000);
 
-  it("bills neither less than the client received nor twice when the agent is killed -9 mid-transfer", async () => {
+  // The sum of its waits (running 120 s, settled 60 s twice, the agent back 60 s, the egress billed 90 s), a minute
+  // for the fill and the read, and a margin: a wait that sticks fails naming itself, not as a bare "Test timed out".
+  it("bills neither less than the client received nor twice when the agent is killed -9 mid-transfer", {
+    timeout: 120_000 + 2 * 60_000 + 60_000 + 90_000 + 60_000 + 15_000,
+  }, async () => {
     const other = createApi(stack.baseUrl);
     await other.signup("meter-kill");
     const victim = await createRunning(other, "meter-kill");
@@ -255,5 +259,5 @@ describe("metering from real measurements", () => {
     const billedBytes = ((await settledTransferGb(victim.organizationId)) - before) * GB;
     // Bytes in flight at the kill: what the proxy had counted and sent, in the sockets' buffers, but the client never read.
     expect(billedBytes).toBeLessThan(result.received * 1.1 + 16 * MB);
-  }, 300_000);
+  });
 });
