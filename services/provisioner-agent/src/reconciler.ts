@@ -157,7 +157,9 @@ export function createReconciler(opts: ReconcilerOptions) {
           observe(spec, ObservedState.PROGRESSING, 0n, replica);
           return;
         }
-        if (state.state === "absent" && spec.adoptInstanceId) {
+        // Until its first start is recorded, an adopting database finishes the adoption again (an agent killed
+        // after the rename, before the replica's archive and applied record were removed); adopt is idempotent.
+        if (spec.adoptInstanceId && (state.state === "absent" || prior === undefined)) {
           const from = spec.adoptInstanceId;
           await work.step("adopt", async () => {
             await runtime.adopt(id, from);

@@ -354,8 +354,14 @@ export async function adoptReplica(host: Host, id: string, replicaId: string): P
   const dir = host.instanceDir(id);
   const from = host.instanceDir(replicaId);
   const haveFrom = await pathExists(path.join(from, "PG_VERSION"));
+  // What follows the rename (the log, the meter's counters) is done again: the agent may have died right after it.
+  const finish = async () => {
+    if (!(await pathExists(host.logPath(id)))) await rename(host.logPath(replicaId), host.logPath(id)).catch(() => {});
+    await host.proxy.forget(replicaId);
+  };
   if (await pathExists(dir)) {
     if (haveFrom) throw new Error(`instance ${id}: cannot adopt ${replicaId}: both data directories exist`);
+    await finish();
     return;
   }
   if (!haveFrom) throw new Error(`instance ${id}: cannot adopt ${replicaId}: its data directory is not on this host`);
@@ -383,7 +389,6 @@ export async function adoptReplica(host: Host, id: string, replicaId: string): P
   await removeReplicaFiles(host, replicaId);
   await rename(from, dir);
   await fsyncDir(host.instancesDir);
-  await rename(host.logPath(replicaId), host.logPath(id)).catch(() => {});
-  await host.proxy.forget(replicaId);
+  await finish();
   host.log(`instance ${id}: adopted the data of ${replicaId}`);
 }
