@@ -12,7 +12,8 @@ import { nftApply, nftApplySync, nftJson, nftName, nftString, nftText } from "./
  * in-process proxy cost more than half the throughput). One nftables table
  * per agent instance:
  *
- *   dnat_ports    published port → private address . port; the nat chains
+ *   dnat_ports    published port → private address . port (the routes'
+ *                 targets: AGENT_PRIVATE_ADDRESS, loopback by default); the nat chains
  *                 (output for local clients, prerouting for other hosts)
  *                 DNAT connections to the listen address through it.
  *   in_counters   published port → the database's named counter "in_<id>",
@@ -99,7 +100,8 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
   // The data directory exists before its table does, so another agent's reaping never takes a new table for a stale one.
   mkdirSync(dataDir, { recursive: true });
   if (beyondLoopback && readFileSync(ROUTE_LOCALNET, "utf8").trim() !== "1") {
-    // Other hosts' connections are DNAT'd to loopback, which the kernel drops as martian unless this is set (as kube-proxy does).
+    // Other hosts' connections are DNAT'd to the private address; to loopback (the default) the kernel drops them
+    // as martian unless this is set (as kube-proxy does).
     writeFileSync(ROUTE_LOCALNET, "1");
     log(`nft meter: set ${ROUTE_LOCALNET} to 1 so other hosts reach the databases' loopback addresses`);
   }
