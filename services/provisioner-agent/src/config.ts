@@ -60,6 +60,11 @@ export interface Config {
     pruneIntervalMs: number;
     /** BACKUP_CONCURRENCY (1): base backups at once on this agent. */
     concurrency: number;
+    /**
+     * BACKUP_ARCHIVE_TIMEOUT_S (30): the servers' archive_timeout, how far the
+     * latest restorable instant trails a busy database (tests lower it).
+     */
+    archiveTimeoutS: number;
   };
 }
 
@@ -132,6 +137,7 @@ export function readConfig(env: Record<string, string | undefined> = process.env
       retentionDays: positive(env, "BACKUP_RETENTION_DAYS", 7),
       pruneIntervalMs: positive(env, "BACKUP_PRUNE_INTERVAL_MS", 3_600_000),
       concurrency: positive(env, "BACKUP_CONCURRENCY", 1),
+      archiveTimeoutS: positive(env, "BACKUP_ARCHIVE_TIMEOUT_S", 30),
     },
   };
 }

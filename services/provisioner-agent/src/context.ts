@@ -51,6 +51,7 @@ export function createContext(cfg: Config, overrides: Partial<AppContext> = {}):
     replicationSecret: cfg.replicationSecret,
     privateAddress: cfg.privateAddress,
     privateNetwork: cfg.privateNetwork,
+    archiveTimeoutS: cfg.backup.archiveTimeoutS,
     log: (msg) => log.info(msg),
   });
   return {

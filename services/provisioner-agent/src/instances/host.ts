@@ -33,6 +33,8 @@ export interface HostOptions {
   privateAddress?: string;
   /** AGENT_PRIVATE_NETWORK: whom a primary lets stream (pg_hba). Default: the private address alone, if loopback. */
   privateNetwork?: string;
+  /** BACKUP_ARCHIVE_TIMEOUT_S: the servers' archive_timeout in seconds. Default 30. */
+  archiveTimeoutS?: number;
   log?: (msg: string) => void;
 }
 
@@ -63,6 +65,8 @@ export interface Host {
   readonly privateAddress: string;
   /** The CIDR replicas may stream from (pg_hba's replication line). */
   readonly privateNetwork: string;
+  /** The servers' archive_timeout in seconds (server-config.ts). */
+  readonly archiveTimeoutS: number;
   instanceDir(id: string): string;
   logPath(id: string): string;
   /** The instance's WAL spool (archive_directory), outside its data directory so base backups do not carry it. */
@@ -184,6 +188,7 @@ export function createHost(opts: HostOptions): Host {
     ...(opts.replicationSecret ? { replicationSecret: opts.replicationSecret } : {}),
     privateAddress: privateAddr.address,
     privateNetwork: privateAddr.network,
+    archiveTimeoutS: opts.archiveTimeoutS ?? 30,
     instanceDir: (id) => path.join(instancesDir, id),
     logPath: (id) => path.join(instancesDir, `${id}.log`),
     spoolDir: (id) => path.join(walSpoolRoot(root), id),

@@ -75,13 +75,13 @@ export function renderConfig(host: Host, id: string, o: InstanceSettings, privat
     huge_pages: "off",
     ...tierSettings(o.tier, os.totalmem()),
     // Continuous archiving into the instance's spool (dbaas-archive.conf names
-    // it), which the agent uploads from; archive_timeout bounds how far the
-    // latest restorable instant trails a busy database (the RPO target is 90 s).
+    // it), which the agent uploads from; archive_timeout (BACKUP_ARCHIVE_TIMEOUT_S)
+    // bounds how far the latest restorable instant trails a busy database (the RPO target is 90 s).
     wal_level: "replica",
     max_wal_senders: "10",
     archive_mode: "on",
     archive_library: "basic_archive",
-    archive_timeout: "30",
+    archive_timeout: String(host.archiveTimeoutS),
   };
   const lines = Object.entries(o.replica ? standbyFloors(settings) : settings).map(([k, v]) => `${k} = ${confValue(v)}`);
   if (o.replica) lines.push(...standbySettings(host, id, o.replica));
