@@ -175,7 +175,10 @@ export function createBackupManager(opts: BackupManagerOptions) {
       const work = tracedWork("backup", spec.traceContext, { "dbaas.database_id": id, "dbaas.backup_id": backupId });
       try {
         // A replica is seeded from a backup that began after its slot existed: the slot keeps the WAL it streams from.
-        await work.step("replication slots", () => opts.runtime.syncReplicationSlots(id, spec.replicationSlots));
+        // Without slots to ensure the reconciler's sync suffices: right after an agent restart this one raced the
+        // reconciler's (both ALTER the replication role: "tuple concurrently updated") and cost the backup an attempt.
+        if (spec.replicationSlots.length > 0)
+          await work.step("replication slots", () => opts.runtime.syncReplicationSlots(id, spec.replicationSlots));
         const rec = await work.step("base backup", () =>
           takeBaseBackup({
             store,
