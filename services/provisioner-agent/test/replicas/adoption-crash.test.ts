@@ -240,6 +240,9 @@ describe("promotion and deletion of replicas across an agent crash", { timeout: 
       expect(existsSync(`${instanceDir(rid)}.log`), rid).toBe(false);
       expect(existsSync(path.join(fx.dataDir, "replication", rid)), rid).toBe(false);
       expect(existsSync(path.join(fx.dataDir, "applied", `${rid}.json`)), rid).toBe(false);
+      // What the promoted server archived under the replica's id is purged, spool and store.
+      expect(existsSync(path.join(fx.dataDir, "wal-spool", rid)), rid).toBe(false);
+      expect(existsSync(path.join(fx.storeDir, rid)), rid).toBe(false);
       expect(existsSync(path.join(fx.dataDir, "instances", `${spec.databaseId}.log`)), rid).toBe(true);
       const conf = await readFile(path.join(instanceDir(spec.databaseId), "dbaas.conf"), "utf8");
       expect(conf, rid).not.toMatch(/primary_conninfo/);
