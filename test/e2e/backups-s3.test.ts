@@ -22,7 +22,8 @@ beforeAll(async () => {
   stack = await startStack({
     databaseUrl: meta.url,
     agents: "fsn1",
-    env: { BACKUP_STORE_URL: s3.url, ...s3.env, BACKUP_SCHEDULE_INTERVAL_MS: "1000" },
+    // A 5 s archive_timeout: the restore window's latest instant trails the last commit by it (30 s by default).
+    env: { BACKUP_STORE_URL: s3.url, ...s3.env, BACKUP_SCHEDULE_INTERVAL_MS: "1000", BACKUP_ARCHIVE_TIMEOUT_S: "5" },
   });
 }, 180_000);
 

@@ -28,7 +28,12 @@ let meta: TestDatabase;
 beforeAll(async () => {
   meta = await createTestDatabase("e2e_backups");
   // agent-fsn1 serves fsn1; agent-nbg1 serves nbg1 and fsn1.
-  stack = await startStack({ databaseUrl: meta.url, agents: "fsn1;nbg1,fsn1", env: { BACKUP_SCHEDULE_INTERVAL_MS: "1000" } });
+  // A 5 s archive_timeout: the restore window's latest instant trails the last commit by it (30 s by default).
+  stack = await startStack({
+    databaseUrl: meta.url,
+    agents: "fsn1;nbg1,fsn1",
+    env: { BACKUP_SCHEDULE_INTERVAL_MS: "1000", BACKUP_ARCHIVE_TIMEOUT_S: "5" },
+  });
 }, 180_000);
 
 afterAll(async () => {
