@@ -41,21 +41,26 @@ interface BackupJson {
   failure_reason: string | null;
 }
 
-/** Waits for `status`; a database that failed instead ends the wait at once, naming its failed operations. */
+/**
+ * Waits for `status`. A failed database is waited through (its agent retries on, and a later success makes it
+ * running); if the wait times out, the error names its last status and failed operations.
+ */
 export async function waitRunning(api: Api, id: string, status = "running", timeoutMs = 90_000): Promise<void> {
   let seen: string | undefined;
-  await poll(
-    async () => {
-      seen = (await api.get(`/v1/databases/${id}`)).body.data?.status;
-      return seen === status || (seen === "failed" && status !== "failed");
-    },
-    timeoutMs,
-    `${id} ${status}`,
-  );
-  if (seen === status) return;
-  const ops = (await api.get(`/v1/databases/${id}/operations?per_page=100`)).body.data?.operations ?? [];
-  const failed = ops.filter((o: { status: string }) => o.status === "failed");
-  throw new Error(`${id} failed instead of becoming ${status}: ${JSON.stringify(failed)}`);
+  try {
+    await poll(
+      async () => {
+        seen = (await api.get(`/v1/databases/${id}`)).body.data?.status;
+        return seen === status;
+      },
+      timeoutMs,
+      `${id} ${status}`,
+    );
+  } catch (err) {
+    const ops = (await api.get(`/v1/databases/${id}/operations?per_page=100`).catch(() => undefined))?.body.data?.operations ?? [];
+    const failed = ops.filter((o: { status: string }) => o.status === "failed");
+    throw new Error(`${(err as Error).message} (last status ${seen}; failed operations: ${JSON.stringify(failed)})`);
+  }
 }
 
 export async function backupsOf(api: Api, id: string) {
