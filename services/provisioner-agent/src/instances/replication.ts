@@ -31,13 +31,18 @@ export function replicationPassword(secret: string, primaryId: string): string {
   return createHmac("sha256", secret).update(primaryId).digest("base64url");
 }
 
-/** The SCRAM-SHA-256 verifier of `password` (a fresh salt each time), so the plaintext never reaches the server. */
-function scramVerifier(password: string, iterations = 4096): string {
-  const salt = randomBytes(16);
+/** The SCRAM-SHA-256 verifier of `password` with `salt` (fresh by default), so the plaintext never reaches the server. */
+function scramVerifier(password: string, salt = randomBytes(16), iterations = 4096): string {
   const salted = pbkdf2Sync(password, salt, iterations, 32, "sha256");
   const storedKey = createHash("sha256").update(createHmac("sha256", salted).update("Client Key").digest()).digest();
   const serverKey = createHmac("sha256", salted).update("Server Key").digest();
   return `SCRAM-SHA-256$${iterations}:${salt.toString("base64")}$${storedKey.toString("base64")}:${serverKey.toString("base64")}`;
+}
+
+/** Whether the stored SCRAM verifier `stored` is one of `password` (recomputed with its own salt and iterations). */
+function verifies(stored: string | null | undefined, password: string): boolean {
+  const m = /^SCRAM-SHA-256\$(\d+):([^$]+)\$/.exec(stored ?? "");
+  return !!m && scramVerifier(password, Buffer.from(m[2]!, "base64"), Number(m[1])) === stored;
 }
 
 /** pg_hba line that lets replicas of this primary stream over TLS from the private network (AGENT_PRIVATE_NETWORK). */
@@ -45,16 +50,28 @@ export const hbaReplication = (privateNetwork: string) => `hostssl replication $
 
 /**
  * Creates the replication role if missing and gives it the current derived
- * password. Without a secret the agent cannot serve replicas: the role is
- * left without a password (no replica can log in) rather than failing the
- * primary.
+ * password unless it has it already. Without a secret the agent cannot serve
+ * replicas: the role is left without a password (no replica can log in)
+ * rather than failing the primary. A slot sync and a base backup may get here
+ * at once, and two concurrent changes of one role fail ("tuple concurrently
+ * updated"): an advisory lock takes them in turn, and the second finds
+ * nothing to change.
  */
 export async function ensureReplicationRole(c: pg.Client, secret: string | undefined, primaryId: string): Promise<void> {
-  const { rows } = await c.query("SELECT 1 FROM pg_roles WHERE rolname = $1", [REPLICATION_ROLE]);
-  if (rows.length === 0) await c.query(`CREATE ROLE ${REPLICATION_ROLE} LOGIN REPLICATION`);
-  if (!secret) return;
-  const verifier = scramVerifier(replicationPassword(secret, primaryId));
-  await c.query(`ALTER ROLE ${REPLICATION_ROLE} PASSWORD ${c.escapeLiteral(verifier)}`);
+  await c.query("BEGIN");
+  try {
+    await c.query("SELECT pg_advisory_xact_lock(hashtext($1))", [REPLICATION_ROLE]);
+    const { rows } = await c.query<{ pw: string | null }>("SELECT rolpassword AS pw FROM pg_authid WHERE rolname = $1", [REPLICATION_ROLE]);
+    if (rows.length === 0) await c.query(`CREATE ROLE ${REPLICATION_ROLE} LOGIN REPLICATION`);
+    const password = secret && replicationPassword(secret, primaryId);
+    if (password && !verifies(rows[0]?.pw, password)) {
+      await c.query(`ALTER ROLE ${REPLICATION_ROLE} PASSWORD ${c.escapeLiteral(scramVerifier(password))}`);
+    }
+    await c.query("COMMIT");
+  } catch (e) {
+    await c.query("ROLLBACK").catch(() => {});
+    throw e;
+  }
 }
 
 /**
