@@ -2,7 +2,7 @@ import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { ConfigError, envInt, envList, envString, requireEnv } from "@dbaas/kit";
-import { DEFAULT_PRIVATE_ADDRESS, privateAddressing } from "./instances/private-address.ts";
+import { DEFAULT_PRIVATE_ADDRESS, privateAddressing } from "./instances/private-network.ts";
 import type { ConnectionMeterMode } from "./proxy/meter.ts";
 
 export interface Config {

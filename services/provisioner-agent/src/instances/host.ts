@@ -6,7 +6,7 @@ import path from "node:path";
 import type { ConnectionProxy } from "../proxy/counters.ts";
 import { type ConnectionMeterMode, createConnectionMeter } from "../proxy/meter.ts";
 import { findServerBinaries, type ServerBinaries } from "./binaries.ts";
-import { privateAddressing } from "./private-address.ts";
+import { privateAddressing } from "./private-network.ts";
 import { isServerProcessIn, serverProcessesIn } from "./procfs.ts";
 import { resolveRunAs, type RunAsIdentity } from "./run-as.ts";
 import { loadOrCreateCA, type AgentCA } from "./tls.ts";

@@ -5,7 +5,7 @@ import { ConfigError } from "@dbaas/kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readConfig } from "../../src/config.ts";
 import { createHost, type Host } from "../../src/instances/host.ts";
-import { privateAddressing } from "../../src/instances/private-address.ts";
+import { privateAddressing } from "../../src/instances/private-network.ts";
 import { standbySettings } from "../../src/instances/replication.ts";
 import { openHba, renderConfig } from "../../src/instances/server-config.ts";
 
