@@ -285,11 +285,11 @@ export function createReconciler(opts: ReconcilerOptions) {
       if (!received) return;
       for (const id of specs.keys()) void run(id);
     },
-    /** The latest observation of every instance in the desired state, for the heartbeat report. */
     /** Failed convergence attempts since the process started (reconcile_errors_total). */
     failedSteps(): number {
       return failedSteps;
     },
+    /** The latest observation of every instance in the desired state, for the heartbeat report. */
     observations(): InstanceObservation[] {
       return [...specs.keys()].map((id) => observations.get(id)).filter((o): o is InstanceObservation => !!o);
     },
