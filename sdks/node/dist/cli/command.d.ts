@@ -52,6 +52,9 @@ export declare const optional: (args: Args, name: string) => string | undefined;
 export declare function print<T extends object>(ctx: Context, data: T | T[], columns?: Column<T>[]): void;
 /** A human sentence (suppressed with --output json, where only the data is printed). */
 export declare function say(ctx: Context, line: string): void;
+/** What a command that answers no data did: `line` for a person, the object `json` with --output json. */
+export declare function outcome(ctx: Context, json: object, line: string): void;
 export declare const GLOBAL_OPTIONS: Record<string, OptionSpec>;
 export declare function commandHelp(path: string, cmd: Command): string;
+/** A group's commands and, as its examples, the first example of each. */
 export declare function groupHelp(name: string, group: Group): string;

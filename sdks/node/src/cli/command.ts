@@ -76,6 +76,12 @@ export function say(ctx: Context, line: string): void {
   if (ctx.output !== "json") ctx.stdout.write(`${line}\n`);
 }
 
+/** What a command that answers no data did: `line` for a person, the object `json` with --output json. */
+export function outcome(ctx: Context, json: object, line: string): void {
+  if (ctx.output === "json") print(ctx, json);
+  else say(ctx, line);
+}
+
 function optionLines(options: Record<string, OptionSpec>): string[] {
   const rows = Object.entries(options).map(([name, o]) => {
     const flag = `${o.short ? `-${o.short}, ` : "    "}--${name}${o.type === "string" ? ` ${o.value ?? "VALUE"}` : ""}`;
@@ -107,8 +113,10 @@ export function commandHelp(path: string, cmd: Command): string {
   ].join("\n");
 }
 
+/** A group's commands and, as its examples, the first example of each. */
 export function groupHelp(name: string, group: Group): string {
   const width = Math.max(...Object.keys(group.commands).map((c) => c.length));
+  const examples = Object.values(group.commands).flatMap((cmd) => cmd.examples.slice(0, 1));
   return [
     group.summary,
     "",
@@ -117,7 +125,10 @@ export function groupHelp(name: string, group: Group): string {
     "Commands:",
     ...Object.entries(group.commands).map(([c, cmd]) => `  ${c.padEnd(width)}   ${cmd.summary}`),
     "",
-    `Run 'dbaas ${name} <command> --help' for a command's options and examples.`,
+    "Examples:",
+    ...examples.map((e) => `  $ ${e}`),
+    "",
+    `Run 'dbaas ${name} <command> --help' for a command's options and more examples.`,
     "",
   ].join("\n");
 }

@@ -1,5 +1,5 @@
 import { removeConfigToken, writeConfig } from "../config.js";
-import { CliError, need, optional, print, say } from "../command.js";
+import { CliError, need, optional, outcome, print, say } from "../command.js";
 import { promptHidden, promptLine } from "../prompt.js";
 const PASSWORD = {
     type: "string",
@@ -72,7 +72,7 @@ export const auth = {
             examples: ["dbaas auth logout"],
             async run(ctx) {
                 const had = await removeConfigToken(ctx.configPath);
-                say(ctx, had ? "Logged out." : "Not logged in.");
+                outcome(ctx, { logged_out: had }, had ? "Logged out." : "Not logged in.");
             },
         },
         token: {
@@ -83,7 +83,11 @@ export const auth = {
                 const token = ctx.env.DBAAS_TOKEN || ctx.config.token;
                 if (!token)
                     throw new CliError("not logged in: run 'dbaas auth login' or set DBAAS_TOKEN");
-                ctx.stdout.write(`${token}\n`);
+                const source = ctx.env.DBAAS_TOKEN ? "DBAAS_TOKEN" : "config";
+                if (ctx.output === "json")
+                    print(ctx, { token, source, ...(source === "config" && { expires_at: ctx.config.expires_at }) });
+                else
+                    ctx.stdout.write(`${token}\n`);
             },
         },
     },

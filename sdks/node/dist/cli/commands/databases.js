@@ -1,4 +1,4 @@
-import { need, optional, print, say, WAIT } from "../command.js";
+import { need, optional, outcome, print, say, WAIT } from "../command.js";
 import { progress } from "../output.js";
 import { psql } from "../psql.js";
 export const DATABASE_COLUMNS = [
@@ -136,10 +136,7 @@ export const databases = {
             examples: ["dbaas databases delete db-abc123"],
             async run(ctx, args) {
                 await ctx.client.databases.delete(id(args));
-                if (ctx.output === "json")
-                    print(ctx, { id: id(args), deleted: true });
-                else
-                    say(ctx, `Deleted ${id(args)}.`);
+                outcome(ctx, { id: id(args), deleted: true }, `Deleted ${id(args)}.`);
             },
         },
         operations: {
@@ -162,9 +159,13 @@ export const databases = {
             summary: "Print the CA certificate (PEM) for sslmode=verify-full",
             usage: "<database-id>",
             args: ["database-id"],
-            examples: ["dbaas databases ca-certificate db-abc123 > ca.pem"],
+            examples: ["dbaas databases ca-certificate db-abc123 > ca.pem", "dbaas databases ca-certificate db-abc123 -o json"],
             async run(ctx, args) {
-                ctx.stdout.write(await ctx.client.databases.getCaCertificate(id(args)));
+                const pem = await ctx.client.databases.getCaCertificate(id(args));
+                if (ctx.output === "json")
+                    print(ctx, { id: id(args), ca_certificate: pem });
+                else
+                    ctx.stdout.write(pem);
             },
         },
         psql: {

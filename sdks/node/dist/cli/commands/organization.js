@@ -1,4 +1,4 @@
-import { need, optional, print, say } from "../command.js";
+import { need, optional, outcome, print, say } from "../command.js";
 export const members = {
     summary: "Members of the organization and invitations",
     commands: {
@@ -45,7 +45,7 @@ export const members = {
             examples: ["dbaas members remove member-abc123"],
             async run(ctx, args) {
                 await ctx.client.organization.removeMember(args.positionals[0]);
-                say(ctx, `Removed ${args.positionals[0]}.`);
+                outcome(ctx, { id: args.positionals[0], removed: true }, `Removed ${args.positionals[0]}.`);
             },
         },
         invitations: {
@@ -69,7 +69,7 @@ export const members = {
             examples: ["dbaas members cancel-invitation invite-abc123"],
             async run(ctx, args) {
                 await ctx.client.organization.cancelInvitation(args.positionals[0]);
-                say(ctx, `Cancelled ${args.positionals[0]}.`);
+                outcome(ctx, { id: args.positionals[0], cancelled: true }, `Cancelled ${args.positionals[0]}.`);
             },
         },
     },
@@ -117,7 +117,7 @@ export const apiKeys = {
             examples: ["dbaas api-keys revoke key-abc123"],
             async run(ctx, args) {
                 await ctx.client.apiKeys.revoke(args.positionals[0]);
-                say(ctx, `Revoked ${args.positionals[0]}.`);
+                outcome(ctx, { id: args.positionals[0], revoked: true }, `Revoked ${args.positionals[0]}.`);
             },
         },
     },

@@ -1,4 +1,4 @@
-import { need, optional, print, say, WAIT } from "../command.js";
+import { need, optional, outcome, print, say, WAIT } from "../command.js";
 import { progress } from "../output.js";
 import { waitFor } from "./databases.js";
 const COLUMNS = [
@@ -82,10 +82,7 @@ export const replicas = {
             examples: ["dbaas replicas delete db-abc123 rep-def456"],
             async run(ctx, args) {
                 await ctx.client.replicas.delete(databaseId(args), replicaId(args));
-                if (ctx.output === "json")
-                    print(ctx, { id: replicaId(args), deleted: true });
-                else
-                    say(ctx, `Deleted ${replicaId(args)}.`);
+                outcome(ctx, { id: replicaId(args), deleted: true }, `Deleted ${replicaId(args)}.`);
             },
         },
         promote: {

@@ -1,5 +1,5 @@
 import { removeConfigToken, writeConfig } from "../config.ts";
-import { CliError, type Args, type Context, type Group, need, optional, print, say } from "../command.ts";
+import { CliError, type Args, type Context, type Group, need, optional, outcome, print, say } from "../command.ts";
 import { promptHidden, promptLine } from "../prompt.ts";
 
 const PASSWORD = {
@@ -76,7 +76,7 @@ export const auth: Group = {
       examples: ["dbaas auth logout"],
       async run(ctx) {
         const had = await removeConfigToken(ctx.configPath);
-        say(ctx, had ? "Logged out." : "Not logged in.");
+        outcome(ctx, { logged_out: had }, had ? "Logged out." : "Not logged in.");
       },
     },
     token: {
@@ -86,7 +86,9 @@ export const auth: Group = {
       async run(ctx) {
         const token = ctx.env.DBAAS_TOKEN || ctx.config.token;
         if (!token) throw new CliError("not logged in: run 'dbaas auth login' or set DBAAS_TOKEN");
-        ctx.stdout.write(`${token}\n`);
+        const source = ctx.env.DBAAS_TOKEN ? "DBAAS_TOKEN" : "config";
+        if (ctx.output === "json") print(ctx, { token, source, ...(source === "config" && { expires_at: ctx.config.expires_at }) });
+        else ctx.stdout.write(`${token}\n`);
       },
     },
   },

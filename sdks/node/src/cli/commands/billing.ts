@@ -1,6 +1,6 @@
 import { writeFile } from "node:fs/promises";
 import type { Schemas } from "../../types.ts";
-import { type Group, need, optional, print, say } from "../command.ts";
+import { type Group, need, optional, outcome, print, UsageError } from "../command.ts";
 
 export const billing: Group = {
   summary: "Usage, invoices, payment methods and spending alerts",
@@ -37,8 +37,9 @@ export const billing: Group = {
       async run(ctx, args) {
         const id = args.positionals[0]!;
         const file = optional(args, "out") ?? `${id}.pdf`;
-        await writeFile(file, await ctx.client.billing.getInvoicePdf(id));
-        say(ctx, `Wrote ${file}.`);
+        const pdf = await ctx.client.billing.getInvoicePdf(id);
+        await writeFile(file, pdf);
+        outcome(ctx, { id, file, bytes: pdf.byteLength }, `Wrote ${file}.`);
       },
     },
     "payment-methods": {
@@ -80,7 +81,7 @@ export const billing: Group = {
       examples: ["dbaas billing remove-payment-method pm-abc123"],
       async run(ctx, args) {
         await ctx.client.billing.deletePaymentMethod(args.positionals[0]!);
-        say(ctx, `Removed ${args.positionals[0]}.`);
+        outcome(ctx, { id: args.positionals[0], removed: true }, `Removed ${args.positionals[0]}.`);
       },
     },
     alerts: {
@@ -107,6 +108,7 @@ export const billing: Group = {
       async run(ctx, args) {
         const channels: Schemas["Alert"]["channels"] = ["email"];
         const threshold = Number(need(args, "threshold"));
+        if (!Number.isFinite(threshold)) throw new UsageError("--threshold must be a number, e.g. 50 or 12.5");
         print(ctx, await ctx.client.billing.createAlert({ threshold, currency: optional(args, "currency") ?? "USD", channels }));
       },
     },
@@ -117,7 +119,7 @@ export const billing: Group = {
       examples: ["dbaas billing delete-alert alert-abc123"],
       async run(ctx, args) {
         await ctx.client.billing.deleteAlert(args.positionals[0]!);
-        say(ctx, `Removed ${args.positionals[0]}.`);
+        outcome(ctx, { id: args.positionals[0], deleted: true }, `Removed ${args.positionals[0]}.`);
       },
     },
   },

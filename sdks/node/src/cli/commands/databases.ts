@@ -1,5 +1,5 @@
 import type { DatabaseStatus, Schemas } from "../../types.ts";
-import { type Args, type Command, type Context, type Group, need, optional, print, say, WAIT } from "../command.ts";
+import { type Args, type Command, type Context, type Group, need, optional, outcome, print, say, WAIT } from "../command.ts";
 import type { Column } from "../output.ts";
 import { progress } from "../output.ts";
 import { psql } from "../psql.ts";
@@ -140,8 +140,7 @@ export const databases: Group = {
       examples: ["dbaas databases delete db-abc123"],
       async run(ctx, args) {
         await ctx.client.databases.delete(id(args));
-        if (ctx.output === "json") print(ctx, { id: id(args), deleted: true });
-        else say(ctx, `Deleted ${id(args)}.`);
+        outcome(ctx, { id: id(args), deleted: true }, `Deleted ${id(args)}.`);
       },
     },
     operations: {
@@ -164,9 +163,11 @@ export const databases: Group = {
       summary: "Print the CA certificate (PEM) for sslmode=verify-full",
       usage: "<database-id>",
       args: ["database-id"],
-      examples: ["dbaas databases ca-certificate db-abc123 > ca.pem"],
+      examples: ["dbaas databases ca-certificate db-abc123 > ca.pem", "dbaas databases ca-certificate db-abc123 -o json"],
       async run(ctx, args) {
-        ctx.stdout.write(await ctx.client.databases.getCaCertificate(id(args)));
+        const pem = await ctx.client.databases.getCaCertificate(id(args));
+        if (ctx.output === "json") print(ctx, { id: id(args), ca_certificate: pem });
+        else ctx.stdout.write(pem);
       },
     },
     psql: {

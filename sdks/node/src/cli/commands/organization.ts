@@ -1,5 +1,5 @@
 import type { Schemas } from "../../types.ts";
-import { type Group, need, optional, print, say } from "../command.ts";
+import { type Group, need, optional, outcome, print, say } from "../command.ts";
 
 type Role = Schemas["Member"]["role"];
 type InviteRole = Exclude<Role, "owner">;
@@ -51,7 +51,7 @@ export const members: Group = {
       examples: ["dbaas members remove member-abc123"],
       async run(ctx, args) {
         await ctx.client.organization.removeMember(args.positionals[0]!);
-        say(ctx, `Removed ${args.positionals[0]}.`);
+        outcome(ctx, { id: args.positionals[0], removed: true }, `Removed ${args.positionals[0]}.`);
       },
     },
     invitations: {
@@ -75,7 +75,7 @@ export const members: Group = {
       examples: ["dbaas members cancel-invitation invite-abc123"],
       async run(ctx, args) {
         await ctx.client.organization.cancelInvitation(args.positionals[0]!);
-        say(ctx, `Cancelled ${args.positionals[0]}.`);
+        outcome(ctx, { id: args.positionals[0], cancelled: true }, `Cancelled ${args.positionals[0]}.`);
       },
     },
   },
@@ -127,7 +127,7 @@ export const apiKeys: Group = {
       examples: ["dbaas api-keys revoke key-abc123"],
       async run(ctx, args) {
         await ctx.client.apiKeys.revoke(args.positionals[0]!);
-        say(ctx, `Revoked ${args.positionals[0]}.`);
+        outcome(ctx, { id: args.positionals[0], revoked: true }, `Revoked ${args.positionals[0]}.`);
       },
     },
   },

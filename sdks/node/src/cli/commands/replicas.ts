@@ -1,5 +1,5 @@
 import type { ReplicaStatus, Schemas } from "../../types.ts";
-import { type Args, type Context, type Group, need, optional, print, say, WAIT } from "../command.ts";
+import { type Args, type Context, type Group, need, optional, outcome, print, say, WAIT } from "../command.ts";
 import { type Column, progress } from "../output.ts";
 import { waitFor } from "./databases.ts";
 
@@ -88,8 +88,7 @@ export const replicas: Group = {
       examples: ["dbaas replicas delete db-abc123 rep-def456"],
       async run(ctx, args) {
         await ctx.client.replicas.delete(databaseId(args), replicaId(args));
-        if (ctx.output === "json") print(ctx, { id: replicaId(args), deleted: true });
-        else say(ctx, `Deleted ${replicaId(args)}.`);
+        outcome(ctx, { id: replicaId(args), deleted: true }, `Deleted ${replicaId(args)}.`);
       },
     },
     promote: {
