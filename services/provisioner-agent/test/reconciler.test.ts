@@ -1,15 +1,20 @@
-import { rm } from "node:fs/promises";
 import { create } from "@bufbuild/protobuf";
-import { createLogger } from "@dbaas/kit";
-import { DesiredState, InstanceSpecSchema, ObservedState, type InstanceObservation, type InstanceSpec } from "@dbaas/proto/agent";
-import pg from "pg";
+import { ObservedState, type InstanceObservation, type InstanceSpec, InstanceSpecSchema, DesiredState } from "@dbaas/proto/agent";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAppliedStore, type AppliedStore } from "../src/applied-state.ts";
-import { createInstanceManager, type InstanceManager } from "../src/instances/instance-manager.ts";
-import { createLocalProcessRuntime } from "../src/instances/local-runtime.ts";
-import { createReconciler, type Reconciler } from "../src/reconciler.ts";
+import type { Reconciler } from "../src/reconciler.ts";
 import type { InstanceRuntime } from "../src/runtime.ts";
-import { freePort, randomPassword, scramVerifier, tempDataDir } from "./instances/helpers.ts";
+import {
+  freePort,
+  instanceSpec,
+  query,
+  randomPassword,
+  reconcilerFor,
+  scramVerifier,
+  startHost,
+  type TestHost,
+  waitFor,
+} from "./support/fixture.ts";
 
 // The reconciler against the local-process runtime it is given through the
 // InstanceRuntime boundary: real instances, real applied-state files.
@@ -17,38 +22,8 @@ import { freePort, randomPassword, scramVerifier, tempDataDir } from "./instance
 const ID = "rec1";
 const HOST = "db-rec.example.test";
 
-async function query(port: number, password: string, sql: string): Promise<Record<string, unknown>[]> {
-  const c = new pg.Client({
-    host: "127.0.0.1",
-    port,
-    user: "dbadmin",
-    password,
-    database: "defaultdb",
-    ssl: { rejectUnauthorized: false },
-    connectionTimeoutMillis: 5000,
-  });
-  c.on("error", () => {});
-  await c.connect();
-  try {
-    return (await c.query(sql)).rows;
-  } finally {
-    await c.end();
-  }
-}
-
-async function waitFor<T>(probe: () => T | undefined | Promise<T | undefined>, ms = 30_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 describe("reconciler on the local-process runtime", { timeout: 60_000 }, () => {
-  let dataDir: string;
-  let manager: InstanceManager;
+  let host: TestHost;
   let runtime: InstanceRuntime;
   let applied: AppliedStore;
   let reconciler: Reconciler;
@@ -76,30 +51,17 @@ describe("reconciler on the local-process runtime", { timeout: 60_000 }, () => {
   };
 
   beforeAll(async () => {
-    dataDir = await tempDataDir("reconciler");
-    manager = createInstanceManager({ dataDir, agentId: "test-reconciler" });
-    runtime = createLocalProcessRuntime(manager);
-    applied = createAppliedStore(dataDir);
-    reconciler = createReconciler({ runtime, applied, log: createLogger("agent-test"), concurrency: 2, report: (o) => reports.push(o) });
+    host = await startHost("reconciler");
+    runtime = host.runtime;
+    applied = createAppliedStore(host.dataDir);
+    reconciler = reconcilerFor(host, { concurrency: 2, report: (o) => reports.push(o) });
     port = await freePort();
-    spec = create(InstanceSpecSchema, {
-      databaseId: ID,
-      version: "17",
-      tier: "micro",
-      port,
-      host: HOST,
-      desiredState: DesiredState.RUNNING,
-      scramVerifier: scramVerifier(password),
-      generation: 1n,
-      credentialsGeneration: 1n,
-    });
+    spec = instanceSpec({ databaseId: ID, port, host: HOST, scramVerifier: scramVerifier(password) });
   }, 60_000);
 
   afterAll(async () => {
     await reconciler?.drain();
-    await runtime?.shutdown();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
-    if (manager) await rm(manager.socketDir, { recursive: true, force: true });
+    await host?.close();
   }, 60_000);
 
   it("the runtime offers the host's versions newest first", () => {
@@ -165,10 +127,11 @@ describe("reconciler on the local-process runtime", { timeout: 60_000 }, () => {
     const lost = create(InstanceSpecSchema, { ...spec, databaseId: "lost1", desiredState: DesiredState.RUNNING, generation: 1n });
     const from = reports.length;
     const failed = () => reports.slice(from).find((o) => o.databaseId === "lost1" && o.state === ObservedState.FAILED);
+    const steps = reconciler.failedSteps();
     reconciler.setDesired([lost]);
     for (let attempt = 2; attempt <= 3; attempt++) {
-      // Ample time for a pass that only looks at the disk.
-      await new Promise((r) => setTimeout(r, 200));
+      // The previous attempt has failed (and counted) before the next is asked for.
+      await waitFor(() => reconciler.failedSteps() === steps + attempt - 1);
       expect(failed()).toBeUndefined();
       reconciler.resync();
     }

@@ -1,54 +1,41 @@
 import { existsSync } from "node:fs";
-import { rm } from "node:fs/promises";
 import path from "node:path";
-import pg from "pg";
+import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createInstanceManager, type InstanceManager } from "../../src/instances/instance-manager.ts";
-import { freePort, randomPassword, scramVerifier, tempDataDir } from "./helpers.ts";
+import type { InstanceManager } from "../../src/instances/instance-manager.ts";
+import {
+  connect as login,
+  freePort,
+  query,
+  randomPassword,
+  scramVerifier,
+  startHost,
+  startInstance,
+  type TestHost,
+} from "../support/fixture.ts";
 
 const HOST = "db-lifecycle.example.test";
 
+/** A customer's client with `ssl` as given (the fixture's connect, in this file's order of arguments). */
 function connect(port: number, password: string, ssl: pg.ClientConfig["ssl"], user = "dbadmin"): Promise<pg.Client> {
-  const c = new pg.Client({ host: "127.0.0.1", port, user, password, database: "defaultdb", ssl, connectionTimeoutMillis: 5000 });
-  c.on("error", () => {});
-  return c.connect().then(
-    () => c,
-    async (e) => {
-      await c.end().catch(() => {});
-      throw e;
-    },
-  );
-}
-
-async function query(port: number, password: string, sql: string): Promise<Record<string, unknown>[]> {
-  const c = await connect(port, password, { rejectUnauthorized: false });
-  try {
-    return (await c.query(sql)).rows;
-  } finally {
-    await c.end();
-  }
+  return login(port, password, { ssl, user });
 }
 
 describe("instance lifecycle (PostgreSQL 17)", { timeout: 60_000 }, () => {
+  let host: TestHost;
   let dataDir: string;
   let m: InstanceManager;
   let port: number;
-  let password = randomPassword();
+  let password: string;
   const id = "life1";
 
   beforeAll(async () => {
-    dataDir = await tempDataDir("life");
-    m = createInstanceManager({ dataDir, agentId: "test-life" });
-    port = await freePort();
-    await m.provision(id, { major: "17" });
-    await m.start(id, { port, tier: "micro", hostname: HOST, scramVerifier: scramVerifier(password) });
+    host = await startHost("life");
+    ({ dataDir, m } = host);
+    ({ port, password } = await startInstance(host, id, { hostname: HOST }));
   }, 60_000);
 
-  afterAll(async () => {
-    await m?.stopAll();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
-    if (m) await rm(m.socketDir, { recursive: true, force: true });
-  }, 60_000);
+  afterAll(() => host?.close(), 60_000);
 
   it("accepts dbadmin over TLS with the password behind the verifier", async () => {
     const rows = await query(port, password, "SELECT 1 AS one, current_user AS u, current_database() AS db");

@@ -1,56 +1,26 @@
 import { existsSync } from "node:fs";
-import { chmod, chown, mkdir, readFile, readdir, rm, writeFile } from "node:fs/promises";
+import { chmod, chown, mkdir, readFile, readdir, writeFile } from "node:fs/promises";
 import path from "node:path";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findServerBinaries } from "../../src/instances/binaries.ts";
-import { createInstanceManager, type InstanceManager } from "../../src/instances/instance-manager.ts";
+import type { InstanceManager } from "../../src/instances/instance-manager.ts";
 import { resolveRunAs, runCommand } from "../../src/instances/run-as.ts";
-import { freePort, randomPassword, scramVerifier, tempDataDir } from "./helpers.ts";
+import { freePort, query, randomPassword, scramVerifier, startHost, type TestHost, waitFor } from "../support/fixture.ts";
 
 const HOST = "db-recovery.example.test";
 
-async function query(port: number, password: string, sql: string): Promise<Record<string, unknown>[]> {
-  const c = new pg.Client({
-    host: "127.0.0.1",
-    port,
-    user: "dbadmin",
-    password,
-    database: "defaultdb",
-    ssl: { rejectUnauthorized: false },
-  });
-  c.on("error", () => {});
-  await c.connect();
-  try {
-    return (await c.query(sql)).rows;
-  } finally {
-    await c.end();
-  }
-}
-
-async function waitFor(cond: () => Promise<boolean>, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 describe("crash safety and recovery", { timeout: 60_000 }, () => {
+  let host: TestHost;
   let dataDir: string;
   let m: InstanceManager;
   const password = randomPassword();
 
   beforeAll(async () => {
-    dataDir = await tempDataDir("recovery");
-    m = createInstanceManager({ dataDir, agentId: "test-recovery" });
+    host = await startHost("recovery");
+    ({ dataDir, m } = host);
   }, 60_000);
 
-  afterAll(async () => {
-    await m?.stopAll();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
-    if (m) await rm(m.socketDir, { recursive: true, force: true });
-  }, 60_000);
+  afterAll(() => host?.close(), 60_000);
 
   it("a build interrupted by an agent crash (temp dir with a live server) is killed, removed and rebuilt; concurrent callers share one build", async () => {
     // Recreate what a crash mid-build leaves: a temp template with its build server still running.
@@ -117,7 +87,7 @@ describe("crash safety and recovery", { timeout: 60_000 }, () => {
     const running = await m.observe(id);
     expect(running.state).toBe("running");
     process.kill(running.pid!, "SIGKILL");
-    await waitFor(async () => (await m.observe(id)).state === "crashed");
+    await waitFor(async () => (await m.observe(id)).state === "crashed", 5000);
     const crashed = await m.observe(id);
     expect(crashed).toMatchObject({ state: "crashed", pid: running.pid });
     expect(existsSync(path.join(dataDir, "instances", id, "postmaster.pid"))).toBe(true);
@@ -152,7 +122,7 @@ describe("crash safety and recovery", { timeout: 60_000 }, () => {
     const id = "crashy";
     const obs = await m.observe(id);
     process.kill(obs.pid!, "SIGKILL");
-    await waitFor(async () => (await m.observe(id)).state === "crashed");
+    await waitFor(async () => (await m.observe(id)).state === "crashed", 5000);
     await m.stop(id);
     expect(await m.observe(id)).toEqual({ state: "stopped" });
     expect((await m.resourceUsage(id)).pids).toEqual([]);

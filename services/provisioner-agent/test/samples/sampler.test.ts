@@ -1,50 +1,34 @@
-import { rm } from "node:fs/promises";
 import { createLogger, systemClock } from "@dbaas/kit";
 import type { InstanceSample } from "@dbaas/proto/agent";
-import pg from "pg";
+import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createInstanceManager, type InstanceManager } from "../../src/instances/instance-manager.ts";
+import type { InstanceManager } from "../../src/instances/instance-manager.ts";
 import { createSampler } from "../../src/samples/sampler.ts";
-import { freePort, randomPassword, scramVerifier, tempDataDir } from "../instances/helpers.ts";
+import { connect as login, startHost, startInstance, type TestHost } from "../support/fixture.ts";
 
 // The sampler against a real PostgreSQL 17 instance: a workload moves the counters, gauges and CPU it reports;
 // an undelivered round stays pending (bounded) and goes with the next; a stopped instance is not sampled.
 
 describe("sampler (PostgreSQL 17)", { timeout: 90_000 }, () => {
+  let host: TestHost;
   let dataDir: string;
   let m: InstanceManager;
   let port: number;
-  const password = randomPassword();
+  let password: string;
   const id = "smp1";
   const held: pg.Client[] = [];
 
-  const connect = async () => {
-    const c = new pg.Client({
-      host: "127.0.0.1",
-      port,
-      user: "dbadmin",
-      password,
-      database: "defaultdb",
-      ssl: { rejectUnauthorized: false },
-    });
-    c.on("error", () => {});
-    await c.connect();
-    return c;
-  };
+  const connect = () => login(port, password);
 
   beforeAll(async () => {
-    dataDir = await tempDataDir("samples");
-    m = createInstanceManager({ dataDir, agentId: "test-samples" });
-    port = await freePort();
-    await m.provision(id, { major: "17" });
-    await m.start(id, { port, tier: "micro", hostname: "smp.example.test", scramVerifier: scramVerifier(password) });
+    host = await startHost("samples");
+    ({ dataDir, m } = host);
+    ({ port, password } = await startInstance(host, id, { hostname: "smp.example.test" }));
   }, 60_000);
 
   afterAll(async () => {
     for (const c of held) await c.end().catch(() => {});
-    await m?.stopAll();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
-    if (m) await rm(m.socketDir, { recursive: true, force: true });
+    await host?.close();
   }, 60_000);
 
   const sampler = (sent: InstanceSample[][], o: { fail?: () => boolean; maxPending?: number } = {}) =>
