@@ -59,3 +59,19 @@ var Operations = map[string]any{
 	"createApiKey":       (*Client).CreateAPIKey,
 	"revokeApiKey":       (*Client).RevokeAPIKey,
 }
+
+// Iterators maps every paged operation (one taking a page query parameter) to the method that walks
+// all of its pages, returning an *Iterator; the contract test checks its keys against the document
+// and the methods' result types (./internal/cmd/operations -iterators).
+var Iterators = map[string]any{
+	"listDatabases":      (*Client).AllDatabases,
+	"listOperations":     (*Client).AllOperations,
+	"listBackups":        (*Client).AllBackups,
+	"listReplicas":       (*Client).AllReplicas,
+	"listPaymentMethods": (*Client).AllPaymentMethods,
+	"listInvoices":       (*Client).AllInvoices,
+	"listAlerts":         (*Client).AllAlerts,
+	"listMembers":        (*Client).AllMembers,
+	"listInvitations":    (*Client).AllInvitations,
+	"listApiKeys":        (*Client).AllAPIKeys,
+}

@@ -62,3 +62,21 @@ export const OPERATIONS = {
     createApiKey: ApiKeys.prototype.create,
     revokeApiKey: ApiKeys.prototype.revoke,
 };
+/**
+ * The list method of each paged operation: its return type makes tsc fail
+ * when one answers a plain promise instead of a `PageIterator` (`await` for a
+ * page, `for await` for every item); test/sdks/contract.test.ts checks the
+ * keys against the document, and that the three clients iterate them all.
+ */
+export const PAGED = {
+    listDatabases: Databases.prototype.list,
+    listOperations: Databases.prototype.listOperations,
+    listBackups: Backups.prototype.list,
+    listReplicas: Replicas.prototype.list,
+    listPaymentMethods: Billing.prototype.listPaymentMethods,
+    listInvoices: Billing.prototype.listInvoices,
+    listAlerts: Billing.prototype.listAlerts,
+    listMembers: Organization.prototype.listMembers,
+    listInvitations: Organization.prototype.listInvitations,
+    listApiKeys: ApiKeys.prototype.list,
+};

@@ -3,7 +3,8 @@ import { ApiKeys, Auth, Organization } from "./resources/account.ts";
 import { Billing, Catalogue } from "./resources/billing.ts";
 import { Backups, Databases } from "./resources/databases.ts";
 import { Replicas } from "./resources/replicas.ts";
-import type { OperationId } from "./types.ts";
+import type { PageIterator } from "./pages.ts";
+import type { OperationId, Query } from "./types.ts";
 
 /**
  * The method that performs each operation of the API, by `operationId`. The
@@ -67,4 +68,28 @@ export const OPERATIONS: Record<OperationId, (...args: never[]) => unknown> = {
   listApiKeys: ApiKeys.prototype.list,
   createApiKey: ApiKeys.prototype.create,
   revokeApiKey: ApiKeys.prototype.revoke,
+};
+
+/** The operations whose answer is one page of a list (they take a `page` query parameter). */
+export type PagedOperationId = {
+  [K in OperationId]: [Query<K>] extends [never] ? never : "page" extends keyof Query<K> ? K : never;
+}[OperationId];
+
+/**
+ * The list method of each paged operation: its return type makes tsc fail
+ * when one answers a plain promise instead of a `PageIterator` (`await` for a
+ * page, `for await` for every item); test/sdks/contract.test.ts checks the
+ * keys against the document, and that the three clients iterate them all.
+ */
+export const PAGED: Record<PagedOperationId, (...args: never[]) => PageIterator<unknown>> = {
+  listDatabases: Databases.prototype.list,
+  listOperations: Databases.prototype.listOperations,
+  listBackups: Backups.prototype.list,
+  listReplicas: Replicas.prototype.list,
+  listPaymentMethods: Billing.prototype.listPaymentMethods,
+  listInvoices: Billing.prototype.listInvoices,
+  listAlerts: Billing.prototype.listAlerts,
+  listMembers: Organization.prototype.listMembers,
+  listInvitations: Organization.prototype.listInvitations,
+  listApiKeys: ApiKeys.prototype.list,
 };

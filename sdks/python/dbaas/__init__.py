@@ -10,9 +10,10 @@ from ._base import Page
 from ._http import RateLimit, Response, __version__
 from .client import Client
 from .errors import DatabaseFailed, DbaasError, NetworkError, WaitTimeout
-from .operations import OPERATIONS
+from .operations import ITERATORS, OPERATIONS
 
 __all__ = [
+    "ITERATORS",
     "OPERATIONS",
     "Client",
     "DatabaseFailed",

@@ -6,7 +6,7 @@ document the gateway serves, so an operation without a method fails it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .client import Client
@@ -67,4 +67,20 @@ OPERATIONS: dict[str, Callable[..., Any]] = {
     "listApiKeys": Client.list_api_keys,
     "createApiKey": Client.create_api_key,
     "revokeApiKey": Client.revoke_api_key,
+}
+
+#: Every paged operation (one taking a ``page`` query parameter) and the ``iter_*`` method that walks
+#: all of its pages; the contract test checks the keys against the document and that each method
+#: returns an iterator.
+ITERATORS: dict[str, Callable[..., Iterator[dict[str, Any]]]] = {
+    "listDatabases": Client.iter_databases,
+    "listOperations": Client.iter_operations,
+    "listBackups": Client.iter_backups,
+    "listReplicas": Client.iter_replicas,
+    "listPaymentMethods": Client.iter_payment_methods,
+    "listInvoices": Client.iter_invoices,
+    "listAlerts": Client.iter_alerts,
+    "listMembers": Client.iter_members,
+    "listInvitations": Client.iter_invitations,
+    "listApiKeys": Client.iter_api_keys,
 }
