@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createInstanceManager, type InstanceManager } from "../../src/instances/instance-manager.ts";
 import { createConnectionProxy } from "../../src/proxy/connection-proxy.ts";
 import type { ConnectionProxy, ProxyCounters } from "../../src/proxy/counters.ts";
-import { freePort, randomPassword, scramVerifier, tempDataDir } from "../instances/helpers.ts";
+import { freePort, randomPassword, scramVerifier, tempDataDir, waitFor } from "../support/fixture.ts";
 
 const HOST = "db-proxy.example.test";
 const ID = "prox1";
@@ -51,14 +51,6 @@ const moveData = async (c: pg.Client) => {
 
 /** A query streaming ~3 MB over ~3 s, so a transfer is under way when the proxy goes. */
 const STREAM = "SELECT i, pg_sleep(0.02), repeat('x', 20000) FROM generate_series(1, 150) i";
-
-async function waitFor(cond: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 describe("connection proxy (PostgreSQL 17)", { timeout: 120_000 }, () => {
   let dataDir: string;
@@ -151,7 +143,7 @@ describe("connection proxy (PostgreSQL 17)", { timeout: 120_000 }, () => {
       () => "finished",
       (e: Error) => e.message,
     );
-    await waitFor(() => raw.bytesRead > 200_000);
+    await waitFor(() => raw.bytesRead > 200_000, 10_000);
     return { raw, done };
   }
 

@@ -2,7 +2,6 @@ import { existsSync } from "node:fs";
 import { readFile, rename, rm } from "node:fs/promises";
 import path from "node:path";
 import { create } from "@bufbuild/protobuf";
-import { createLogger } from "@dbaas/kit";
 import {
   BackupState,
   DesiredState,
@@ -12,13 +11,21 @@ import {
   ObservedState,
   ReplicaSourceSchema,
 } from "@dbaas/proto/agent";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createAppliedStore } from "../../src/applied-state.ts";
 import type { BackupManager } from "../../src/backups/backup-manager.ts";
-import { createReconciler, type Reconciler } from "../../src/reconciler.ts";
-import { type Fixture, managerFor, shutdown, startFixture, view, waitFor } from "../backups/support.ts";
-import { freePort, randomPassword, scramVerifier } from "../instances/helpers.ts";
+import type { Reconciler } from "../../src/reconciler.ts";
+import { type Fixture, managerFor, shutdown, startFixture, view } from "../backups/support.ts";
+import {
+  agentSql,
+  freePort,
+  instanceSpec,
+  query,
+  randomPassword,
+  reconcilerFor,
+  running as runningIn,
+  scramVerifier,
+  waitFor,
+} from "../support/fixture.ts";
 
 // An agent killed in the middle of a promotion's adoption, and a replica
 // purged while its agent was down. The adoption's steps (promote, stop,
@@ -31,25 +38,6 @@ import { freePort, randomPassword, scramVerifier } from "../instances/helpers.ts
 
 const SECRET = "adoption-crash-secret";
 const major = "17";
-
-async function query(port: number, password: string, sql: string): Promise<Record<string, unknown>[]> {
-  const c = new pg.Client({
-    host: "127.0.0.1",
-    port,
-    user: "dbadmin",
-    password,
-    database: "defaultdb",
-    ssl: { rejectUnauthorized: false },
-    connectionTimeoutMillis: 5000,
-  });
-  c.on("error", () => {});
-  await c.connect();
-  try {
-    return (await c.query(sql)).rows;
-  } finally {
-    await c.end();
-  }
-}
 
 describe("promotion and deletion of replicas across an agent crash", { timeout: 300_000 }, () => {
   const tag = "adoptcrash";
@@ -72,42 +60,17 @@ describe("promotion and deletion of replicas across an agent crash", { timeout: 
   const replicas = new Map<string, InstanceSpec>();
 
   const newReconciler = (reports: InstanceObservation[]) =>
-    createReconciler({
-      runtime: fx.runtime,
-      applied: createAppliedStore(fx.dataDir),
-      log: createLogger("adoption-crash-test"),
-      concurrency: 4,
-      report: (o) => reports.push(o),
-      purgeBackups: (id) => backups.purge(id),
-    });
+    reconcilerFor(fx, { report: (o) => reports.push(o), purgeBackups: (id) => backups.purge(id) });
   const desire = (specs: InstanceSpec[]) => {
     reconciler.setDesired(specs);
     backups.setDesired(specs);
   };
   const latest = (id: string) => reconciler.observations().find((o) => o.databaseId === id);
-  const running = (id: string, generation: bigint) =>
-    waitFor(
-      () => {
-        const o = latest(id);
-        if (o?.state === ObservedState.FAILED) throw new Error(`${id} failed: ${o.message}`);
-        return o?.state === ObservedState.RUNNING && o.observedGeneration >= generation && o;
-      },
-      120_000,
-      `${id} running`,
-    );
+  const running = (id: string, generation: bigint) => runningIn(reconciler, id, generation, 120_000);
   const slots = async () => (await fx.sql("SELECT slot_name FROM pg_replication_slots ORDER BY 1")).map((r) => String(r.slot_name));
   const instanceDir = (id: string) => path.join(fx.dataDir, "instances", id);
   /** The agent's own client to a running instance, over its socket (as the agent promotes). */
-  const asAgent = async (id: string, sql: string) => {
-    const pf = (await readFile(path.join(instanceDir(id), "postmaster.pid"), "utf8")).split("\n");
-    const c = new pg.Client({ host: pf[4]!.trim(), port: Number(pf[3]), user: "dbaas_agent", database: "postgres" });
-    await c.connect();
-    try {
-      return (await c.query(sql)).rows;
-    } finally {
-      await c.end();
-    }
-  };
+  const asAgent = (id: string, sql: string) => agentSql(fx.dataDir, id, sql);
 
   beforeAll(async () => {
     fx = await startFixture(tag, major, { replicationSecret: SECRET });
@@ -127,17 +90,7 @@ describe("promotion and deletion of replicas across an agent crash", { timeout: 
       replicaPorts.set(id, port);
       replicas.set(
         id,
-        create(InstanceSpecSchema, {
-          databaseId: id,
-          version: major,
-          tier: "micro",
-          port,
-          desiredState: DesiredState.RUNNING,
-          scramVerifier: primary.scramVerifier,
-          generation: 1n,
-          credentialsGeneration: 2n,
-          host: `${id}.example.test`,
-        }),
+        instanceSpec({ databaseId: id, version: major, port, scramVerifier: primary.scramVerifier, credentialsGeneration: 2n }),
       );
     }
   });
@@ -208,18 +161,7 @@ describe("promotion and deletion of replicas across an agent crash", { timeout: 
       const port = await freePort();
       promoted.set(rid, {
         port,
-        spec: create(InstanceSpecSchema, {
-          databaseId: id,
-          version: major,
-          tier: "micro",
-          port,
-          desiredState: DesiredState.RUNNING,
-          scramVerifier: primary.scramVerifier,
-          generation: 1n,
-          credentialsGeneration: 1n,
-          host: `${id}.example.test`,
-          adoptInstanceId: rid,
-        }),
+        spec: instanceSpec({ databaseId: id, version: major, port, scramVerifier: primary.scramVerifier, adoptInstanceId: rid }),
       });
     }
     const purged = create(InstanceSpecSchema, { ...replicas.get(purgedId)!, desiredState: DesiredState.PURGED, generation: 2n });

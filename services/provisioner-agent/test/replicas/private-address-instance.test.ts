@@ -1,13 +1,10 @@
 import os from "node:os";
-import { rm } from "node:fs/promises";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createInstanceManager, type InstanceManager } from "../../src/instances/instance-manager.ts";
-import { createLocalProcessRuntime } from "../../src/instances/local-runtime.ts";
 import { tcpPortRefuses } from "../../src/instances/probe.ts";
 import { replicationPassword } from "../../src/instances/replication.ts";
 import type { InstanceRuntime } from "../../src/runtime.ts";
-import { freePort, randomPassword, scramVerifier, tempDataDir } from "../instances/helpers.ts";
+import { startHost, startInstance, type TestHost } from "../support/fixture.ts";
 
 // A real server of an agent whose private address is not loopback (as on a
 // host, or in a pod, that replicas on other hosts stream from): it listens
@@ -22,33 +19,18 @@ const address = Object.values(os.networkInterfaces())
 
 describe.skipIf(!address)("an instance on a non-loopback private address", { timeout: 120_000 }, () => {
   const id = "db-privaddr";
-  let dataDir: string;
-  let m: InstanceManager;
+  let host: TestHost;
   let runtime: InstanceRuntime;
   let port: number;
   let password: string;
 
   beforeAll(async () => {
-    dataDir = await tempDataDir("privaddr");
-    m = createInstanceManager({
-      dataDir,
-      agentId: "test-privaddr",
-      replicationSecret: SECRET,
-      privateAddress: address!,
-      privateNetwork: `${address}/32`,
-    });
-    runtime = createLocalProcessRuntime(m);
-    port = await freePort();
-    password = randomPassword();
-    await runtime.create(id, { version: "17" });
-    await runtime.start(id, { port, tier: "micro", hostname: `${id}.example.test`, scramVerifier: scramVerifier(password) });
+    host = await startHost("privaddr", { replicationSecret: SECRET, privateAddress: address!, privateNetwork: `${address}/32` });
+    runtime = host.runtime;
+    ({ port, password } = await startInstance(host, id));
   });
 
-  afterAll(async () => {
-    await m?.stopAll().catch(() => {});
-    await rm(dataDir, { recursive: true, force: true });
-    await rm(m.socketDir, { recursive: true, force: true });
-  });
+  afterAll(() => host?.close());
 
   const client = (o: pg.ClientConfig) => {
     const c = new pg.Client({ ssl: { rejectUnauthorized: false }, connectionTimeoutMillis: 5000, ...o });

@@ -6,51 +6,35 @@ import { create } from "@bufbuild/protobuf";
 import { createLogger, systemClock } from "@dbaas/kit";
 import {
   BackupState,
-  DesiredState,
   type InstanceObservation,
   type InstanceSpec,
   InstanceSpecSchema,
   ObservedState,
   ReplicaSourceSchema,
 } from "@dbaas/proto/agent";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createAppliedStore } from "../../src/applied-state.ts";
 import type { BackupManager } from "../../src/backups/backup-manager.ts";
-import { createReconciler, type Reconciler } from "../../src/reconciler.ts";
+import type { Reconciler } from "../../src/reconciler.ts";
 import { createSampler } from "../../src/samples/sampler.ts";
-import { type Fixture, managerFor, shutdown, startFixture, view, waitFor } from "../backups/support.ts";
-import { freePort, randomPassword, scramVerifier } from "../instances/helpers.ts";
+import { type Fixture, managerFor, shutdown, startFixture, view } from "../backups/support.ts";
+import {
+  agentSql,
+  freePort,
+  instanceSpec,
+  postmasterPid,
+  query,
+  randomPassword,
+  reconcilerFor,
+  running as runningIn,
+  scramVerifier,
+  waitFor,
+} from "../support/fixture.ts";
 
 // Read replicas on real instances, driven the way the agent drives them: the
 // reconciler converges a primary and a replica spec (the databases service's
 // part is played by the test: slot list, seed backup id, the primary's
 // observed address), the backup manager takes the seed backup into a file
 // store, and clients check over TLS what the replica serves.
-
-async function connect(port: number, password: string): Promise<pg.Client> {
-  const c = new pg.Client({
-    host: "127.0.0.1",
-    port,
-    user: "dbadmin",
-    password,
-    database: "defaultdb",
-    ssl: { rejectUnauthorized: false },
-    connectionTimeoutMillis: 5000,
-  });
-  c.on("error", () => {});
-  await c.connect();
-  return c;
-}
-
-async function query(port: number, password: string, sql: string): Promise<Record<string, unknown>[]> {
-  const c = await connect(port, password);
-  try {
-    return (await c.query(sql)).rows;
-  } finally {
-    await c.end();
-  }
-}
 
 /** The SQLSTATE a statement fails with (undefined when it succeeds). */
 async function sqlState(run: () => Promise<unknown>): Promise<string | undefined> {
@@ -83,16 +67,8 @@ describe.each(["17", "16"])("read replicas (PostgreSQL %s)", { timeout: 240_000 
     reconciler.setDesired(specs);
     backups.setDesired(specs);
   };
-  const running = (id: string, generation: bigint) =>
-    waitFor(
-      () => {
-        const o = latest(id);
-        if (o?.state === ObservedState.FAILED) throw new Error(`${id} failed: ${o.message}`);
-        return o?.state === ObservedState.RUNNING && o.observedGeneration >= generation && o;
-      },
-      90_000,
-      `${id} running`,
-    );
+  const running = (id: string, generation: bigint) => runningIn(reconciler, id, generation);
+  const newReconciler = () => reconcilerFor(fx, { report: (o) => reports.push(o), purgeBackups: (id) => backups.purge(id) });
   const slots = async () => (await fx.sql("SELECT slot_name FROM pg_replication_slots ORDER BY 1")).map((r) => String(r.slot_name));
 
   beforeAll(async () => {
@@ -100,15 +76,7 @@ describe.each(["17", "16"])("read replicas (PostgreSQL %s)", { timeout: 240_000 
     ({ manager: backups } = managerFor(fx));
     await backups.start();
     password = randomPassword();
-    const applied = createAppliedStore(fx.dataDir);
-    reconciler = createReconciler({
-      runtime: fx.runtime,
-      applied,
-      log: createLogger("replicas-test"),
-      concurrency: 4,
-      report: (o) => reports.push(o),
-      purgeBackups: (id) => backups.purge(id),
-    });
+    reconciler = newReconciler();
     // A bigger tier than its replica's: the replica must hold the primary's max_connections for hot standby.
     primary = create(InstanceSpecSchema, {
       ...fx.spec,
@@ -118,16 +86,12 @@ describe.each(["17", "16"])("read replicas (PostgreSQL %s)", { timeout: 240_000 
       scramVerifier: scramVerifier(password),
     });
     replicaPort = await freePort();
-    replica = create(InstanceSpecSchema, {
+    replica = instanceSpec({
       databaseId: replicaId,
       version: major,
-      tier: "micro",
       port: replicaPort,
-      desiredState: DesiredState.RUNNING,
       scramVerifier: primary.scramVerifier,
-      generation: 1n,
       credentialsGeneration: 2n,
-      host: `${replicaId}.example.test`,
       replicaOf: create(ReplicaSourceSchema, {
         primaryDatabaseId: fx.id,
         primaryHost: fx.spec.host,
@@ -235,7 +199,7 @@ describe.each(["17", "16"])("read replicas (PostgreSQL %s)", { timeout: 240_000 
   });
 
   it("streams again after its postmaster is killed, and after the primary restarts on the same private port", async () => {
-    const pid = Number((await readFile(path.join(fx.dataDir, "instances", replicaId, "postmaster.pid"), "utf8")).split("\n")[0]);
+    const pid = await postmasterPid(fx.dataDir, replicaId);
     process.kill(pid, "SIGKILL");
     await waitFor(async () => (await fx.runtime.observe(replicaId)).state === "crashed", 10_000, "crash noticed");
     reconciler.resync();
@@ -310,14 +274,7 @@ describe.each(["17", "16"])("read replicas (PostgreSQL %s)", { timeout: 240_000 
     await fx.sql("SELECT pg_create_physical_replication_slot('dbaas_rep_left_behind', true)");
     await fx.sql("SELECT pg_create_physical_replication_slot('someone_elses', true)");
     await reconciler.drain();
-    reconciler = createReconciler({
-      runtime: fx.runtime,
-      applied: createAppliedStore(fx.dataDir),
-      log: createLogger("replicas-test"),
-      concurrency: 4,
-      report: (o) => reports.push(o),
-      purgeBackups: (id) => backups.purge(id),
-    });
+    reconciler = newReconciler();
     desire([primary, replica]);
     await waitFor(async () => (await slots()).join() === `${slot},someone_elses`, 20_000, "left-behind slot dropped");
     await fx.sql("SELECT pg_drop_replication_slot('someone_elses')");
@@ -326,28 +283,19 @@ describe.each(["17", "16"])("read replicas (PostgreSQL %s)", { timeout: 240_000 
   it("is adopted as a writable primary when promoted, and its slot goes from the old primary", async () => {
     if (major === "17") {
       // As if an agent was killed right after promoting it: adoption carries on from there.
-      const pf = (await readFile(path.join(fx.dataDir, "instances", replicaId, "postmaster.pid"), "utf8")).split("\n");
-      const c = new pg.Client({ host: pf[4]!.trim(), port: Number(pf[3]), user: "dbaas_agent", database: "postgres" });
-      await c.connect();
-      await c.query("SELECT pg_promote(true, 60)");
-      await c.end();
+      await agentSql(fx.dataDir, replicaId, "SELECT pg_promote(true, 60)");
     } else {
       // A standby whose postmaster died before it was promoted: adopted from its data as it is.
-      const pid = Number((await readFile(path.join(fx.dataDir, "instances", replicaId, "postmaster.pid"), "utf8")).split("\n")[0]);
+      const pid = await postmasterPid(fx.dataDir, replicaId);
       process.kill(pid, "SIGKILL");
       await waitFor(async () => (await fx.runtime.observe(replicaId)).state === "crashed", 10_000, "standby dead");
     }
     const port = await freePort();
-    const promoted = create(InstanceSpecSchema, {
+    const promoted = instanceSpec({
       databaseId: promotedId,
       version: major,
-      tier: "micro",
       port,
-      desiredState: DesiredState.RUNNING,
       scramVerifier: primary.scramVerifier,
-      generation: 1n,
-      credentialsGeneration: 1n,
-      host: `${promotedId}.example.test`,
       adoptInstanceId: replicaId,
     });
     primary = create(InstanceSpecSchema, { ...primary, replicationSlots: [] });

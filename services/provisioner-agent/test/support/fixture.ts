@@ -48,28 +48,40 @@ export async function startHost(tag: string, opts: HostOptions = {}): Promise<Te
   const dataDir = await tempDataDir(tag);
   const m = createInstanceManager({ dataDir, agentId: `test-${tag}`, ...managerOptions });
   const runtime = createLocalProcessRuntime(m);
-  const pidFile = async (id: string) => (await readFile(path.join(dataDir, "instances", id, "postmaster.pid"), "utf8")).split("\n");
   return {
     dataDir,
     m,
     runtime,
-    async asAgent(id, sql) {
-      const pf = await pidFile(id);
-      const c = new pg.Client({ host: pf[4]!.trim(), port: Number(pf[3]), user: "dbaas_agent", database: "postgres" });
-      c.on("error", () => {});
-      await c.connect();
-      try {
-        return (await c.query(sql)).rows;
-      } finally {
-        await c.end();
-      }
-    },
-    postmasterPid: async (id) => Number((await pidFile(id))[0]),
+    asAgent: (id, sql) => agentSql(dataDir, id, sql),
+    postmasterPid: (id) => postmasterPid(dataDir, id),
     async close() {
       await m.stopAll().catch(() => {});
       for (const dir of [dataDir, m.socketDir, ...removeOnClose]) await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** postmaster.pid of instance `id` under `dataDir`, line by line: pid, data dir, start time, port, socket dir, … */
+async function pidFile(dataDir: string, id: string): Promise<string[]> {
+  return (await readFile(path.join(dataDir, "instances", id, "postmaster.pid"), "utf8")).split("\n");
+}
+
+/** `TestHost.asAgent` for any data directory: SQL as the agent's superuser over the socket instance `id`'s postmaster.pid names. */
+export async function agentSql(dataDir: string, id: string, sql: string): Promise<Record<string, unknown>[]> {
+  const pf = await pidFile(dataDir, id);
+  const c = new pg.Client({ host: pf[4]!.trim(), port: Number(pf[3]), user: "dbaas_agent", database: "postgres" });
+  c.on("error", () => {});
+  await c.connect();
+  try {
+    return (await c.query(sql)).rows;
+  } finally {
+    await c.end();
+  }
+}
+
+/** `TestHost.postmasterPid` for any data directory: the pid in instance `id`'s postmaster.pid. */
+export async function postmasterPid(dataDir: string, id: string): Promise<number> {
+  return Number((await pidFile(dataDir, id))[0]);
 }
 
 /** A spec's fields: the database id and port, and any others that differ from `instanceSpec`'s defaults. */
@@ -182,9 +194,9 @@ export async function waitFor<T>(
   }
 }
 
-/** The agent's reconciler over the host's runtime and applied-state files, reporting each observation to `report`. */
+/** The agent's reconciler over the host's runtime and applied-state files (in `dataDir`), reporting each observation to `report`. */
 export function reconcilerFor(
-  host: TestHost,
+  host: Pick<TestHost, "dataDir" | "runtime">,
   opts: { report?: (o: InstanceObservation) => void; concurrency?: number; purgeBackups?: (id: string) => Promise<void> } = {},
 ): Reconciler {
   return createReconciler({
