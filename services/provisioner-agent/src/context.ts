@@ -39,6 +39,7 @@ export function createContext(cfg: Config, overrides: Partial<AppContext> = {}):
       dataDir: cfg.dataDir,
       agentId: cfg.agentId,
       listenAddress: cfg.listenAddress,
+      privateAddress: cfg.privateAddress,
       log: (msg) => log.info(msg),
     });
   const instances = createInstanceManager({

@@ -119,7 +119,15 @@ export function createHost(opts: HostOptions): Host {
 
   const log = opts.log ?? (() => {});
   const proxy =
-    opts.proxy ?? createConnectionMeter({ mode: opts.connectionMeter ?? "auto", dataDir: root, agentId: opts.agentId, listenAddress, log });
+    opts.proxy ??
+    createConnectionMeter({
+      mode: opts.connectionMeter ?? "auto",
+      dataDir: root,
+      agentId: opts.agentId,
+      listenAddress,
+      privateAddress: privateAddr.address,
+      log,
+    });
 
   let initPromise: Promise<void> | undefined;
   let caPromise: Promise<AgentCA> | undefined;

@@ -12,6 +12,8 @@ export interface ConnectionMeterOptions {
   dataDir: string;
   agentId: string;
   listenAddress: string;
+  /** AGENT_PRIVATE_ADDRESS, where the servers listen (default 127.0.0.1): the nftables meter needs route_localnet only for a loopback one. */
+  privateAddress?: string;
   log?: (msg: string) => void;
 }
 
@@ -26,12 +28,24 @@ export function createConnectionMeter(o: ConnectionMeterOptions): ConnectionProx
   const proxy = () => createConnectionProxy({ dir: path.join(o.dataDir, "proxy"), listenAddress: o.listenAddress, log });
   if (o.mode === "proxy") return proxy();
   try {
-    const meter = createNftMeter({ dataDir: o.dataDir, agentId: o.agentId, listenAddress: o.listenAddress, log });
+    const meter = createNftMeter({
+      dataDir: o.dataDir,
+      agentId: o.agentId,
+      listenAddress: o.listenAddress,
+      privateAddress: o.privateAddress,
+      log,
+    });
     log("connections are forwarded and counted by the kernel (nftables)");
     return meter;
   } catch (e) {
     if (o.mode === "nftables") throw new Error(`CONNECTION_METER=nftables, but nftables cannot be used: ${(e as Error).message}`);
-    log(`nftables cannot be used (${(e as Error).message}); the agent's own proxy forwards and counts connections`);
+    const msg = (e as Error).message;
+    // Not root: nft gets CAP_NET_ADMIN from its own file only (the image's nft has it; nft.ts).
+    const hint =
+      process.getuid?.() !== 0 && /not permitted|EPERM/i.test(msg)
+        ? "; not root: NFT_PATH must name an nft with the file capability cap_net_admin"
+        : "";
+    log(`nftables cannot be used (${msg}${hint}); the agent's own proxy forwards and counts connections`);
     return proxy();
   }
 }

@@ -1,5 +1,5 @@
 import { randomUUID, createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { ID_RE } from "../instances/validate.ts";
@@ -44,6 +44,11 @@ export interface NftMeterOptions {
   agentId: string;
   /** Where published ports are served, PostgreSQL-style (IPv4 addresses, `*` for every local one). */
   listenAddress: string;
+  /**
+   * The servers' private address, every route's target (AGENT_PRIVATE_ADDRESS; default 127.0.0.1). Only a
+   * loopback one, served beyond loopback, needs route_localnet (a pod IP does not).
+   */
+  privateAddress?: string;
   log?: (msg: string) => void;
 }
 
@@ -62,6 +67,20 @@ function tableComment(dataDir: string, agentId: string): string {
   const c = full.length <= 128 ? full : `dir ${dir}`;
   if (c.length > 128) throw new Error(`the data directory ${dir} is too long for an nft table comment (128 characters)`);
   return c;
+}
+
+/**
+ * Whether `dir` certainly does not exist. An unprivileged agent may be unable to look (EACCES on an ancestor):
+ * that is not gone, or it would delete a running agent's table.
+ */
+function gone(dir: string): boolean {
+  try {
+    statSync(dir);
+    return false;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    return code === "ENOENT" || code === "ENOTDIR";
+  }
 }
 
 /** How the nat chains recognise a connection to a published port: its destination address. */
@@ -94,15 +113,23 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
   const table = nftTableName(dataDir, opts.agentId);
   const comment = nftString(tableComment(dataDir, opts.agentId));
   const { match, beyondLoopback } = listenMatch(opts.listenAddress);
+  // Other hosts' connections DNAT'd to a loopback address need route_localnet (and a guard); to any other address, nothing.
+  const localnet = beyondLoopback && (opts.privateAddress ?? "127.0.0.1").startsWith("127.");
   const hosts = listenHosts(opts.listenAddress);
   const t = `ip ${table}`;
 
   // The data directory exists before its table does, so another agent's reaping never takes a new table for a stale one.
   mkdirSync(dataDir, { recursive: true });
-  if (beyondLoopback && readFileSync(ROUTE_LOCALNET, "utf8").trim() !== "1") {
+  if (localnet && readFileSync(ROUTE_LOCALNET, "utf8").trim() !== "1") {
     // Other hosts' connections are DNAT'd to the private address; to loopback (the default) the kernel drops them
-    // as martian unless this is set (as kube-proxy does).
-    writeFileSync(ROUTE_LOCALNET, "1");
+    // as martian unless this is set (as kube-proxy does). Only root outside a container can set it.
+    try {
+      writeFileSync(ROUTE_LOCALNET, "1");
+    } catch (e) {
+      throw new Error(
+        `other hosts reach a loopback private address only with net.ipv4.conf.all.route_localnet=1, which the agent cannot set (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}): set it on the host or give AGENT_PRIVATE_ADDRESS a non-loopback address`,
+      );
+    }
     log(`nft meter: set ${ROUTE_LOCALNET} to 1 so other hosts reach the databases' loopback addresses`);
   }
   // One transaction: the chains are rebuilt (no gap in counting: the old rules go as the new ones come), the DNAT
@@ -124,7 +151,7 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
       `add rule ${t} nat_out ${match} dnat ip to tcp dport map @dnat_ports`,
       `add rule ${t} nat_pre ${match} dnat ip to tcp dport map @dnat_ports`,
       // With route_localnet, only DNAT'd connections may reach loopback from outside (kube-proxy's guard too).
-      ...(beyondLoopback ? [`add rule ${t} count_in iifname != "lo" ip daddr 127.0.0.0/8 ct status ! dnat drop`] : []),
+      ...(localnet ? [`add rule ${t} count_in iifname != "lo" ip daddr 127.0.0.0/8 ct status ! dnat drop`] : []),
       `add rule ${t} count_in meta l4proto tcp ct status dnat ct direction original counter name ct original proto-dst map @in_counters`,
       `add rule ${t} count_out meta l4proto tcp ct status dnat ct direction reply counter name ct original proto-dst map @out_counters`,
       "",
@@ -165,7 +192,7 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
       try {
         // JSON leaves table comments out; the text has it on the table's first line.
         const m = /^\s*comment "(?:agent \S+ )?dir ([^"]+)"$/m.exec(await nftText(["-t", "list", "table", "ip", name]));
-        if (!m || existsSync(m[1]!)) continue;
+        if (!m || !gone(m[1]!)) continue;
         await nftApply(`delete table ip ${name}\n`);
         log(`nft meter: removed table ${name} of a gone agent (${m[1]})`);
       } catch (e) {

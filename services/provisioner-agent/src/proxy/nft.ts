@@ -6,9 +6,16 @@ import { execFile, execFileSync } from "node:child_process";
  * as an argv array. Strings that end up in a script are checked by
  * `nftString` or `nftName` first: nft has no escape for a double quote inside a quoted
  * string, so anything outside a plain character set is refused, not escaped.
+ *
+ * NFT_PATH names the binary (default `nft`, looked up in PATH). An agent that
+ * is not root uses nft through a copy with the file capability cap_net_admin
+ * (`setcap cap_net_admin+ep`), as the container image ships it: the kernel
+ * grants the capability to that program only, and only where the process may
+ * gain it (NET_ADMIN in its bounding set, no_new_privs off).
  */
 
-const NFT = "nft";
+/** The nft binary: NFT_PATH, read on every call (tests point a child process at a copy). */
+const nft = () => process.env.NFT_PATH || "nft";
 
 /** A double-quoted nft string of `s`; throws if `s` holds characters nft could not take literally. */
 export function nftString(s: string): string {
@@ -31,7 +38,7 @@ function failure(args: string[], e: unknown): Error {
 /** Applies `script` as one transaction. */
 export function nftApply(script: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = execFile(NFT, ["-f", "-"], { timeout: 30_000 }, (e) => (e ? reject(failure(["-f", "-"], e)) : resolve()));
+    const child = execFile(nft(), ["-f", "-"], { timeout: 30_000 }, (e) => (e ? reject(failure(["-f", "-"], e)) : resolve()));
     child.stdin!.end(script);
   });
 }
@@ -39,7 +46,7 @@ export function nftApply(script: string): Promise<void> {
 /** `nftApply` for the agent's start, before anything else runs. */
 export function nftApplySync(script: string): void {
   try {
-    execFileSync(NFT, ["-f", "-"], { input: script, stdio: ["pipe", "ignore", "pipe"], timeout: 30_000 });
+    execFileSync(nft(), ["-f", "-"], { input: script, stdio: ["pipe", "ignore", "pipe"], timeout: 30_000 });
   } catch (e) {
     throw failure(["-f", "-"], e);
   }
@@ -48,7 +55,7 @@ export function nftApplySync(script: string): void {
 /** nft's text output of `args`. */
 export function nftText(args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile(NFT, args, { timeout: 30_000, maxBuffer: 64 << 20 }, (e, stdout) => (e ? reject(failure(args, e)) : resolve(stdout)));
+    execFile(nft(), args, { timeout: 30_000, maxBuffer: 64 << 20 }, (e, stdout) => (e ? reject(failure(args, e)) : resolve(stdout)));
   });
 }
 
