@@ -4,10 +4,11 @@
  * fields against the OpenAPI document built from the route table), built with
  * Debian's Go 1.19 and no network, and its quickstart against the real stack:
  * sign up, create, wait for running, SELECT 1 through psql with the returned
- * connection string, list with an API key, a 422 as a *dbaas.Error, delete.
+ * connection string, list with an API key, a 422 as a *dbaas.Error, delete;
+ * and the README's example, in a module of its own as the README sets one up.
  */
 import { execFile } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -85,5 +86,29 @@ describe("Go client", () => {
       expect(stdout).toContain(`deleted: ${id}\n`);
       expect(stdout).toMatch(/^databases left: 0$/m);
     }, 240_000);
+
+    it("runs the README's example as written, in a module of its own", async () => {
+      const readme = await readFile(join(sdk, "README.md"), "utf8");
+      const example = /```go\n([\s\S]*?)```/.exec(readme)?.[1];
+      expect(example).toContain("package main");
+      const dir = await mkdtemp(join(tmpdir(), "dbaas-go-readme-"));
+      try {
+        // The module set up as the README says: a require of the client, replaced by this checkout's copy.
+        await writeFile(join(dir, "go.mod"), "module readme\n\ngo 1.19\n");
+        await run("go", ["mod", "edit", "-require=github.com/dbaas/dbaas-go@v0.0.0", `-replace=github.com/dbaas/dbaas-go=${sdk}`], {
+          cwd: dir,
+          env: goEnv,
+        });
+        await writeFile(join(dir, "main.go"), example!.replaceAll("http://127.0.0.1:8080", stack.baseUrl));
+        const { stdout } = await run("go", ["run", "."], { cwd: dir, env: { ...goEnv, DBAAS_TOKEN: "" }, timeout: 180_000 });
+        expect(stdout).toMatch(/^postgresql:\/\/dbadmin:.+@db-[a-z0-9]+\.db\.localhost:\d+\/defaultdb\?sslmode=require$/m);
+        expect(stdout).toMatch(/^db-[a-z0-9]+ running$/m);
+        expect(stdout).toMatch(/^db-[a-z0-9]+ orders running$/m);
+        expect(stdout).toMatch(/^422 validation_error .+ \[\{name .+\}\] req_\S+$/m);
+        expect(stdout).toMatch(/^\{Limit:\d+ Remaining:\d+ Reset:\d{4}-/m);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    }, 200_000);
   });
 });

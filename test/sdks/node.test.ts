@@ -78,6 +78,26 @@ describe("the Node client's example program", () => {
   });
 });
 
+describe("the Node client's README", () => {
+  it("runs its example as written", { timeout: 180_000 }, async () => {
+    const readme = await readFile(join(root, "sdks/node/README.md"), "utf8");
+    const example = /```js\n([\s\S]*?)```/.exec(readme)?.[1];
+    expect(example).toContain('from "@dbaas/client"');
+    // From the package's folder, as a user's module would import it once installed.
+    const out = execFileSync(process.execPath, ["--input-type=module", "-e", example!.replaceAll("http://127.0.0.1:8080", stack.baseUrl)], {
+      cwd: join(root, "sdks/node"),
+      env: userEnv(),
+      encoding: "utf8",
+      timeout: 170_000,
+    });
+    expect(out).toMatch(/^postgresql:\/\/dbadmin:.+@db-[a-z0-9]+\.db\.localhost:\d+\/defaultdb\?sslmode=require$/m);
+    expect(out).toMatch(/^db-[a-z0-9]+ orders running$/m);
+    expect(out).toMatch(/^1 1$/m);
+    expect(out).toMatch(/^422 validation_error .+ \[ \{ field: 'name', message: .+ \} \] req_\S+$/m);
+    expect(out).toMatch(/^\{ limit: \d+, remaining: \d+, reset: \d+ \}$/m);
+  });
+});
+
 describe("the dbaas CLI", () => {
   it("signup → create --wait → list → get → psql → delete, credentials in a 0600 config file", { timeout: 180_000 }, async () => {
     const signup = await dbaas(["auth", "signup", "--email", email("cli"), "--name", "Ada", "--organization", "Acme"], {
