@@ -37,6 +37,8 @@ type Client struct {
 	pollInterval time.Duration
 	waitTimeout  time.Duration
 	userAgent    string
+	// sleep waits d before a retry, or returns ctx's error when it ends first (tests record it instead).
+	sleep func(ctx context.Context, d time.Duration) error
 
 	mu        sync.Mutex
 	rateLimit RateLimit
@@ -86,6 +88,7 @@ func NewClient(opts ...Option) *Client {
 		pollInterval: time.Second,
 		waitTimeout:  10 * time.Minute,
 		userAgent:    "dbaas-go/0.1",
+		sleep:        sleepContext,
 	}
 	for _, o := range opts {
 		o(c)
@@ -206,13 +209,21 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, []byte, e
 		if !retry {
 			return nil, nil, failure
 		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, nil, fmt.Errorf("dbaas: %s %s: waiting to retry %v: %w", r.method, r.path, failure, ctx.Err())
-		case <-timer.C:
+		if err := c.sleep(ctx, wait); err != nil {
+			return nil, nil, fmt.Errorf("dbaas: %s %s: waiting to retry %v: %w", r.method, r.path, failure, err)
 		}
+	}
+}
+
+// sleepContext waits d, or until ctx ends (then returns its error).
+func sleepContext(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
 	}
 }
 

@@ -74,6 +74,16 @@ func created(w http.ResponseWriter) {
 	})
 }
 
+// recordWaits makes c record its retry waits instead of sleeping them.
+func recordWaits(c *Client) *[]time.Duration {
+	var waits []time.Duration
+	c.sleep = func(ctx context.Context, d time.Duration) error {
+		waits = append(waits, d)
+		return ctx.Err()
+	}
+	return &waits
+}
+
 func TestUnwrapsTheEnvelopeAndSendsTheToken(t *testing.T) {
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) { created(w) })
 	c := NewClient(WithBaseURL(s.URL+"/"), WithToken("dbs_secret"))
@@ -122,12 +132,12 @@ func TestRetries429AfterRetryAfterWithTheSameIdempotencyKey(t *testing.T) {
 		created(w)
 	})
 	c := NewClient(WithBaseURL(s.URL))
-	start := time.Now()
+	waits := recordWaits(c)
 	if _, err := c.CreateDatabase(context.Background(), CreateDatabaseRequest{Name: "orders"}); err != nil {
 		t.Fatal(err)
 	}
-	if waited := time.Since(start); waited < time.Second {
-		t.Fatalf("retried after %v, before Retry-After's 1 s", waited)
+	if fmt.Sprint(*waits) != "[1s]" {
+		t.Fatalf("waits %v, want Retry-After's 1 s once", *waits)
 	}
 	seen := s.requests()
 	if len(seen) != 2 || seen[0].key == "" || seen[0].key != seen[1].key || seen[0].body != seen[1].body {
@@ -140,6 +150,7 @@ func TestGivesUpOn503AfterMaxRetries(t *testing.T) {
 		apiError(w, 503, "service_unavailable", "try later", nil)
 	})
 	c := NewClient(WithBaseURL(s.URL), WithMaxRetries(2))
+	waits := recordWaits(c)
 	_, err := c.GetDatabase(context.Background(), "db-abc")
 	var apiErr *Error
 	if !errors.As(err, &apiErr) || apiErr.Status != 503 || apiErr.Code != "service_unavailable" {
@@ -148,6 +159,9 @@ func TestGivesUpOn503AfterMaxRetries(t *testing.T) {
 	seen := s.requests()
 	if len(seen) != 3 {
 		t.Fatalf("%d attempts, want 3", len(seen))
+	}
+	if fmt.Sprint(*waits) != "[500ms 1s]" {
+		t.Fatalf("waits %v without Retry-After, want 500ms then 1s", *waits)
 	}
 	if seen[0].key != "" {
 		t.Fatalf("a GET carried Idempotency-Key %q", seen[0].key)
@@ -160,13 +174,14 @@ func TestDoesNotWaitBeyondMaxRetryWait(t *testing.T) {
 		apiError(w, 503, "maintenance_mode", "back in an hour", nil)
 	})
 	c := NewClient(WithBaseURL(s.URL), WithMaxRetryWait(5*time.Second))
+	waits := recordWaits(c)
 	_, err := c.ListTiers(context.Background())
 	var apiErr *Error
 	if !errors.As(err, &apiErr) || apiErr.Code != "maintenance_mode" || apiErr.RetryAfter != time.Hour {
 		t.Fatalf("error %v", err)
 	}
-	if n := len(s.requests()); n != 1 {
-		t.Fatalf("%d attempts, want 1", n)
+	if n := len(s.requests()); n != 1 || len(*waits) != 0 {
+		t.Fatalf("%d attempts after waits %v, want 1 and none", n, *waits)
 	}
 }
 
@@ -180,8 +195,13 @@ func TestRetriesAnIdempotencyKeyStillInProgress(t *testing.T) {
 		created(w)
 	})
 	ctx := WithIdempotencyKey(context.Background(), "my-key-1")
-	if _, err := NewClient(WithBaseURL(s.URL)).CreateDatabase(ctx, CreateDatabaseRequest{Name: "orders"}); err != nil {
+	c := NewClient(WithBaseURL(s.URL))
+	waits := recordWaits(c)
+	if _, err := c.CreateDatabase(ctx, CreateDatabaseRequest{Name: "orders"}); err != nil {
 		t.Fatal(err)
+	}
+	if fmt.Sprint(*waits) != "[1s]" {
+		t.Fatalf("waits %v, want Retry-After's 1 s once", *waits)
 	}
 	seen := s.requests()
 	if len(seen) != 2 || seen[0].key != "my-key-1" || seen[1].key != "my-key-1" {
@@ -339,13 +359,20 @@ func dropFirst(t *testing.T) *server {
 
 func TestResendsAGetOrPostThatGotNoAnswerButNotAPatch(t *testing.T) {
 	get := dropFirst(t)
-	if _, err := NewClient(WithBaseURL(get.URL)).GetDatabase(context.Background(), "db-abc"); err != nil || len(get.requests()) != 2 {
+	c := NewClient(WithBaseURL(get.URL))
+	waits := recordWaits(c)
+	if _, err := c.GetDatabase(context.Background(), "db-abc"); err != nil || len(get.requests()) != 2 {
 		t.Fatalf("GET: err %v, %d requests", err, len(get.requests()))
 	}
 
 	post := dropFirst(t)
-	if _, err := NewClient(WithBaseURL(post.URL)).StopDatabase(context.Background(), "db-abc"); err != nil {
+	c = NewClient(WithBaseURL(post.URL))
+	waits = recordWaits(c)
+	if _, err := c.StopDatabase(context.Background(), "db-abc"); err != nil {
 		t.Fatal(err)
+	}
+	if fmt.Sprint(*waits) != "[500ms]" {
+		t.Fatalf("waits %v, want 500ms", *waits)
 	}
 	if seen := post.requests(); len(seen) != 2 || seen[0].key == "" || seen[0].key != seen[1].key {
 		t.Fatalf("POST requests %+v", seen)

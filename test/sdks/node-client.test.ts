@@ -55,6 +55,18 @@ const apiError = (status: number, code: string, headers: Record<string, string> 
 
 const STATUS = { data: { id: "db-1", status: "running" }, meta: { request_id: "req_ok" } };
 
+/** A client whose retry waits are recorded (in ms) instead of slept. */
+function recording(opts: ConstructorParameters<typeof DbaasClient>[0]): { client: DbaasClient; waits: number[] } {
+  const waits: number[] = [];
+  const client = new DbaasClient({
+    ...opts,
+    sleep: async (ms) => {
+      waits.push(ms);
+    },
+  });
+  return { client, waits };
+}
+
 describe("retries", () => {
   it("retries a 429 and a 503 after their Retry-After with the same Idempotency-Key, then returns the data", async () => {
     const { url, seen } = await serve([
@@ -62,10 +74,9 @@ describe("retries", () => {
       apiError(503, "service_unavailable", { "retry-after": "1" }),
       json(200, STATUS),
     ]);
-    const client = new DbaasClient({ baseUrl: url, token: "dbs_x" });
-    const started = Date.now();
+    const { client, waits } = recording({ baseUrl: url, token: "dbs_x" });
     expect(await client.databases.start("db-1")).toEqual({ id: "db-1", status: "running" });
-    expect(Date.now() - started).toBeGreaterThanOrEqual(1900);
+    expect(waits).toEqual([1000, 1000]);
     expect(seen.map((s) => s.method)).toEqual(["POST", "POST", "POST"]);
     const keys = seen.map((s) => s.headers["idempotency-key"]);
     expect(keys[0]).toMatch(/^[\x21-\x7e]{1,255}$/);
@@ -87,19 +98,50 @@ describe("retries", () => {
   });
 
   it("gives up after maxRetries with the last error", async () => {
-    const { url, seen } = await serve([apiError(503, "maintenance_mode", { "retry-after": "1" })]);
-    const client = new DbaasClient({ baseUrl: url, maxRetries: 1 });
+    const { url, seen } = await serve([apiError(503, "maintenance_mode", { "retry-after": "2" })]);
+    const { client, waits } = recording({ baseUrl: url, maxRetries: 1 });
     const err = await client.databases.get("db-1").catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DbaasError);
-    expect(err).toMatchObject({ status: 503, code: "maintenance_mode", retryAfter: 1, requestId: "req_err" });
+    expect(err).toMatchObject({ status: 503, code: "maintenance_mode", retryAfter: 2, requestId: "req_err" });
     expect(seen).toHaveLength(2);
+    expect(waits).toEqual([2000]);
+  });
+
+  it("without Retry-After the wait doubles: 0.5 s, 1 s, 2 s", async () => {
+    const { url, seen } = await serve([apiError(503, "service_unavailable")]);
+    const { client, waits } = recording({ baseUrl: url });
+    await expect(client.databases.list()).rejects.toMatchObject({ status: 503 });
+    expect(waits).toEqual([500, 1000, 2000]);
+    expect(seen).toHaveLength(4);
+  });
+
+  it("maxRetries 0 never retries", async () => {
+    const { url, seen } = await serve([apiError(429, "rate_limit_exceeded", { "retry-after": "1" })]);
+    const { client, waits } = recording({ baseUrl: url, maxRetries: 0 });
+    await expect(client.databases.get("db-1")).rejects.toMatchObject({ status: 429 });
+    expect(seen).toHaveLength(1);
+    expect(waits).toEqual([]);
   });
 
   it("a Retry-After beyond maxRetryWaitMs is thrown at once, not waited", async () => {
     const { url, seen } = await serve([apiError(429, "rate_limit_exceeded", { "retry-after": "3600" })]);
-    const client = new DbaasClient({ baseUrl: url, maxRetryWaitMs: 10_000 });
+    const { client, waits } = recording({ baseUrl: url, maxRetryWaitMs: 10_000 });
     await expect(client.databases.list()).rejects.toMatchObject({ status: 429, retryAfter: 3600 });
     expect(seen).toHaveLength(1);
+    expect(waits).toEqual([]);
+  });
+
+  it("a POST's 409 with Retry-After (its first attempt still running) is retried with the same key; without, thrown", async () => {
+    const running = apiError(409, "resource_conflict", { "retry-after": "1" });
+    const replayed = json(200, STATUS, { "idempotent-replayed": "true" });
+    const { url, seen } = await serve([running, replayed, apiError(409, "resource_conflict")]);
+    const { client, waits } = recording({ baseUrl: url });
+    expect(await client.databases.restart("db-1")).toEqual(STATUS.data);
+    expect(waits).toEqual([1000]);
+    expect(client.lastResponse?.replayed).toBe(true);
+    expect(seen[0]!.headers["idempotency-key"]).toBe(seen[1]!.headers["idempotency-key"]);
+    await expect(client.databases.stop("db-1")).rejects.toMatchObject({ status: 409, code: "resource_conflict" });
+    expect(seen).toHaveLength(3);
   });
 
   it("other errors are not retried; the envelope becomes a typed DbaasError", async () => {
@@ -130,6 +172,33 @@ describe("retries", () => {
       status: 502,
       code: "unexpected_response",
     });
+  });
+});
+
+describe("configuration", () => {
+  it("the base URL and the credential default to DBAAS_URL and DBAAS_TOKEN; an API key is a bearer credential too", async () => {
+    const { url, seen } = await serve([json(200, STATUS)]);
+    const saved = { url: process.env.DBAAS_URL, token: process.env.DBAAS_TOKEN };
+    try {
+      process.env.DBAAS_URL = `${url}/`;
+      process.env.DBAAS_TOKEN = "dbk_from_env";
+      const client = new DbaasClient();
+      expect(client.baseUrl).toBe(url);
+      await client.databases.get("db-1");
+      await new DbaasClient({ token: "dbs_given" }).databases.get("db-1");
+      const other = new DbaasClient();
+      other.setToken("dbs_later");
+      await other.databases.get("db-1");
+    } finally {
+      for (const [k, v] of [
+        ["DBAAS_URL", saved.url],
+        ["DBAAS_TOKEN", saved.token],
+      ] as const) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+    }
+    expect(seen.map((s) => s.headers.authorization)).toEqual(["Bearer dbk_from_env", "Bearer dbs_given", "Bearer dbs_later"]);
   });
 });
 
@@ -170,12 +239,13 @@ describe("responses", () => {
   it("a GET or POST without an answer is sent again (the POST with its key); a DELETE is not", async () => {
     const hangUp = (res: ServerResponse) => res.socket!.destroy();
     const { url, seen } = await serve([hangUp, json(200, STATUS), hangUp, json(200, STATUS), hangUp]);
-    const client = new DbaasClient({ baseUrl: url });
+    const { client, waits } = recording({ baseUrl: url });
     expect(await client.databases.get("db-1")).toEqual(STATUS.data);
     expect(await client.databases.restart("db-1")).toEqual(STATUS.data);
     expect(seen[2]!.headers["idempotency-key"]).toBe(seen[3]!.headers["idempotency-key"]);
     await expect(client.databases.delete("db-1")).rejects.toBeInstanceOf(DbaasConnectionError);
     expect(seen.map((s) => s.method)).toEqual(["GET", "GET", "POST", "POST", "DELETE"]);
+    expect(waits).toEqual([500, 500]);
   });
 
   it("an API nobody answers at is a DbaasConnectionError", async () => {
@@ -185,6 +255,41 @@ describe("responses", () => {
     const err = await new DbaasClient({ baseUrl: url, maxRetries: 0 }).databases.get("db-1").catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DbaasConnectionError);
     expect((err as Error).message).toContain("ECONNREFUSED");
+  });
+});
+
+describe("databases.waitForStatus", () => {
+  const db = (status: string, extra: Record<string, string> = {}) =>
+    json(200, { data: { id: "db-1", status, ...extra }, meta: { request_id: "r" } });
+
+  it("polls until the status, telling each change once", async () => {
+    const { url, seen } = await serve([db("provisioning"), db("provisioning"), db("starting"), db("running")]);
+    const statuses: string[] = [];
+    const ready = await new DbaasClient({ baseUrl: url }).databases.waitForStatus("db-1", "running", {
+      intervalMs: 5,
+      onStatus: (s) => statuses.push(s),
+    });
+    expect(ready).toEqual({ id: "db-1", status: "running" });
+    expect(statuses).toEqual(["provisioning", "starting", "running"]);
+    expect(seen).toHaveLength(4);
+  });
+
+  it("ends with DbaasWaitError at failed (with the reason), at a 404, and at the timeout (with the last status)", async () => {
+    const { url } = await serve([
+      db("failed", { status_reason: "no capacity in fsn1" }),
+      apiError(404, "resource_not_found"),
+      db("stopping"),
+    ]);
+    const client = new DbaasClient({ baseUrl: url });
+    const failed = await client.databases.waitForStatus("db-1", "running", { intervalMs: 5 }).catch((e: unknown) => e);
+    expect(failed).toBeInstanceOf(DbaasWaitError);
+    expect(failed).toMatchObject({ lastStatus: "failed", message: expect.stringContaining("no capacity in fsn1") });
+    const gone = await client.databases.waitForStatus("db-1", "running", { intervalMs: 5 }).catch((e: unknown) => e);
+    expect(gone).toBeInstanceOf(DbaasWaitError);
+    expect((gone as Error).message).toContain("no longer exists");
+    const late = await client.databases.waitForStatus("db-1", "stopped", { timeoutMs: 0 }).catch((e: unknown) => e);
+    expect(late).toBeInstanceOf(DbaasWaitError);
+    expect(late).toMatchObject({ lastStatus: "stopping" });
   });
 });
 

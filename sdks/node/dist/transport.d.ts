@@ -13,6 +13,8 @@ export interface ClientOptions {
     timeoutMs?: number;
     /** Sent as User-Agent. */
     userAgent?: string;
+    /** How the client waits before a retry (default: a timer); e.g. to log or record the waits. */
+    sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }
 export interface RequestOptions {
     /** Sent as Idempotency-Key on a POST instead of a new random one (the same for all of this call's retries). */

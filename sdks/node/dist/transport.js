@@ -31,6 +31,7 @@ export class Transport {
     #maxRetryWaitMs;
     #timeoutMs;
     #userAgent;
+    #sleep;
     constructor(opts = {}) {
         this.baseUrl = (opts.baseUrl ?? process.env.DBAAS_URL ?? DEFAULT_BASE_URL).replace(/\/+$/, "");
         this.token = opts.token ?? process.env.DBAAS_TOKEN;
@@ -38,6 +39,7 @@ export class Transport {
         this.#maxRetryWaitMs = opts.maxRetryWaitMs ?? 60_000;
         this.#timeoutMs = opts.timeoutMs ?? 30_000;
         this.#userAgent = opts.userAgent ?? "dbaas-node/0.1.0";
+        this.#sleep = opts.sleep ?? ((ms, signal) => sleep(ms, undefined, { signal }));
     }
     async request(method, path, call = {}) {
         const url = new URL(this.baseUrl + path);
@@ -65,7 +67,7 @@ export class Transport {
                 // No answer: a GET, or a POST under its Idempotency-Key, is safe to send again; a PATCH or DELETE is not.
                 if (!(err instanceof DbaasConnectionError) || (method !== "GET" && method !== "POST") || attempt >= this.#maxRetries)
                     throw err;
-                await sleep(500 * 2 ** attempt, undefined, { signal: call.signal });
+                await this.#sleep(500 * 2 ** attempt, call.signal);
                 continue;
             }
             this.lastResponse = {
@@ -85,7 +87,7 @@ export class Transport {
             const waitMs = error.retryAfter !== undefined ? error.retryAfter * 1000 : 500 * 2 ** attempt;
             if (waitMs > this.#maxRetryWaitMs)
                 throw error;
-            await sleep(waitMs, undefined, { signal: call.signal });
+            await this.#sleep(waitMs, call.signal);
         }
     }
     async #send(url, init) {

@@ -18,6 +18,8 @@ export interface ClientOptions {
   timeoutMs?: number;
   /** Sent as User-Agent. */
   userAgent?: string;
+  /** How the client waits before a retry (default: a timer); e.g. to log or record the waits. */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }
 
 export interface RequestOptions {
@@ -89,6 +91,7 @@ export class Transport {
   readonly #maxRetryWaitMs: number;
   readonly #timeoutMs: number;
   readonly #userAgent: string;
+  readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
 
   constructor(opts: ClientOptions = {}) {
     this.baseUrl = (opts.baseUrl ?? process.env.DBAAS_URL ?? DEFAULT_BASE_URL).replace(/\/+$/, "");
@@ -97,6 +100,7 @@ export class Transport {
     this.#maxRetryWaitMs = opts.maxRetryWaitMs ?? 60_000;
     this.#timeoutMs = opts.timeoutMs ?? 30_000;
     this.#userAgent = opts.userAgent ?? "dbaas-node/0.1.0";
+    this.#sleep = opts.sleep ?? ((ms, signal) => sleep(ms, undefined, { signal }));
   }
 
   async request(method: string, path: string, call: Call = {}): Promise<Answer> {
@@ -118,7 +122,7 @@ export class Transport {
       } catch (err) {
         // No answer: a GET, or a POST under its Idempotency-Key, is safe to send again; a PATCH or DELETE is not.
         if (!(err instanceof DbaasConnectionError) || (method !== "GET" && method !== "POST") || attempt >= this.#maxRetries) throw err;
-        await sleep(500 * 2 ** attempt, undefined, { signal: call.signal });
+        await this.#sleep(500 * 2 ** attempt, call.signal);
         continue;
       }
       this.lastResponse = {
@@ -135,7 +139,7 @@ export class Transport {
       if (!retryable || attempt >= this.#maxRetries) throw error;
       const waitMs = error.retryAfter !== undefined ? error.retryAfter * 1000 : 500 * 2 ** attempt;
       if (waitMs > this.#maxRetryWaitMs) throw error;
-      await sleep(waitMs, undefined, { signal: call.signal });
+      await this.#sleep(waitMs, call.signal);
     }
   }
 
