@@ -22,8 +22,17 @@ beforeAll(async () => {
   stack = await startStack({
     databaseUrl: meta.url,
     agents: "fsn1",
-    // A 5 s archive_timeout: the restore window's latest instant trails the last commit by it (30 s by default).
-    env: { BACKUP_STORE_URL: s3.url, ...s3.env, BACKUP_SCHEDULE_INTERVAL_MS: "1000", BACKUP_ARCHIVE_TIMEOUT_S: "5" },
+    env: {
+      BACKUP_STORE_URL: s3.url,
+      ...s3.env,
+      BACKUP_SCHEDULE_INTERVAL_MS: "1000",
+      // A 5 s archive_timeout: the restore window's latest instant trails the last commit by it (30 s by default).
+      BACKUP_ARCHIVE_TIMEOUT_S: "5",
+      // The outage test's waits: a stalled store is given up after 5 s idle (twice: the SDK retries once) rather
+      // than 30 s, and a failing upload is retried at most 2 s apart rather than 30 s.
+      BACKUP_S3_IDLE_TIMEOUT_MS: "5000",
+      BACKUP_UPLOAD_RETRY_MAX_MS: "2000",
+    },
   });
 }, 180_000);
 

@@ -49,7 +49,7 @@ export interface Config {
    * can run on any of them.
    */
   backupStoreUrl: string;
-  /** The environment an S3 store reads: BACKUP_S3_ENDPOINT and the AWS_* credentials and region. */
+  /** The environment an S3 store reads: BACKUP_S3_ENDPOINT, BACKUP_S3_IDLE_TIMEOUT_MS and the AWS_* credentials and region. */
   backupStoreEnv: Record<string, string | undefined>;
   backup: {
     /** BACKUP_SPOOL_MAX_BYTES (1 GiB): WAL waiting for upload per database before archiving pauses. */
@@ -65,10 +65,22 @@ export interface Config {
      * latest restorable instant trails a busy database (tests lower it).
      */
     archiveTimeoutS: number;
+    /**
+     * BACKUP_UPLOAD_RETRY_MAX_MS (30 s): the longest wait between WAL upload
+     * attempts while the store fails (1 s, 2 s, 4 s… up to it; tests lower it).
+     */
+    uploadRetryMaxMs: number;
   };
 }
 
-const STORE_ENV = ["BACKUP_S3_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION"] as const;
+const STORE_ENV = [
+  "BACKUP_S3_ENDPOINT",
+  "BACKUP_S3_IDLE_TIMEOUT_MS",
+  "AWS_ACCESS_KEY_ID",
+  "AWS_SECRET_ACCESS_KEY",
+  "AWS_SESSION_TOKEN",
+  "AWS_REGION",
+] as const;
 
 /** The spool closes while it still has room for one 16 MiB segment, so it must hold at least two. */
 function spoolBound(env: Record<string, string | undefined>): number {
@@ -138,6 +150,7 @@ export function readConfig(env: Record<string, string | undefined> = process.env
       pruneIntervalMs: positive(env, "BACKUP_PRUNE_INTERVAL_MS", 3_600_000),
       concurrency: positive(env, "BACKUP_CONCURRENCY", 1),
       archiveTimeoutS: positive(env, "BACKUP_ARCHIVE_TIMEOUT_S", 30),
+      uploadRetryMaxMs: positive(env, "BACKUP_UPLOAD_RETRY_MAX_MS", 30_000),
     },
   };
 }

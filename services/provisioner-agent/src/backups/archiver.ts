@@ -13,7 +13,8 @@ const gzipAsync = promisify(gzip);
 
 /** basic_archive's temp files (`archtemp.<file>.<pid>.<ms>`) left by a server killed mid-copy. */
 const STALE_TEMP_MS = 10 * 60_000;
-const MAX_BACKOFF_MS = 30_000;
+/** A failing upload is retried after 1 s, 2 s, 4 s… up to this (BACKUP_UPLOAD_RETRY_MAX_MS). */
+export const DEFAULT_MAX_BACKOFF_MS = 30_000;
 
 export interface ArchiverOptions {
   /** `<AGENT_DATA_DIR>/wal-spool`: one directory per database, written by basic_archive. */
@@ -26,6 +27,8 @@ export interface ArchiverOptions {
   intervalMs?: number;
   /** How many databases upload at once. Default 2. */
   concurrency?: number;
+  /** The longest wait between upload attempts of a failing spool. Default 30 s. */
+  maxBackoffMs?: number;
   /** Called when a closed spool reopens, so the server retries archiving at once rather than within a minute. */
   wake?: (databaseId: string) => void;
 }
@@ -67,6 +70,7 @@ export function createArchiver(opts: ArchiverOptions) {
   const { spoolRoot, store, log, maxSpoolBytes } = opts;
   const intervalMs = opts.intervalMs ?? 1000;
   const concurrency = opts.concurrency ?? 2;
+  const maxBackoffMs = opts.maxBackoffMs ?? DEFAULT_MAX_BACKOFF_MS;
   const dbs = new Map<string, DbState>();
   const purging = new Set<string>();
   let active = 0;
@@ -186,7 +190,7 @@ export function createArchiver(opts: ArchiverOptions) {
         }
       } catch (e) {
         s.failures++;
-        s.retryAt = Date.now() + Math.min(1000 * 2 ** (s.failures - 1), MAX_BACKOFF_MS);
+        s.retryAt = Date.now() + Math.min(1000 * 2 ** (s.failures - 1), maxBackoffMs);
         const msg = `WAL upload to the backup store (${store.description}) failed: ${(e as Error).message}`;
         if (msg !== s.uploadError) log.warn("WAL upload failed; retrying", { database_id: id, error: (e as Error).message });
         s.uploadError = msg;

@@ -31,6 +31,8 @@ export interface BackupSettings {
   pruneIntervalMs: number;
   /** Base backups at once on this agent. */
   concurrency: number;
+  /** The longest wait between WAL upload attempts while the store fails (default 30 s). */
+  uploadRetryMaxMs?: number;
 }
 
 export interface BackupManagerOptions {
@@ -106,6 +108,7 @@ export function createBackupManager(opts: BackupManagerOptions) {
     log,
     maxSpoolBytes: settings.maxSpoolBytes,
     intervalMs: opts.archiveIntervalMs,
+    maxBackoffMs: settings.uploadRetryMaxMs,
     wake: (id) => {
       // A reload wakes the server's archiver, which otherwise retries a failed file only after a minute.
       const spec = specs.get(id);

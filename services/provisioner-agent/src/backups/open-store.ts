@@ -3,7 +3,8 @@
  * For S3 the rest comes from the environment: AWS_ACCESS_KEY_ID,
  * AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), or else the SDK's default
  * chain; AWS_REGION (default us-east-1); BACKUP_S3_ENDPOINT for a non-AWS
- * store, addressed path-style.
+ * store, addressed path-style; BACKUP_S3_IDLE_TIMEOUT_MS (30000) for how long
+ * a request may stall before it is abandoned.
  */
 import { fileURLToPath } from "node:url";
 import { ConfigError } from "@dbaas/kit";
@@ -44,6 +45,11 @@ export function openBlobStore(url: string, env: Env): BlobStore {
   if (endpoint !== undefined && !/^https?:\/\/[^/]+/.test(endpoint)) {
     throw new ConfigError(`BACKUP_S3_ENDPOINT must be an http(s) URL, got ${JSON.stringify(endpoint)}`);
   }
+  const idle = env.BACKUP_S3_IDLE_TIMEOUT_MS;
+  const idleTimeoutMs = idle === undefined || idle === "" ? undefined : Number(idle);
+  if (idleTimeoutMs !== undefined && !(Number.isInteger(idleTimeoutMs) && idleTimeoutMs > 0)) {
+    throw new ConfigError(`BACKUP_S3_IDLE_TIMEOUT_MS must be a positive number of milliseconds, got ${JSON.stringify(idle)}`);
+  }
   const accessKeyId = env.AWS_ACCESS_KEY_ID;
   const secretAccessKey = env.AWS_SECRET_ACCESS_KEY;
   const sessionToken = env.AWS_SESSION_TOKEN || undefined;
@@ -55,6 +61,7 @@ export function openBlobStore(url: string, env: Env): BlobStore {
     prefix,
     region: env.AWS_REGION || "us-east-1",
     ...(endpoint ? { endpoint, forcePathStyle: true } : {}),
+    ...(idleTimeoutMs ? { idleTimeoutMs } : {}),
     ...(accessKeyId && secretAccessKey ? { credentials: { accessKeyId, secretAccessKey, ...(sessionToken ? { sessionToken } : {}) } } : {}),
   });
 }

@@ -11,9 +11,9 @@
  * lifecycle rule so its parts do not linger).
  *
  * An unreachable store is reported within seconds (3 s to connect), a stalled
- * one within about a minute (30 s idle, twice): the SDK's one retry of a
- * request is all that retries here; the callers (the archiver, base backups)
- * retry the operation.
+ * one within about a minute (`idleTimeoutMs`, 30 s by default, twice): the
+ * SDK's one retry of a request is all that retries here; the callers (the
+ * archiver, base backups) retry the operation.
  */
 import { createReadStream } from "node:fs";
 import { Readable } from "node:stream";
@@ -38,12 +38,18 @@ export interface S3StoreOptions {
   forcePathStyle?: boolean;
   /** Without them, the SDK's default chain (environment, shared files, instance role). */
   credentials?: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
+  /**
+   * How long a request may wait for the store to send or take a byte before it
+   * is abandoned (BACKUP_S3_IDLE_TIMEOUT_MS). Default 30 s.
+   */
+  idleTimeoutMs?: number;
 }
 
 /** 8 MiB parts: objects up to ~78 GiB within S3's 10,000 parts, at most 16 MiB buffered per put. */
 const PART_SIZE = 8 * 1024 * 1024;
 const QUEUE_SIZE = 2;
 const DELETE_BATCH = 1000;
+export const DEFAULT_IDLE_TIMEOUT_MS = 30_000;
 
 interface SdkError {
   name?: string;
@@ -90,7 +96,7 @@ export function createS3Store(opts: S3StoreOptions): BlobStore {
     maxAttempts: 2,
     // socketTimeout (idle) catches a store that accepts connections but stalls; it also bounds
     // how long a reader may pause a download's body.
-    requestHandler: { connectionTimeout: 3_000, socketTimeout: 30_000 },
+    requestHandler: { connectionTimeout: 3_000, socketTimeout: opts.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS },
   });
   const fullKey = (key: string) => {
     assertValidKey(key);

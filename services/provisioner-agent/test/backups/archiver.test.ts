@@ -1,11 +1,12 @@
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { createLogger } from "@dbaas/kit";
+import { ConfigError, createLogger } from "@dbaas/kit";
 import { afterEach, describe, expect, it } from "vitest";
 import { createArchiver } from "../../src/backups/archiver.ts";
 import type { BlobStore } from "../../src/backups/blob-store.ts";
 import { createFileStore } from "../../src/backups/file-store.ts";
 import { walKey } from "../../src/backups/layout.ts";
+import { readConfig } from "../../src/config.ts";
 import { tempDataDir } from "../instances/helpers.ts";
 import { waitFor } from "./support.ts";
 
@@ -86,5 +87,56 @@ describe("the WAL uploader", { timeout: 60_000 }, () => {
     await early;
     await waitFor(() => store.exists(walKey(id, SEG)), 10_000, "upload");
     expect([...(await archiver.stored(id))]).toEqual([1]);
+  });
+
+  // A store that keeps failing is retried 1 s, 2 s, 4 s… apart, never more than maxBackoffMs
+  // (BACKUP_UPLOAD_RETRY_MAX_MS); the failure shows in the status until a put succeeds.
+  it("retries a failing store at most maxBackoffMs apart, and clears the error once a put succeeds", async () => {
+    root = await tempDataDir("backoff");
+    const spoolRoot = path.join(root, "wal-spool");
+    const store = createFileStore(path.join(root, "store"));
+    const id = "db-backoff";
+    await mkdir(path.join(spoolRoot, id), { recursive: true, mode: 0o700 });
+    await writeFile(path.join(spoolRoot, id, SEG), "wal");
+    // Six failed puts: uncapped, 1 + 2 + 4 + 8 + 16 + 30 s of waiting before the seventh.
+    let failures = 0;
+    const failing: BlobStore = {
+      ...store,
+      async put(key, body) {
+        if (failures < 6) {
+          failures++;
+          throw new Error("store unreachable");
+        }
+        await store.put(key, body);
+      },
+    };
+    const archiver = createArchiver({
+      spoolRoot,
+      store: failing,
+      log: createLogger("archiver-test"),
+      maxSpoolBytes: 1024 ** 3,
+      intervalMs: 20,
+      maxBackoffMs: 50,
+    });
+    archiver.start();
+    stop = () => archiver.stop(1000);
+    await waitFor(() => archiver.status(id).archiveError.includes("store unreachable"), 5000, "the failure reported");
+    await waitFor(() => store.exists(walKey(id, SEG)), 20_000, "the segment stored after six failed puts");
+    expect(failures).toBe(6);
+    await waitFor(() => archiver.status(id).archiveError === "", 5000, "the error cleared");
+  });
+});
+
+describe("BACKUP_UPLOAD_RETRY_MAX_MS and BACKUP_S3_IDLE_TIMEOUT_MS", () => {
+  const REQUIRED = { DATABASES_URL: "http://127.0.0.1:1", INTERNAL_AUTH_SECRET: "s", AGENT_REPLICATION_SECRET: "r" };
+
+  it("the upload retry cap is 30 s unless set, and must be positive", () => {
+    expect(readConfig(REQUIRED).backup.uploadRetryMaxMs).toBe(30_000);
+    expect(readConfig({ ...REQUIRED, BACKUP_UPLOAD_RETRY_MAX_MS: "2000" }).backup.uploadRetryMaxMs).toBe(2000);
+    expect(() => readConfig({ ...REQUIRED, BACKUP_UPLOAD_RETRY_MAX_MS: "0" })).toThrow(ConfigError);
+  });
+
+  it("the S3 idle timeout reaches the store's settings", () => {
+    expect(readConfig({ ...REQUIRED, BACKUP_S3_IDLE_TIMEOUT_MS: "5000" }).backupStoreEnv.BACKUP_S3_IDLE_TIMEOUT_MS).toBe("5000");
   });
 });

@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { mkdir, mkdtemp, readdir, rm, utimes, writeFile } from "node:fs/promises";
+import { type AddressInfo, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Readable } from "node:stream";
@@ -246,6 +247,30 @@ describe("S3 store, unreachable", () => {
     await expect(store.exists("db1/wal/1.gz")).rejects.toThrow(why);
   });
 
+  // A store that takes the connection and then says nothing (what SIGSTOP does to s3rver in the end-to-end
+  // outage test): the idle timeout (BACKUP_S3_IDLE_TIMEOUT_MS) is what ends the request, twice (the SDK's retry).
+  it("gives a stalled store up after its idle timeout, naming it", { timeout: 15_000 }, async () => {
+    const held: Socket[] = [];
+    const silent = createServer((socket) => {
+      held.push(socket);
+      socket.on("error", () => {});
+    });
+    await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+    const port = (silent.address() as AddressInfo).port;
+    try {
+      const store = openBlobStore("s3://dbaas-backups/p", {
+        ...s3.env,
+        BACKUP_S3_ENDPOINT: `http://127.0.0.1:${port}`,
+        BACKUP_S3_IDLE_TIMEOUT_MS: "300",
+      });
+      await expect(store.put("db1/wal/1.gz", Buffer.from("x"))).rejects.toThrow(/put db1\/wal\/1.gz failed: .*timed out after 300 ms/);
+      expect(held.length).toBe(2);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await new Promise((r) => silent.close(r));
+    }
+  });
+
   it("reports a missing bucket as an error, not as a missing object", async () => {
     const store = openBlobStore("s3://no-such-bucket/p", s3.env);
     await expect(store.get("db1/wal/1.gz")).rejects.toThrow(/NoSuchBucket/);
@@ -278,5 +303,8 @@ describe("openBlobStore", () => {
     }
     expect(() => openBlobStore("s3://b-1/x", { BACKUP_S3_ENDPOINT: "minio:9000" })).toThrow(/BACKUP_S3_ENDPOINT/);
     expect(() => openBlobStore("s3://b-1/x", { AWS_ACCESS_KEY_ID: "k" })).toThrow(/AWS_SECRET_ACCESS_KEY/);
+    for (const bad of ["0", "-5", "soon", "1.5"]) {
+      expect(() => openBlobStore("s3://b-1/x", { BACKUP_S3_IDLE_TIMEOUT_MS: bad }), bad).toThrow(/BACKUP_S3_IDLE_TIMEOUT_MS/);
+    }
   });
 });
