@@ -16,6 +16,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openApiDocument } from "../../gateway/src/routes/openapi.ts";
 import { ROUTES } from "../../gateway/src/routes/table.ts";
+import { createTestDatabase, type TestDatabase } from "../support/pg.ts";
 import { startStack, type Stack } from "../support/stack.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -37,13 +38,28 @@ function go(args: string[], env: NodeJS.ProcessEnv = goEnv, timeout = 180_000) {
   return run("go", args, { cwd: sdk, env, timeout, maxBuffer: 16 * 1024 * 1024 });
 }
 
+// The stack starts while go vet and the unit tests (which need none) run; its metadata in the shared
+// test server (TEST_DATABASE_URL), not an embedded PostgreSQL of its own to initdb.
+let meta: TestDatabase | undefined;
+let starting: Promise<Stack> | undefined;
+
 beforeAll(async () => {
+  starting = (async () => {
+    meta = await createTestDatabase("e2e_sdk_go");
+    return await startStack({ databaseUrl: meta.url, agents: "fsn1" });
+  })();
+  starting.catch(() => {}); // Reported by the tests that await it.
   try {
     await run("go", ["version"]);
   } catch {
     throw new Error("`go` is not installed: apt-get install golang-go (Go 1.19; .ci/run installs it)");
   }
 });
+
+afterAll(async () => {
+  await (await starting?.catch(() => undefined))?.destroy();
+  await meta?.drop();
+}, 60_000);
 
 describe("Go client", () => {
   it("passes go vet and its unit tests, its structs matching the OpenAPI document", async () => {
@@ -65,12 +81,8 @@ describe("Go client", () => {
     let stack: Stack;
 
     beforeAll(async () => {
-      stack = await startStack({ agents: "fsn1" });
+      stack = await starting!;
     }, 240_000);
-
-    afterAll(async () => {
-      await stack?.destroy();
-    });
 
     it("signs up, creates, connects, lists, prints a typed 422 and deletes", async () => {
       const { stdout } = await go(["run", "./examples/quickstart"], { ...goEnv, DBAAS_URL: stack.baseUrl, DBAAS_TOKEN: "" });

@@ -13,11 +13,30 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../support/pg.ts";
 import { startStack, type Stack } from "../support/stack.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const sdk = join(root, "sdks/python");
 const run = promisify(execFile);
+
+// The stack starts while the tests that need none (unit tests, pip install) run; its metadata in the
+// shared test server (TEST_DATABASE_URL), not an embedded PostgreSQL of its own to initdb.
+let meta: TestDatabase | undefined;
+let starting: Promise<Stack> | undefined;
+
+beforeAll(() => {
+  starting = (async () => {
+    meta = await createTestDatabase("e2e_sdk_python");
+    return await startStack({ databaseUrl: meta.url, agents: "fsn1" });
+  })();
+  starting.catch(() => {}); // Reported by the tests that await it.
+});
+
+afterAll(async () => {
+  await (await starting?.catch(() => undefined))?.destroy();
+  await meta?.drop();
+}, 60_000);
 
 describe("Python client", () => {
   it("passes its unit tests", async () => {
@@ -51,12 +70,8 @@ describe("Python client", () => {
     let stack: Stack;
 
     beforeAll(async () => {
-      stack = await startStack({ agents: "fsn1" });
+      stack = await starting!;
     }, 240_000);
-
-    afterAll(async () => {
-      await stack?.destroy();
-    });
 
     it("signs up, creates, connects, lists, prints a typed 422 and deletes", async () => {
       const { stdout } = await run("python3", ["sdks/python/examples/quickstart.py"], {
