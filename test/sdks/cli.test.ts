@@ -2,12 +2,13 @@
  * Issue 15, the parts of the `dbaas` CLI that need no stack: `--help` on
  * every group and command, each with examples (walked from `dbaas --help`,
  * so a new command is covered without editing this file); usage errors exit
- * 2; and the one-command install the README names, `npm install -g
- * ./sdks/node`, into a temporary prefix, whose `dbaas` runs. The commands
+ * 2; the package has no runtime dependency; and the one-command install the
+ * README names, `npm install -g ./sdks/node`, into a temporary prefix, whose
+ * `dbaas` runs. The commands
  * against the real API are in test/sdks/node.test.ts.
  */
 import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -112,6 +113,33 @@ describe("dbaas --help", () => {
     const token = await dbaas(["auth", "token"]);
     expect(token.code).toBe(1);
     expect(token.stderr).toContain("not logged in");
+  });
+});
+
+describe("the Node package", () => {
+  it("has no runtime dependency: dist/ imports only Node's own modules and its own files", async () => {
+    const pkg = JSON.parse(await readFile(join(root, "sdks/node/package.json"), "utf8"));
+    expect(pkg.dependencies ?? {}).toEqual({});
+    expect(pkg.peerDependencies ?? {}).toEqual({});
+    const dist = join(root, "sdks/node/dist");
+    const files = (await readdir(dist, { recursive: true })).filter((f) => f.endsWith(".js"));
+    expect(files).toContain("cli/main.js");
+    const foreign: string[] = [];
+    const seen = new Set<string>();
+    for (const file of files) {
+      const source = await readFile(join(dist, file), "utf8");
+      for (const [, spec] of source.matchAll(/(?:^|[\s;])(?:import|export)\b[^;]*?\bfrom\s*["']([^"']+)["']/gm)) {
+        seen.add(spec!);
+        if (!spec!.startsWith("node:") && !spec!.startsWith("./") && !spec!.startsWith("../")) foreign.push(`${file}: ${spec}`);
+      }
+      for (const [, spec] of source.matchAll(/\bimport\(\s*["']([^"']+)["']\s*\)/g)) {
+        seen.add(spec!);
+        if (!spec!.startsWith("node:") && !spec!.startsWith("./") && !spec!.startsWith("../")) foreign.push(`${file}: ${spec}`);
+      }
+    }
+    // The scan reads the imports it judges: Node's own and the package's files among them.
+    expect([...seen]).toEqual(expect.arrayContaining(["node:util", "node:crypto", "../client.js"]));
+    expect(foreign).toEqual([]);
   });
 });
 

@@ -71,6 +71,8 @@ describe("Go client", () => {
       const { stdout } = await go(["test", "-count=1", "-v", "./..."], { ...goEnv, DBAAS_OPENAPI: file });
       expect(stdout).toMatch(/^ok\s+github\.com\/dbaas\/dbaas-go\s/m);
       expect(stdout).toMatch(/^--- PASS: TestTypesMatchTheOpenAPIDocument /m);
+      // context.Context first, (T, error), iterators: every method of Operations and Iterators.
+      expect(stdout).toMatch(/^--- PASS: TestEveryOperationIsIdiomatic /m);
       expect(stdout).not.toContain("--- SKIP");
     } finally {
       await rm(dir, { recursive: true, force: true });
