@@ -4,12 +4,14 @@ import { type AddressInfo, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Readable } from "node:stream";
+import { pathToFileURL } from "node:url";
 import { ConfigError } from "@dbaas/kit";
 import { startS3Server, type S3Server } from "@dbaas/test/support/s3-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BlobNotFoundError, type BlobStore } from "../../src/backups/blob-store.ts";
 import { createFileStore } from "../../src/backups/file-store.ts";
 import { openBlobStore } from "../../src/backups/open-store.ts";
+import { readConfig } from "../../src/config.ts";
 import { freePort } from "../instances/helpers.ts";
 
 // One contract, two stores: the file store in a temp directory and the S3
@@ -279,6 +281,16 @@ describe("S3 store, unreachable", () => {
 });
 
 describe("openBlobStore", () => {
+  it("is given file://<DBAAS_DATA_DIR>/backups unless BACKUP_STORE_URL says otherwise (./.dbaas without a data dir)", () => {
+    const required = { DATABASES_URL: "http://127.0.0.1:1", INTERNAL_AUTH_SECRET: "s", AGENT_REPLICATION_SECRET: "r" };
+    expect(readConfig({ ...required, DBAAS_DATA_DIR: "/var/lib/dbaas" }).backupStoreUrl).toBe("file:///var/lib/dbaas/backups");
+    expect(readConfig(required).backupStoreUrl).toBe(pathToFileURL(path.resolve(".dbaas", "backups")).href);
+    expect(readConfig({ ...required, BACKUP_STORE_URL: "s3://b-1/x" }).backupStoreUrl).toBe("s3://b-1/x");
+    expect(openBlobStore(readConfig({ ...required, DBAAS_DATA_DIR: "/var/lib/dbaas" }).backupStoreUrl, {}).description).toBe(
+      "file:///var/lib/dbaas/backups",
+    );
+  });
+
   it("opens file:// and s3:// URLs", () => {
     expect(openBlobStore("file:///var/lib/dbaas/backups", {}).description).toBe("file:///var/lib/dbaas/backups");
     expect(openBlobStore("s3://my-bucket/dbaas/prod", {}).description).toBe("s3://my-bucket/dbaas/prod/");

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { BackupManager } from "../../src/backups/backup-manager.ts";
 import { walKey } from "../../src/backups/layout.ts";
 import { WAL_SEGMENT_BYTES } from "../../src/backups/wal.ts";
+import { walArchiveLagSeconds } from "../../src/samples/measure.ts";
 import { type Fixture, managerFor, shutdown, startFixture, view, waitFor, writeAndSwitch } from "./support.ts";
 
 // The backup store goes away: archiving must say why, the spool must stop at
@@ -61,6 +62,10 @@ describe("an unreachable backup store", { timeout: 120_000 }, () => {
     const archiver = (await fx.sql("SELECT failed_count FROM pg_stat_archiver"))[0]!;
     expect(Number(archiver.failed_count)).toBeGreaterThan(0);
     expect(view(manager, fx.id)?.spoolBytes).toBe(BigInt(held));
+    // And on the database's metrics: wal_archive_lag_seconds, the age of the oldest WAL file waiting (0 when none is).
+    const since = (await stat(path.join(fx.spoolDir, segments[0]!))).mtimeMs;
+    const lag = await walArchiveLagSeconds(fx.spoolDir, new Date(Math.ceil(since) + 42_000));
+    expect(lag).toBeGreaterThanOrEqual(42);
   });
 
   it("drains once the store is back, losing no segment", async () => {
@@ -69,6 +74,7 @@ describe("an unreachable backup store", { timeout: 120_000 }, () => {
     for (const seg of segments) await waitFor(() => fx.store.exists(walKey(fx.id, seg)), 30_000, `${seg} stored`);
     await waitFor(async () => (await readdir(fx.spoolDir)).length === 0, 10_000, "spool empty");
     await waitFor(() => view(manager, fx.id)?.archiveError === "", 10_000, "archive_error cleared");
+    expect(await walArchiveLagSeconds(fx.spoolDir, new Date())).toBe(0);
     // Every segment from the first one on is stored: none was deleted unstored.
     const stored = (await fx.store.list(`${fx.id}/wal/`)).map((o) => o.key.slice(-27, -3)).filter((n) => /^[0-9A-F]{24}$/.test(n));
     const numbers = stored.map((n) => Number.parseInt(n.slice(16), 16)).sort((a, b) => a - b);
