@@ -115,6 +115,16 @@ describe("retries", () => {
     expect(seen).toHaveLength(4);
   });
 
+  it("a Retry-After given as an HTTP date is waited until that time", async () => {
+    const at = new Date(Date.now() + 3000).toUTCString(); // whole seconds: 2-3 s from now
+    const { url } = await serve([apiError(503, "maintenance_mode", { "retry-after": at }), json(200, STATUS)]);
+    const { client, waits } = recording({ baseUrl: url });
+    expect(await client.databases.get("db-1")).toEqual(STATUS.data);
+    expect(waits).toHaveLength(1);
+    expect(waits[0]).toBeGreaterThan(1000);
+    expect(waits[0]).toBeLessThanOrEqual(3000);
+  });
+
   it("maxRetries 0 never retries", async () => {
     const { url, seen } = await serve([apiError(429, "rate_limit_exceeded", { "retry-after": "1" })]);
     const { client, waits } = recording({ baseUrl: url, maxRetries: 0 });

@@ -70,6 +70,15 @@ function numberHeader(headers: Headers, name: string): number | undefined {
   return Number.isFinite(n) ? n : undefined;
 }
 
+/** Retry-After in seconds: delta-seconds, or an HTTP date (RFC 9110) counted from now. */
+function retryAfterOf(headers: Headers): number | undefined {
+  const v = headers.get("retry-after")?.trim();
+  if (!v) return undefined;
+  if (/^\d+$/.test(v)) return Number(v);
+  const when = Date.parse(v);
+  return Number.isNaN(when) ? undefined : Math.max(0, (when - Date.now()) / 1000);
+}
+
 function rateLimitOf(headers: Headers): RateLimit | undefined {
   const limit = numberHeader(headers, "x-ratelimit-limit");
   const remaining = numberHeader(headers, "x-ratelimit-remaining");
@@ -169,7 +178,7 @@ export class Transport {
 
 async function errorOf(res: Response): Promise<DbaasError> {
   const text = await res.text();
-  const retryAfter = numberHeader(res.headers, "retry-after");
+  const retryAfter = retryAfterOf(res.headers);
   const requestId = res.headers.get("x-request-id") ?? undefined;
   try {
     const parsed = JSON.parse(text) as { error?: { code?: string; message?: string; details?: [] }; meta?: { request_id?: string } };
