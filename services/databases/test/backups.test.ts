@@ -282,4 +282,26 @@ describe("backups and the lifecycle", () => {
     await report(h, AGENT, id, ObservedState.PURGED);
     expect(await count()).toBe(0);
   });
+
+  // What the backups are kept for: support brings the database back within retention, and its restore window
+  // (the agent kept the store's files) is there again, so it can be restored to a point in time.
+  it("a deleted database support brings back has its backups and window again, and can be restored from", async () => {
+    const id = await runningId();
+    const { backup: b } = await backup(id);
+    const [earliest, latest] = [minutesAgo(5), minutesAgo(1)];
+    await completeBackup(h, AGENT, id, b!.id, [earliest, latest]);
+    await h.dbs.deleteDatabase({ organizationId: ORG, id });
+    await report(h, AGENT, id, ObservedState.STOPPED);
+    await expectCode(list(id), Code.NotFound);
+
+    await h.dbsAs("support").restoreDatabase({ id });
+    await report(h, AGENT, id, ObservedState.RUNNING);
+    const listed = await list(id);
+    expect(listed.backups.map((x) => [x.id, x.status])).toEqual([[b!.id, BackupStatus.COMPLETED]]);
+    expect(timestampDate(listed.earliestRestoreTime!)).toEqual(earliest);
+    expect(timestampDate(listed.latestRestoreTime!)).toEqual(latest);
+    const restored = await h.dbs.restoreToTime({ organizationId: ORG, sourceDatabaseId: id, name: `back-${id.slice(-6)}` });
+    expect(restored.database!.restoredFrom!.databaseId).toBe(id);
+    expect(timestampDate(restored.database!.restoredFrom!.restoreTime!)).toEqual(latest);
+  });
 });
