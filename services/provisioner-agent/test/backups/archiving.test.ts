@@ -87,9 +87,16 @@ describe.each(["17", "16"])("archiving and base backups (PostgreSQL %s)", { time
     expect(d.spoolBytes).toBe(0n);
   });
 
-  it("a purge removes the database's backups and its spool", async () => {
-    // As the reconciler does it: the database was stopped (its last WAL archived), then purged.
+  it("a deleted database keeps its backups and window through retention; a purge removes them and its spool", async () => {
+    // As the reconciler does it: the database was deleted (stopped, its last WAL archived), later purged.
     await fx.m.stop(fx.id);
+    const before = (await fx.store.list(`${fx.id}/`)).map((b) => b.key);
+    const reported = reports.length;
+    manager.setDesired([{ ...fx.spec, desiredState: DesiredState.DELETED }]);
+    // A few of the manager's rounds (every 300 ms here) with the database deleted: still reported, nothing removed.
+    await waitFor(() => reports.length >= reported + 3, 10_000, "three more reports");
+    expect(view(manager, fx.id)?.earliestRestoreTime).toBeDefined();
+    expect((await fx.store.list(`${fx.id}/`)).map((b) => b.key)).toEqual(expect.arrayContaining(before));
     manager.setDesired([{ ...fx.spec, desiredState: DesiredState.PURGED }]);
     await manager.purge(fx.id);
     expect(await fx.store.list(`${fx.id}/`)).toEqual([]);
