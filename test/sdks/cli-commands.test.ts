@@ -223,11 +223,13 @@ describe("dbaas commands on the real stack", () => {
     expect((await dbaas(["api-keys", "list"], env)).stdout).toMatch(new RegExp(`^${key.id}\\s+ci\\s`, "m"));
     expect((await dbaas(["databases", "list", "-o", "json"], { ...env, DBAAS_TOKEN: key.secret })).code).toBe(0);
     expect(await json(["api-keys", "revoke", key.id], env)).toEqual({ id: key.id, revoked: true });
+    // DBAAS_TOKEN wins over the config file's (valid) token.
     const revoked = await dbaas(["databases", "list"], { ...env, DBAAS_TOKEN: key.secret });
     expect(revoked.code).toBe(1);
     expect(revoked.stderr).toContain("HTTP 401");
 
-    const usage = await json<{ total: number; currency: string }>(["billing", "usage"], env);
+    // The API's address comes from the config file the signup wrote when DBAAS_URL is unset.
+    const usage = await json<{ total: number; currency: string }>(["billing", "usage"], { ...env, DBAAS_URL: "" });
     expect(usage).toMatchObject({ total: expect.any(Number), currency: "USD" });
     expect((await dbaas(["billing", "usage"], env)).stdout).toMatch(/^total:\s+[\d.]+$/m);
     expect(await json(["billing", "invoices"], env)).toEqual([]);
