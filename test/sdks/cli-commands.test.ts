@@ -34,10 +34,11 @@ beforeAll(async () => {
     mkdtemp(join(tmpdir(), "dbaas-cli-commands-")),
   ]);
   // A 5 s archive_timeout and a 1 s scheduler pass: a backup completes, and the restore window reaches now, in seconds.
+  // Host names under .invalid (RFC 2606), which never resolve: `databases psql` needs --hostaddr.
   stack = await startStack({
     databaseUrl: meta.url,
     agents: "fsn1",
-    env: { SMTP_URL: smtp.url, BACKUP_SCHEDULE_INTERVAL_MS: "1000", BACKUP_ARCHIVE_TIMEOUT_S: "5" },
+    env: { SMTP_URL: smtp.url, BACKUP_SCHEDULE_INTERVAL_MS: "1000", BACKUP_ARCHIVE_TIMEOUT_S: "5", DATABASE_DOMAIN: "db.invalid" },
   });
 }, 180_000);
 
@@ -105,9 +106,15 @@ describe("dbaas commands on the real stack", () => {
 
     const reset = await json<{ password: string }>(["databases", "reset-password", db.id]);
     expect(reset.password).not.toBe(db.password);
-    const psql = await dbaas(["databases", "psql", db.id, "--password", reset.password, "--", "-XAtc", "SELECT 2"]);
+    const at = ["--hostaddr", "127.0.0.1"];
+    const psql = await dbaas(["databases", "psql", db.id, ...at, "--password", reset.password, "--", "-XAtc", "SELECT 2"]);
     expect(psql).toMatchObject({ code: 0, stdout: "2\n" });
-    expect((await dbaas(["databases", "psql", db.id, "--password", db.password, "--", "-XAtc", "SELECT 2"])).code).toBe(2);
+    expect((await dbaas(["databases", "psql", db.id, ...at, "--password", db.password, "--", "-XAtc", "SELECT 2"])).code).toBe(2);
+    // A host name that resolves nowhere and is no *.localhost: psql's own failure, after a hint.
+    const nowhere = await dbaas(["databases", "psql", db.id, "--password", reset.password, "--", "-XAtc", "SELECT 2"]);
+    expect(nowhere.code).toBe(2);
+    expect(nowhere.stderr).toContain(`${db.id}.db.invalid does not resolve here: pass --hostaddr ADDRESS`);
+    expect(nowhere.stderr).toMatch(/could not translate host name/);
 
     const ops = await json<{ type: string; status: string }[]>(["databases", "operations", db.id]);
     expect(ops.map((o) => o.type)).toEqual(expect.arrayContaining(["create", "stop", "start", "restart", "resize"]));
@@ -162,7 +169,10 @@ describe("dbaas commands on the real stack", () => {
     const copy = JSON.parse(restored.stdout);
     expect(copy).toMatchObject({ id: expect.stringMatching(/^db-/), name: "restored", status: "running", password: expect.any(String) });
     expect(copy.id).not.toBe(db.id);
-    const psql = await dbaas(["databases", "psql", copy.id, "--password", copy.password, "--", "-XAtc", "SELECT 3"], env);
+    const psql = await dbaas(
+      ["databases", "psql", copy.id, "--hostaddr", "127.0.0.1", "--password", copy.password, "--", "-XAtc", "SELECT 3"],
+      env,
+    );
     expect(psql).toMatchObject({ code: 0, stdout: "3\n" });
   });
 

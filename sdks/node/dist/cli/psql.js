@@ -4,17 +4,18 @@ import { CliError } from "./command.js";
 /** psql's conninfo words: values quoted as libpq wants them. */
 const word = (k, v) => `${k}='${String(v).replace(/\\/g, "\\\\").replace(/'/g, "\\'")}'`;
 /**
+ * Where psql should connect when the host name does not resolve here:
  * `*.localhost` names are loopback by definition (RFC 6761) but not every
- * resolver knows it: then psql gets `hostaddr=127.0.0.1` and keeps the name
- * for TLS. Other names are left to psql.
+ * resolver knows it, so they get `hostaddr=127.0.0.1` (the name stays for
+ * TLS). Another name that does not resolve is left to psql, with a hint.
  */
 async function hostaddrFor(host) {
     try {
         await lookup(host);
-        return undefined;
+        return { unresolved: false };
     }
     catch {
-        return host === "localhost" || host.endsWith(".localhost") ? "127.0.0.1" : undefined;
+        return host === "localhost" || host.endsWith(".localhost") ? { hostaddr: "127.0.0.1", unresolved: true } : { unresolved: true };
     }
 }
 /**
@@ -23,7 +24,14 @@ async function hostaddrFor(host) {
  * comes from --password or PGPASSWORD, else psql asks for it.
  */
 export async function psql(ctx, db, opts) {
-    const hostaddr = opts.hostaddr ?? (await hostaddrFor(db.host));
+    let hostaddr = opts.hostaddr;
+    if (hostaddr === undefined) {
+        const found = await hostaddrFor(db.host);
+        hostaddr = found.hostaddr;
+        if (found.unresolved && hostaddr === undefined) {
+            ctx.stderr.write(`${db.host} does not resolve here: pass --hostaddr ADDRESS to reach it by address.\n`);
+        }
+    }
     const conninfo = [
         word("host", db.host),
         ...(hostaddr ? [word("hostaddr", hostaddr)] : []),

@@ -7,16 +7,17 @@ import { CliError, type Context } from "./command.ts";
 const word = (k: string, v: string | number) => `${k}='${String(v).replace(/\\/g, "\\\\").replace(/'/g, "\\'")}'`;
 
 /**
+ * Where psql should connect when the host name does not resolve here:
  * `*.localhost` names are loopback by definition (RFC 6761) but not every
- * resolver knows it: then psql gets `hostaddr=127.0.0.1` and keeps the name
- * for TLS. Other names are left to psql.
+ * resolver knows it, so they get `hostaddr=127.0.0.1` (the name stays for
+ * TLS). Another name that does not resolve is left to psql, with a hint.
  */
-async function hostaddrFor(host: string): Promise<string | undefined> {
+async function hostaddrFor(host: string): Promise<{ hostaddr?: string; unresolved: boolean }> {
   try {
     await lookup(host);
-    return undefined;
+    return { unresolved: false };
   } catch {
-    return host === "localhost" || host.endsWith(".localhost") ? "127.0.0.1" : undefined;
+    return host === "localhost" || host.endsWith(".localhost") ? { hostaddr: "127.0.0.1", unresolved: true } : { unresolved: true };
   }
 }
 
@@ -30,7 +31,14 @@ export async function psql(
   db: Schemas["Database"],
   opts: { password: string | undefined; hostaddr: string | undefined; extra: string[] },
 ): Promise<void> {
-  const hostaddr = opts.hostaddr ?? (await hostaddrFor(db.host));
+  let hostaddr = opts.hostaddr;
+  if (hostaddr === undefined) {
+    const found = await hostaddrFor(db.host);
+    hostaddr = found.hostaddr;
+    if (found.unresolved && hostaddr === undefined) {
+      ctx.stderr.write(`${db.host} does not resolve here: pass --hostaddr ADDRESS to reach it by address.\n`);
+    }
+  }
   const conninfo = [
     word("host", db.host),
     ...(hostaddr ? [word("hostaddr", hostaddr)] : []),
