@@ -6,7 +6,6 @@ import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { createLogger } from "@dbaas/kit";
 import { BackupState, type InstanceObservation, InstanceSpecSchema, ObservedState, RestoreSourceSchema } from "@dbaas/proto/agent";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAppliedStore } from "../../src/applied-state.ts";
 import { startS3Server, type S3Server } from "@dbaas/test/support/s3-server";
@@ -19,7 +18,7 @@ import { findServerBinaries } from "../../src/instances/binaries.ts";
 import { resolveRunAs, runCommand } from "../../src/instances/run-as.ts";
 import { createReconciler } from "../../src/reconciler.ts";
 import type { InstanceSettings, RestoreRequest } from "../../src/runtime.ts";
-import { freePort, randomPassword, scramVerifier } from "../instances/helpers.ts";
+import { freePort, query, randomPassword, scramVerifier } from "../support/fixture.ts";
 import { type Fixture, managerFor, shutdown, startFixture, view, waitFor } from "./support.ts";
 
 // Point-in-time restore on real instances, from what the agent's own backup
@@ -28,25 +27,6 @@ import { type Fixture, managerFor, shutdown, startFixture, view, waitFor } from 
 // from them through the runtime, and the test checks row by row what they hold.
 
 const HOST = "db-restored.example.test";
-
-async function query(port: number, password: string, sql: string): Promise<Record<string, unknown>[]> {
-  const c = new pg.Client({
-    host: "127.0.0.1",
-    port,
-    user: "dbadmin",
-    password,
-    database: "defaultdb",
-    ssl: { rejectUnauthorized: false },
-    connectionTimeoutMillis: 5000,
-  });
-  c.on("error", () => {});
-  await c.connect();
-  try {
-    return (await c.query(sql)).rows;
-  } finally {
-    await c.end();
-  }
-}
 
 async function readJson<T>(fx: Fixture, key: string): Promise<T> {
   const chunks: Buffer[] = [];

@@ -1,18 +1,16 @@
-import { mkdir, rm } from "node:fs/promises";
 import path from "node:path";
-import { create } from "@bufbuild/protobuf";
 import { type Clock, createLogger, systemClock } from "@dbaas/kit";
-import { type DatabaseBackups, DesiredState, type InstanceSpec, InstanceSpecSchema } from "@dbaas/proto/agent";
-import pg from "pg";
+import type { DatabaseBackups, InstanceSpec } from "@dbaas/proto/agent";
 import { type BackupManager, type BackupSettings, createBackupManager } from "../../src/backups/backup-manager.ts";
 import type { BlobStore } from "../../src/backups/blob-store.ts";
 import { createFileStore } from "../../src/backups/file-store.ts";
 import { walSpoolRoot } from "../../src/instances/host.ts";
-import { createInstanceManager, type InstanceManager } from "../../src/instances/instance-manager.ts";
-import { createLocalProcessRuntime } from "../../src/instances/local-runtime.ts";
+import type { InstanceManager } from "../../src/instances/instance-manager.ts";
 import { resolveRunAs } from "../../src/instances/run-as.ts";
 import type { InstanceRuntime } from "../../src/runtime.ts";
-import { freePort, randomPassword, scramVerifier, tempDataDir } from "../instances/helpers.ts";
+import { startHost, startInstance, tempDataDir } from "../support/fixture.ts";
+
+export { waitFor } from "../support/fixture.ts";
 
 /** Real instances, a real file store and the backup manager over them, as the agent wires them. */
 export interface Fixture {
@@ -31,64 +29,37 @@ export interface Fixture {
   close(): Promise<void>;
 }
 
+/**
+ * A test host (support/fixture.ts) whose instances restore from `store` (a
+ * file store in a directory of its own unless given), with instance `db-<tag>`
+ * of `major` running on it.
+ */
 export async function startFixture(
   tag: string,
   major: string,
-  opts: { store?: BlobStore; storeDir?: string; replicationSecret?: string } = {},
+  opts: { store?: BlobStore; storeDir?: string; replicationSecret?: string; archiveTimeoutS?: number } = {},
 ): Promise<Fixture> {
-  const dataDir = await tempDataDir(tag);
-  const storeDir = opts.storeDir ?? path.join(dataDir, "..", `${path.basename(dataDir)}-store`);
-  await mkdir(storeDir, { recursive: true });
+  const storeDir = opts.storeDir ?? (await tempDataDir(`${tag}-store`));
   const store = opts.store ?? createFileStore(storeDir);
-  const m = createInstanceManager({
-    dataDir,
-    agentId: `test-${tag}`,
+  const host = await startHost(tag, {
     store,
+    removeOnClose: [storeDir],
     ...(opts.replicationSecret ? { replicationSecret: opts.replicationSecret } : {}),
+    ...(opts.archiveTimeoutS ? { archiveTimeoutS: opts.archiveTimeoutS } : {}),
   });
-  const runtime = createLocalProcessRuntime(m);
-  const id = `db-${tag}`;
-  const port = await freePort();
-  const spec = create(InstanceSpecSchema, {
-    databaseId: id,
-    version: major,
-    tier: "micro",
-    port,
-    desiredState: DesiredState.RUNNING,
-    scramVerifier: scramVerifier(randomPassword()),
-    generation: 1n,
-    credentialsGeneration: 1n,
-    host: `${id}.example.test`,
-  });
-  await runtime.create(id, { version: major });
-  await runtime.start(id, { port, tier: "micro", hostname: spec.host, scramVerifier: spec.scramVerifier });
-  const sql = async (text: string) => {
-    const c = new pg.Client({ host: m.socketDir, port, user: "dbaas_agent", database: "postgres" });
-    c.on("error", () => {});
-    await c.connect();
-    try {
-      return (await c.query(text)).rows;
-    } finally {
-      await c.end();
-    }
-  };
+  const { id, port, spec } = await startInstance(host, `db-${tag}`, { major });
   return {
-    dataDir,
+    dataDir: host.dataDir,
     storeDir,
     store,
-    m,
-    runtime,
+    m: host.m,
+    runtime: host.runtime,
     id,
     port,
     spec,
-    spoolDir: path.join(walSpoolRoot(dataDir), id),
-    sql,
-    async close() {
-      await m.stopAll().catch(() => {});
-      await rm(dataDir, { recursive: true, force: true });
-      await rm(storeDir, { recursive: true, force: true });
-      await rm(m.socketDir, { recursive: true, force: true });
-    },
+    spoolDir: path.join(walSpoolRoot(host.dataDir), id),
+    sql: (text) => host.asAgent(id, text),
+    close: () => host.close(),
   };
 }
 
@@ -129,20 +100,6 @@ export async function shutdown(manager: BackupManager | undefined, fx: Fixture |
 /** The manager's current view of one database. */
 export function view(manager: BackupManager, id: string): DatabaseBackups | undefined {
   return manager.snapshot().find((d) => d.databaseId === id);
-}
-
-export async function waitFor<T>(
-  probe: () => T | undefined | false | Promise<T | undefined | false>,
-  ms = 30_000,
-  what = "condition",
-): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`${what} not met within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 /** Writes rows and switches to a new WAL segment; resolves with the name of the segment finished. */
