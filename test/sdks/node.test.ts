@@ -1,8 +1,9 @@
 /**
  * Issue 15 on the real stack: the Node client's example program, the `dbaas`
  * CLI as installed (the workspace's bin link, running the committed dist/),
- * its exit codes, and through tmux (a real terminal) the password prompt
- * without echo and the --wait spinner.
+ * its exit codes, and through tmux (a real terminal) the e-mail and password
+ * prompts (the password without echo), the --wait spinner and an interactive
+ * `databases psql` whose Ctrl-C cancels the query without ending dbaas.
  */
 import { execFile, execFileSync } from "node:child_process";
 import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
@@ -309,12 +310,15 @@ describe("the dbaas CLI in a terminal (tmux)", () => {
     }
   });
 
-  it("auth login asks for the password without echoing it", { timeout: 60_000 }, async () => {
+  it("auth login asks for the e-mail address, then the password without echoing it", { timeout: 60_000 }, async () => {
     const address = email("tty");
     await dbaas(["auth", "signup", "--email", address, "--name", "T", "--organization", "Tty"], { DBAAS_PASSWORD: PASSWORD });
     await dbaas(["auth", "logout"]);
-    inTerminal(["auth", "login", "--email", address]);
-    // capture-pane drops trailing blanks: the prompt is "Password: ".
+    inTerminal(["auth", "login"]);
+    // capture-pane drops trailing blanks: the prompts are "E-mail: " and "Password: ".
+    await until("e-mail prompt", () => pane().includes("E-mail:"));
+    tmux("send-keys", "-t", "cli", "-l", address);
+    tmux("send-keys", "-t", "cli", "Enter");
     await until("password prompt", () => pane().includes("Password:"));
     tmux("send-keys", "-t", "cli", "-l", PASSWORD);
     tmux("send-keys", "-t", "cli", "Enter");
@@ -338,6 +342,32 @@ describe("the dbaas CLI in a terminal (tmux)", () => {
     const raw = await readFile(log, "utf8");
     // Redrawn in place: carriage return, erase line, a braille frame.
     expect(raw).toMatch(new RegExp(`\r${ESC}\\[K[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] db-[a-z0-9]+: `));
+    tmux("kill-session", "-t", "cli");
+  });
+
+  it("databases psql is an interactive psql: Ctrl-C cancels its query, not dbaas; \\q exits 0", { timeout: 120_000 }, async () => {
+    const [db] = JSON.parse((await dbaas(["databases", "list", "-o", "json"])).stdout) as { id: string; name: string }[];
+    expect(db).toMatchObject({ name: "tty-db" });
+    const { password } = JSON.parse((await dbaas(["databases", "reset-password", db!.id, "-o", "json"])).stdout);
+    inTerminal(["databases", "psql", db!.id, "--password", password]);
+    await until("psql prompt", () => /^defaultdb=> ?$/m.test(pane()));
+    const type = (line: string) => {
+      // A trailing ";" would end the tmux command: escaped, it is typed.
+      tmux("send-keys", "-t", "cli", "-l", line.replace(/;$/, "\\;"));
+      tmux("send-keys", "-t", "cli", "Enter");
+    };
+    type("SELECT 40 + 2 AS answer;");
+    await until("answer", () => /^\s+42$/m.test(pane()));
+    type("SELECT pg_sleep(600);");
+    // Ctrl-C once the server runs it (seen from a second session), so it is the query that gets cancelled.
+    const running = ["databases", "psql", db!.id, "--password", password, "--", "-XAtc"];
+    const sleeping = `SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(600);' AND state = 'active'`;
+    await until("running query", () => execFileSync(DBAAS, [...running, sleeping], { env: userEnv(), encoding: "utf8" }).trim() === "1");
+    tmux("send-keys", "-t", "cli", "C-c");
+    await until("cancellation", () => pane().includes("canceling statement due to user request"));
+    type("\\q");
+    await until("exit", () => pane().includes("EXIT="));
+    expect(pane()).toContain("EXIT=0");
     tmux("kill-session", "-t", "cli");
   });
 });
