@@ -61,6 +61,7 @@ describe("the agent's private address", () => {
     const conninfo = lines.find((l) => l.startsWith("primary_conninfo"))!;
     expect(conninfo).toContain("host=''db-far.example.test'' hostaddr=''10.20.99.7'' port=40001");
     expect(conninfo).toContain("sslmode=verify-full");
+    expect(lines).toContain("wal_retrieve_retry_interval = '1s'");
   });
 
   it("defaults to loopback, admitting replication from loopback only", async () => {
