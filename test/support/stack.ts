@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -16,10 +17,27 @@ function portFree(port: number): Promise<boolean> {
   });
 }
 
-/** A block of `count` consecutive free ports, chosen at random in 20000–59999, none of them in `avoid` ([first, last] blocks). */
+/**
+ * The first port of the kernel's range for outgoing connections (32768 on Linux by default): a port
+ * below it is never taken by a client socket between our check that it is free and the stack's listen.
+ */
+function ephemeralStart(): number {
+  try {
+    const first = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
+    return Number.isInteger(first) && first > 20000 + 4000 ? first : 60000;
+  } catch {
+    return 60000;
+  }
+}
+
+/**
+ * A block of `count` consecutive free ports, chosen at random from 20000 up to the kernel's ephemeral
+ * range, none of them in `avoid` ([first, last] blocks).
+ */
 export async function freePortBlock(count: number, avoid: Array<[number, number]> = []): Promise<number> {
+  const end = ephemeralStart();
   for (let attempt = 0; attempt < 50; attempt++) {
-    const base = 20000 + Math.floor(Math.random() * (40000 - count));
+    const base = 20000 + Math.floor(Math.random() * (end - 20000 - count));
     if (avoid.some(([first, last]) => base <= last && base + count - 1 >= first)) continue;
     const checks = await Promise.all(Array.from({ length: count }, (_, i) => portFree(base + i)));
     if (checks.every(Boolean)) return base;
