@@ -200,6 +200,13 @@ export function createArchiver(opts: ArchiverOptions) {
     await setClosed(id, s, s.spoolBytes + WAL_SEGMENT_BYTES >= maxSpoolBytes);
   }
 
+  function status(id: string): ArchiveStatus {
+    const s = dbs.get(id);
+    if (!s) return { archiveError: "", spoolBytes: 0 };
+    const full = s.closed ? `WAL spool full (${gib(maxSpoolBytes)}); the server keeps its WAL until the spool drains` : "";
+    return { archiveError: [s.uploadError, full].filter(Boolean).join("; "), spoolBytes: s.spoolBytes };
+  }
+
   async function spoolIds(): Promise<string[]> {
     try {
       return (await readdir(spoolRoot, { withFileTypes: true })).filter((e) => e.isDirectory() && ID_RE.test(e.name)).map((e) => e.name);
@@ -260,14 +267,27 @@ export function createArchiver(opts: ArchiverOptions) {
         stopped = true;
       }
     },
-    status(id: string): ArchiveStatus {
-      const s = dbs.get(id);
-      if (!s) return { archiveError: "", spoolBytes: 0 };
-      const full = s.closed ? `WAL spool full (${gib(maxSpoolBytes)}); the server keeps its WAL until the spool drains` : "";
-      return { archiveError: [s.uploadError, full].filter(Boolean).join("; "), spoolBytes: s.spoolBytes };
-    },
+    status,
     /** Segment numbers of the database's WAL in the store (loaded from its listing on first use). */
     stored: (id: string): Promise<Set<number>> => loadStored(id, state(id)),
+    /**
+     * Resolves once every segment from `from` to `to` of `id` is stored (a base
+     * backup's WAL); rejects after `timeoutMs`, with why archiving fails if it does.
+     */
+    async waitStored(id: string, from: number, to: number, timeoutMs: number, signal: AbortSignal): Promise<void> {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const stored = await loadStored(id, state(id));
+        let n = from;
+        while (n <= to && stored.has(n)) n++;
+        if (n > to) return;
+        if (Date.now() > deadline) {
+          const why = status(id).archiveError;
+          throw new Error(`the WAL this backup needs was not stored within ${timeoutMs / 60_000} min${why ? `: ${why}` : ""}`);
+        }
+        await sleep(250, undefined, { signal });
+      }
+    },
     /** Retention removed the database's WAL below `segno`. */
     forgetBelow(id: string, segno: number): void {
       const stored = dbs.get(id)?.stored;

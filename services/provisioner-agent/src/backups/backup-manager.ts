@@ -2,17 +2,8 @@ import { rm } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { type Clock, type Logger, tracedWork } from "@dbaas/kit";
-import {
-  type BackupObservation,
-  BackupObservationSchema,
-  BackupState,
-  type DatabaseBackups,
-  DatabaseBackupsSchema,
-  DesiredState,
-  type InstanceSpec,
-} from "@dbaas/proto/agent";
+import { BackupState, type DatabaseBackups, DatabaseBackupsSchema, DesiredState, type InstanceSpec } from "@dbaas/proto/agent";
 import { withAgentClient } from "../instances/agent-socket.ts";
 import type { RunAsIdentity } from "../instances/run-as.ts";
 import type { InstanceRuntime } from "../runtime.ts";
@@ -21,6 +12,7 @@ import { BACKUP_ATTEMPTS, createAttemptLog } from "./attempts.ts";
 import { clearBackupLeftovers, stagingDirOf, takeBaseBackup } from "./base-backup.ts";
 import type { BlobStore } from "./blob-store.ts";
 import { type BackupRecord, basePrefix, databasePrefix } from "./layout.ts";
+import { createBackupNews, toTimestamp } from "./news.ts";
 import { planRetention, prune } from "./retention.ts";
 import { createWindowKeeper } from "./window.ts";
 
@@ -63,8 +55,6 @@ const WAL_WAIT_MS = 5 * 60_000;
 /** How long a failed attempt's server may refuse connections (shutting down) before the failure counts as the backup's. */
 const SHUTDOWN_WAIT_MS = 15_000;
 
-const toTimestamp = (d: Date | string) => timestampFromDate(typeof d === "string" ? new Date(d) : d);
-
 /**
  * Everything backup on one agent: WAL archiving (archiver.ts), the base
  * backups the databases service asks for (base-backup.ts), each database's
@@ -87,10 +77,7 @@ export function createBackupManager(opts: BackupManagerOptions) {
   });
   let specs = new Map<string, InstanceSpec>();
   const records = new Map<string, BackupRecord[]>();
-  /** Observations of the backups each spec lists; repeated in every report until the spec drops them. */
-  const current = new Map<string, Map<string, BackupObservation>>();
-  /** PRUNED observations not yet delivered. */
-  const pruned = new Map<string, BackupObservation[]>();
+  const news = createBackupNews(opts.notify);
   const running = new Map<string, { backupId: string; abort: AbortController; done: Promise<void> }>();
   /** When a database's failed backup may be tried again (a restart or a short outage should not use up its attempts). */
   const retryAt = new Map<string, number>();
@@ -117,13 +104,6 @@ export function createBackupManager(opts: BackupManagerOptions) {
     },
   });
 
-  const observe = (id: string, obs: BackupObservation) => {
-    const m = current.get(id) ?? new Map<string, BackupObservation>();
-    current.set(id, m);
-    m.set(obs.backupId, obs);
-    opts.notify();
-  };
-
   async function loadRecords(id: string): Promise<BackupRecord[]> {
     const have = records.get(id);
     if (have) return have;
@@ -138,30 +118,6 @@ export function createBackupManager(opts: BackupManagerOptions) {
     return list;
   }
 
-  const completedObs = (r: BackupRecord) =>
-    create(BackupObservationSchema, {
-      backupId: r.backupId,
-      state: BackupState.COMPLETED,
-      startedAt: toTimestamp(r.startedAt),
-      completedAt: toTimestamp(r.stoppedAt),
-      sizeBytes: BigInt(r.sizeBytes),
-    });
-
-  async function waitForWal(id: string, from: number, to: number, signal: AbortSignal): Promise<void> {
-    const deadline = Date.now() + WAL_WAIT_MS;
-    for (;;) {
-      const stored = await archiver.stored(id);
-      let n = from;
-      while (n <= to && stored.has(n)) n++;
-      if (n > to) return;
-      if (Date.now() > deadline) {
-        const why = archiver.status(id).archiveError;
-        throw new Error(`the WAL this backup needs was not stored within ${WAL_WAIT_MS / 60_000} min${why ? `: ${why}` : ""}`);
-      }
-      await sleep(250, undefined, { signal });
-    }
-  }
-
   function startBackup(spec: InstanceSpec, backupId: string): void {
     const id = spec.databaseId;
     const abort = new AbortController();
@@ -172,7 +128,7 @@ export function createBackupManager(opts: BackupManagerOptions) {
       const server = obs.pid;
       const attempt = await attempts.begin(id, backupId);
       const startedAt = clock.now();
-      observe(id, create(BackupObservationSchema, { backupId, state: BackupState.RUNNING, startedAt: toTimestamp(startedAt) }));
+      news.running(id, backupId, startedAt);
       log.info("base backup started", { database_id: id, backup_id: backupId, attempt: attempt.attempts });
       // Joins the trace of the request that asked for the backup (none for a scheduled one).
       const work = tracedWork("backup", spec.traceContext, { "dbaas.database_id": id, "dbaas.backup_id": backupId });
@@ -192,7 +148,7 @@ export function createBackupManager(opts: BackupManagerOptions) {
             port: spec.port,
             stagingRoot,
             runAs: opts.runAs,
-            waitForWal: (from, to, s) => waitForWal(id, from, to, s),
+            waitForWal: (from, to, s) => archiver.waitStored(id, from, to, WAL_WAIT_MS, s),
             now: () => clock.now(),
             signal,
           }),
@@ -202,7 +158,7 @@ export function createBackupManager(opts: BackupManagerOptions) {
         await attempts.clear(id);
         // The report that says "completed" carries the window the backup opens.
         windows.update(id, recs, await archiver.stored(id));
-        observe(id, completedObs(rec));
+        news.completed(id, rec);
         log.info("base backup completed", { database_id: id, backup_id: backupId, size_bytes: rec.sizeBytes, stop_lsn: rec.stopLsn });
         outcomes.completed++;
         work.end();
@@ -257,7 +213,7 @@ export function createBackupManager(opts: BackupManagerOptions) {
   }
 
   async function giveUp(id: string, backupId: string, reason: string): Promise<void> {
-    observe(id, create(BackupObservationSchema, { backupId, state: BackupState.FAILED, message: reason }));
+    news.failed(id, backupId, reason);
     // No record was written, so nothing lists it; its files are of no use.
     await store.deletePrefix(`${id}/base/${backupId}/`).catch(() => {});
   }
@@ -277,12 +233,12 @@ export function createBackupManager(opts: BackupManagerOptions) {
   async function settleBackups(spec: InstanceSpec): Promise<void> {
     const id = spec.databaseId;
     for (const backupId of spec.backupIds) {
-      const known = current.get(id)?.get(backupId);
+      const known = news.known(id, backupId);
       if (known && known.state !== BackupState.RUNNING) continue;
       const recs = await loadRecords(id);
       const rec = recs.find((r) => r.backupId === backupId);
       if (rec) {
-        if (!known) observe(id, completedObs(rec));
+        if (!known) news.completed(id, rec);
         continue;
       }
       const a = await attempts.read(id, backupId);
@@ -321,14 +277,17 @@ export function createBackupManager(opts: BackupManagerOptions) {
         const backups = await loadRecords(id);
         const plan = planRetention(backups, clock.now(), settings.retentionDays);
         const removed = await prune(store, id, plan);
-        records.set(id, plan.keep);
+        // Drop what was pruned from the list as it is now: a backup that completed during the (slow) deletes
+        // was added to it meanwhile and is not in the plan.
+        const gone = new Set(removed);
+        records.set(
+          id,
+          (records.get(id) ?? backups).filter((r) => !gone.has(r.backupId)),
+        );
         if (plan.walBefore !== undefined) archiver.forgetBelow(id, plan.walBefore);
         if (removed.length === 0) continue;
-        const list = pruned.get(id) ?? [];
-        for (const backupId of removed) list.push(create(BackupObservationSchema, { backupId, state: BackupState.PRUNED }));
-        pruned.set(id, list);
         log.info("backups pruned by retention", { database_id: id, backup_ids: removed });
-        opts.notify();
+        news.pruned(id, removed);
       } catch (e) {
         log.warn("retention failed", { database_id: id, error: e });
       }
@@ -372,17 +331,14 @@ export function createBackupManager(opts: BackupManagerOptions) {
     /** The desired state, as the reconciler gets it: backups are taken for databases desired running only. */
     setDesired(next: readonly InstanceSpec[]): void {
       specs = new Map(next.map((s) => [s.databaseId, s]));
-      for (const [id, m] of current) {
-        const wanted = new Set(specs.get(id)?.backupIds ?? []);
-        for (const backupId of m.keys()) if (!wanted.has(backupId)) m.delete(backupId);
-      }
+      news.keepOnly((id) => new Set(specs.get(id)?.backupIds ?? []));
       for (const spec of specs.values()) void scheduleBackups(spec).catch(() => {});
     },
-    /** One DatabaseBackups per database in the desired state (purged ones aside). */
     /** Base backup attempts this process saw end, by how they ended (for `base_backups_total`). */
     outcomes(): Readonly<{ completed: number; failed: number }> {
       return outcomes;
     },
+    /** One DatabaseBackups per database in the desired state (purged ones aside). */
     snapshot(): DatabaseBackups[] {
       const out: DatabaseBackups[] = [];
       for (const spec of specs.values()) {
@@ -393,7 +349,7 @@ export function createBackupManager(opts: BackupManagerOptions) {
         out.push(
           create(DatabaseBackupsSchema, {
             databaseId: id,
-            backups: [...(current.get(id)?.values() ?? []), ...(pruned.get(id) ?? [])],
+            backups: news.of(id),
             ...(w ? { earliestRestoreTime: toTimestamp(w.earliest), latestRestoreTime: toTimestamp(w.latest) } : {}),
             archiveError: st.archiveError || windows.serverArchiveError(id),
             spoolBytes: BigInt(st.spoolBytes),
@@ -403,14 +359,7 @@ export function createBackupManager(opts: BackupManagerOptions) {
       return out;
     },
     /** A snapshot reached the databases service: its PRUNED news need not be repeated. */
-    delivered(sent: readonly DatabaseBackups[]): void {
-      for (const d of sent) {
-        const delivered = new Set(d.backups.filter((b) => b.state === BackupState.PRUNED));
-        const left = (pruned.get(d.databaseId) ?? []).filter((b) => !delivered.has(b));
-        if (left.length) pruned.set(d.databaseId, left);
-        else pruned.delete(d.databaseId);
-      }
-    },
+    delivered: news.delivered,
     /** Removes a purged database's backups: its spool, then everything under its prefix in the store. */
     async purge(id: string): Promise<void> {
       purging.add(id);
@@ -422,7 +371,8 @@ export function createBackupManager(opts: BackupManagerOptions) {
         await store.deletePrefix(databasePrefix(id));
         await rm(stagingDirOf(stagingRoot, id), { recursive: true, force: true });
         await attempts.clear(id);
-        for (const m of [records, current, pruned, retryAt]) m.delete(id);
+        for (const m of [records, retryAt]) m.delete(id);
+        news.forget(id);
         windows.forget(id);
       } finally {
         purging.delete(id);

@@ -15,7 +15,7 @@ import { createInstanceManager } from "../../src/instances/instance-manager.ts";
 import { createLocalProcessRuntime } from "../../src/instances/local-runtime.ts";
 import { resolveRunAs } from "../../src/instances/run-as.ts";
 import { tempDataDir } from "../instances/helpers.ts";
-import { TEST_SETTINGS, waitFor } from "./support.ts";
+import { type Fixture, managerFor, shutdown, startFixture, TEST_SETTINGS, view, waitFor } from "./support.ts";
 
 // Retention keeps every backup of the last 7 days plus the newest before them
 // (a restore to the window's first instant starts there), and the WAL from the
@@ -163,5 +163,64 @@ describe("pruning in the store, on the manager's schedule", { timeout: 60_000 },
     await new Promise((r) => setTimeout(r, 600));
     expect(await store.exists(recordKey(id, "bkp-new"))).toBe(true);
     expect(pruned().sort()).toEqual(["bkp-mid", "bkp-old"]);
+  });
+});
+
+// A backup that completes while a pruning pass is under way (its deletes are slow, as S3's can be) must stay
+// known to retention: the pass used to replace the agent's list of completed backups with the one it had
+// planned from, and the new backup was then never pruned (its files kept forever) until the agent restarted.
+describe("a backup completed during a pruning pass", { timeout: 120_000 }, () => {
+  let fx: Fixture;
+  let manager: BackupManager;
+  let offset = 0;
+  let release = () => {};
+
+  beforeAll(async () => {
+    fx = await startFixture("retrace", "17");
+  }, 60_000);
+
+  afterAll(async () => {
+    release();
+    await shutdown(manager, fx);
+  }, 60_000);
+
+  it("is pruned in its turn once it is old", async () => {
+    const aged = (id: string, daysAgo: number): BackupRecord => {
+      const at = new Date(Date.now() - daysAgo * DAY).toISOString();
+      return { ...backup(id, 0, 1), databaseId: fx.id, startedAt: at, stoppedAt: at };
+    };
+    // Two backups older than the window: the older goes at once, the newer is kept (it covers the window's start).
+    for (const b of [aged("bkp-older", 40), aged("bkp-old", 30)]) {
+      await fx.store.put(baseTarKey(fx.id, b.backupId), Buffer.from("tar"));
+      await fx.store.put(recordKey(fx.id, b.backupId), Buffer.from(JSON.stringify(b)));
+    }
+    const held = new Promise<void>((r) => (release = r));
+    const slowDeletes: BlobStore = {
+      ...fx.store,
+      async delete(key) {
+        if (key === recordKey(fx.id, "bkp-older")) await held;
+        await fx.store.delete(key);
+      },
+    };
+    ({ manager } = managerFor(fx, {
+      store: slowDeletes,
+      clock: { now: () => new Date(Date.now() + offset) },
+      settings: { pruneIntervalMs: 200 },
+    }));
+    await manager.start();
+    manager.setDesired([{ ...fx.spec, backupIds: ["bkp-new"] }]);
+    const done = await waitFor(
+      () => view(manager, fx.id)?.backups.find((b) => b.backupId === "bkp-new" && b.state !== BackupState.RUNNING),
+      60_000,
+      "bkp-new",
+    );
+    expect(done.state).toBe(BackupState.COMPLETED);
+    // The pass that began before bkp-new completed ends now.
+    release();
+    await waitFor(async () => !(await fx.store.exists(recordKey(fx.id, "bkp-older"))), 10_000, "bkp-older pruned");
+    // Eight days on, bkp-new is the newest backup before the window: bkp-old goes.
+    offset = 8 * DAY;
+    await waitFor(async () => !(await fx.store.exists(recordKey(fx.id, "bkp-old"))), 10_000, "bkp-old pruned");
+    expect(await fx.store.exists(recordKey(fx.id, "bkp-new"))).toBe(true);
   });
 });
