@@ -93,16 +93,35 @@ export async function takeBackup(api: Api, id: string): Promise<BackupJson> {
   );
 }
 
-/** Waits until no backup of `id` runs any more; returns the list. */
-export async function waitBackupsSettled(api: Api, id: string, timeoutMs = 120_000): Promise<BackupJson[]> {
-  return await poll(
-    async () => {
-      const { backups } = await backupsOf(api, id);
-      return backups.every((b) => b.status !== "running") && backups;
-    },
-    timeoutMs,
-    `${id}: backups settled`,
-  );
+/** The stack log's lines about any of `ids`, and its agents' and the databases service's warnings: the last `n`. */
+export function logAbout(log: string, ids: readonly string[], n = 60): string {
+  return log
+    .split("\n")
+    .filter((l) => !/^gateway\s+\| request /.test(l))
+    .filter((l) => ids.some((id) => l.includes(id)) || /^(databases|agent-\S+)\s+\| (WARN|ERROR|exited)/.test(l))
+    .slice(-n)
+    .join("\n");
+}
+
+/**
+ * Waits until no backup of `id` runs any more; returns the list. On timeout the error names the backups
+ * still listed and, given the stack's `log`, its lines about the database.
+ */
+export async function waitBackupsSettled(api: Api, id: string, timeoutMs = 120_000, log?: () => string): Promise<BackupJson[]> {
+  let last: BackupJson[] = [];
+  try {
+    return await poll(
+      async () => {
+        last = (await backupsOf(api, id)).backups;
+        return last.every((b) => b.status !== "running") && last;
+      },
+      timeoutMs,
+      `${id}: backups settled`,
+    );
+  } catch (err) {
+    const listed = last.map((b) => `${b.id} ${b.type} ${b.status}${b.failure_reason ? ` (${b.failure_reason})` : ""}`).join(", ");
+    throw new Error(`${(err as Error).message}; listed: ${listed}${log ? `\nstack log about it:\n${logAbout(log(), [id])}` : ""}`);
+  }
 }
 
 /** Until the window's latest instant has passed `instant`. */
