@@ -222,6 +222,40 @@ describe.each(cases)("point-in-time restore (PostgreSQL $major, $storeKind store
     expect(await ids(s.port)).toEqual(batch1);
   });
 
+  it.runIf(all)("a restore that cannot be made is reported failed with why, and leaves no instance", async () => {
+    const reports: InstanceObservation[] = [];
+    const reconciler = createReconciler({
+      runtime: fx.runtime,
+      applied: createAppliedStore(fx.dataDir),
+      log: createLogger("restore-test"),
+      concurrency: 1,
+      report: (o) => reports.push(o),
+    });
+    const s = await settings();
+    // Before the source's oldest backup: there is nothing to start from (the databases service never asks for this;
+    // a store that lost the backups, or cannot be read, ends the same way).
+    const early = new Date(Date.parse(backup.startedAt) - 3600_000);
+    const spec = create(InstanceSpecSchema, {
+      ...fx.spec,
+      databaseId: "r-doomed",
+      port: s.port,
+      host: HOST,
+      scramVerifier: s.scramVerifier,
+      restoreSource: create(RestoreSourceSchema, { databaseId: fx.id, restoreTime: timestampFromDate(early) }),
+    });
+    // Each snapshot (or resync) is another attempt; the third failure is reported.
+    for (let i = 1; i <= 3; i++) {
+      reconciler.setDesired([spec]);
+      await waitFor(() => reconciler.failedSteps() >= i, 30_000, `failed attempt ${i}`);
+    }
+    await reconciler.drain();
+    const failed = reports.find((o) => o.databaseId === "r-doomed" && o.state === ObservedState.FAILED);
+    expect(failed?.message).toContain(`no base backup of ${fx.id} before ${early.toISOString()}`);
+    expect(reports.some((o) => o.databaseId === "r-doomed" && o.state === ObservedState.RUNNING)).toBe(false);
+    expect(await fx.runtime.list()).not.toContain("r-doomed");
+    expect((await readdir(path.join(fx.dataDir, "instances"))).filter((n) => n.startsWith("r-doomed"))).toEqual([]);
+  });
+
   it.runIf(all)("an interrupted fetch (its staging copy left behind) is redone from scratch and never listed", async () => {
     const staging = path.join(fx.dataDir, "instances", "r-fetch.tmp-0badf00d");
     await mkdir(path.join(staging, "base"), { recursive: true });
