@@ -18,7 +18,7 @@ import { findServerBinaries } from "../../src/instances/binaries.ts";
 import { resolveRunAs, runCommand } from "../../src/instances/run-as.ts";
 import { createReconciler } from "../../src/reconciler.ts";
 import type { InstanceSettings, RestoreRequest } from "../../src/runtime.ts";
-import { freePort, query, randomPassword, scramVerifier } from "../support/fixture.ts";
+import { connect, freePort, query, randomPassword, scramVerifier } from "../support/fixture.ts";
 import { type Fixture, managerFor, shutdown, startFixture, view, waitFor } from "./support.ts";
 
 // Point-in-time restore on real instances, from what the agent's own backup
@@ -136,10 +136,15 @@ describe.each(cases)("point-in-time restore (PostgreSQL $major, $storeKind store
     expect(await query(port, password, "SHOW max_connections")).toEqual([{ max_connections: "50" }]);
   });
 
-  it("the restored instance takes its own password and refuses the source's", async () => {
+  it("the restored instance takes its own password and refuses the source's, and serves its own certificate", async () => {
     const port = (await fx.runtime.observe("r-between")).port!;
     await expect(query(port, sourcePassword, "SELECT 1")).rejects.toThrow(/password authentication failed/);
     expect(await query(port, password, "SELECT current_user AS u")).toEqual([{ u: "dbadmin" }]);
+    // The base backup carried the source's certificate; the restored instance has one for its own host name.
+    const ca = await fx.runtime.caCertificatePem();
+    const c = await connect(port, password, { ssl: { ca, servername: HOST } });
+    await c.end();
+    await expect(connect(port, password, { ssl: { ca, servername: fx.spec.host } })).rejects.toThrow(/altnames|does not match/);
   });
 
   it("to the window's end (no commit after it in the WAL): every batch", async () => {
