@@ -16,10 +16,12 @@ import { lastSegmentNeeded, parseLsn, segnoOfLsn } from "./wal.ts";
  *
  * Idle, it is now. A server at rest may still write WAL that no commit is in
  * (standby snapshots, checkpoints) and that archive_timeout never switches
- * out, so each sample also notes the transaction-id horizon: when no
- * transaction was running at a restorable sample r (xmin = xmax of its
- * snapshot) and no transaction id has been assigned since (a later sample s
- * has the same xmax), nothing was committed between r and s — restoring to s
+ * out, so each sample also notes the transaction-id horizon. A snapshot's
+ * xmax is one past the newest transaction id that has ended, and xmin = xmax
+ * means every id below it has ended. When that holds at a restorable sample
+ * r and a later sample s has the same xmax, no transaction holding an id
+ * ended between them (one that did, with an id at or above r's xmax, would
+ * have moved it), so nothing was committed between r and s — restoring to s
  * gives r's state, which is stored. Read-only transactions get no id, so a
  * database that is only read counts as idle too.
  */
@@ -28,9 +30,9 @@ export interface WalSample {
   /** ms since the epoch, taken before the position was read. */
   at: number;
   lsn: bigint;
-  /** The next transaction id to be assigned (xmax of a snapshot taken with the position). */
+  /** One past the newest transaction id that has ended (xmax of a snapshot taken with the position). */
   xmax?: bigint;
-  /** No transaction held an id when the sample was taken (xmin = xmax). */
+  /** Every transaction id below xmax had ended when the sample was taken (xmin = xmax). */
   quiet?: boolean;
 }
 
