@@ -62,7 +62,7 @@ func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h
 // WithMaxRetries sets how often a 429 or 503 answer is retried (default 3; 0 turns retries off).
 func WithMaxRetries(n int) Option { return func(c *Client) { c.maxRetries = n } }
 
-// WithMaxRetryWait bounds one wait between retries (default 30 s): an answer asking for a longer
+// WithMaxRetryWait bounds one wait between retries (default 60 s, the rate limit's window): an answer asking for a longer
 // Retry-After is returned as its *Error at once instead of being waited for.
 func WithMaxRetryWait(d time.Duration) Option { return func(c *Client) { c.maxRetryWait = d } }
 
@@ -84,7 +84,7 @@ func NewClient(opts ...Option) *Client {
 		token:        os.Getenv("DBAAS_TOKEN"),
 		http:         &http.Client{Timeout: 30 * time.Second},
 		maxRetries:   3,
-		maxRetryWait: 30 * time.Second,
+		maxRetryWait: 60 * time.Second,
 		pollInterval: time.Second,
 		waitTimeout:  10 * time.Minute,
 		userAgent:    "dbaas-go/0.1",
