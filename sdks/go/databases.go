@@ -47,14 +47,13 @@ type CreatedDatabase struct {
 
 // DatabaseListItem is a database as lists show it.
 type DatabaseListItem struct {
-	ID           string        `json:"id"`
-	Name         string        `json:"name"`
-	Region       string        `json:"region"`
-	Tier         string        `json:"tier"`
-	Version      string        `json:"version"`
-	Status       string        `json:"status"`
-	CreatedAt    time.Time     `json:"created_at"`
-	RestoredFrom *RestoredFrom `json:"restored_from,omitempty"`
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Region    string    `json:"region"`
+	Tier      string    `json:"tier"`
+	Version   string    `json:"version"`
+	Status    string    `json:"status"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // RestoredFrom names the database and instant a restored database was made from.

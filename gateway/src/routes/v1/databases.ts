@@ -86,6 +86,11 @@ export function databaseRecord(db: Database) {
   };
 }
 
+/**
+ * Spec 2.1: "The list response items carry only: id, name, region, tier,
+ * version, status, created_at" — a restored database's `restored_from` is on
+ * its full record (GET), not here.
+ */
 function listItem(db: Database) {
   return {
     id: db.id,
@@ -95,7 +100,6 @@ function listItem(db: Database) {
     version: db.version,
     status: databaseStatusName(db),
     created_at: iso(db.createdAt),
-    ...origin(db),
   };
 }
 

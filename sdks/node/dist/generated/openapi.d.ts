@@ -748,7 +748,7 @@ export interface components {
             /** Format: date-time */
             created_at: string;
         };
-        /** @description A database as lists show it. */
+        /** @description A database as lists show it: exactly these fields (spec 2.1). */
         DatabaseListItem: {
             /** @description Identifier, prefix `db-`. */
             id: string;
@@ -772,8 +772,6 @@ export interface components {
             status: "provisioning" | "running" | "starting" | "stopping" | "stopped" | "restarting" | "resizing" | "failed";
             /** Format: date-time */
             created_at: string;
-            /** @description Set on a database made by `POST /v1/databases/{id}/restore`; absent otherwise. */
-            restored_from?: components["schemas"]["RestoredFrom"];
         };
         /** @description The database and the instant a restored database was made from. */
         RestoredFrom: {
