@@ -265,6 +265,20 @@ describe("POST /v1/databases/{id}/replicas/{rid}/promote", () => {
     expect(stubs.state.replicas.has(clash)).toBe(true);
   });
 
+  it("402 when the organization may not run one more database (the service's allowance check); the replica stays", async () => {
+    // The stub refuses a `large` database as beyond the allowance, as the real service does past the free
+    // allowance without a default payment method in good standing (a past-due invoice).
+    const db = await newDatabase("promote-unpaid");
+    const res0 = await post(`/v1/databases/${db}/replicas`, { name: "large-one", tier: "large" });
+    expect(res0.status, res0.text).toBe(201);
+    const id = res0.body.data.id;
+    setReplicaStatus(stubs.state, id, "running");
+    const res = await post(`/v1/databases/${db}/replicas/${id}/promote`);
+    expect(res.status, res.text).toBe(402);
+    expect(res.body.error.code).toBe("payment_required");
+    expect(stubs.state.replicas.has(id)).toBe(true);
+  });
+
   it("403 without databases:write", async () => {
     const id = await newReplica(primary, "kept");
     const res = await post(`/v1/databases/${primary}/replicas/${id}/promote`, undefined, READER);

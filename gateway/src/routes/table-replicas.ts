@@ -61,9 +61,11 @@ export const REPLICA_ROUTES: readonly Route[] = [
     params: replica,
     summary:
       "Promote a running replica (409 otherwise) to an independent, writable database: a new `db-` id, the replica's " +
-      "name, tier and region, the primary's credentials (no password in this answer). The replica is gone.",
+      "name, tier and region, the primary's credentials (no password in this answer). The replica is gone. " +
+      "It counts against the free allowance like a create (402 beyond it without a payment method in good standing).",
     permission: "databases:write",
     response: json(200, "Database"),
+    errors: [402],
     handler: replicas.promoteReplica,
   }),
 ];

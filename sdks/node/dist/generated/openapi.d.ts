@@ -286,7 +286,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Promote a running replica (409 otherwise) to an independent, writable database: a new `db-` id, the replica's name, tier and region, the primary's credentials (no password in this answer). The replica is gone. */
+        /** Promote a running replica (409 otherwise) to an independent, writable database: a new `db-` id, the replica's name, tier and region, the primary's credentials (no password in this answer). The replica is gone. It counts against the free allowance like a create (402 beyond it without a payment method in good standing). */
         post: operations["promoteReplica"];
         delete?: never;
         options?: never;
@@ -2650,7 +2650,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Promote a running replica (409 otherwise) to an independent, writable database: a new `db-` id, the replica's name, tier and region, the primary's credentials (no password in this answer). The replica is gone. */
+            /** @description Promote a running replica (409 otherwise) to an independent, writable database: a new `db-` id, the replica's name, tier and region, the primary's credentials (no password in this answer). The replica is gone. It counts against the free allowance like a create (402 beyond it without a payment method in good standing). */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
@@ -2669,6 +2669,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            402: components["responses"]["PaymentRequired"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
