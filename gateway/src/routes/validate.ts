@@ -184,6 +184,21 @@ export function validateBody<S extends TObject>(schema: S, body: unknown): Stati
   return value as Static<S>;
 }
 
+/** Decimal digits beyond which a number is no longer exact (Number.MAX_SAFE_INTEGER has 16). */
+const EXACT_DIGITS = 15;
+
+/**
+ * A decimal integer of any length as a number: exact up to 15 significant
+ * digits; a longer one stands for a value beyond every bound a query schema
+ * declares (all far below 10^15), so it is refused as out of range (422,
+ * "must be between 1 and 100"), as DESIGN.md has a `per_page` over 100 —
+ * not as "not an integer", which it is.
+ */
+function integerValue(value: string): number {
+  if (value.replace(/^-?0*/, "").length <= EXACT_DIGITS) return Number(value);
+  return value.startsWith("-") ? -Number.MAX_SAFE_INTEGER : Number.MAX_SAFE_INTEGER;
+}
+
 /**
  * Parses the query parameters `schema` declares (see `query` in schema.ts):
  * 400 for a value of the wrong type or a repeated parameter, 422 for one the
@@ -200,8 +215,8 @@ export function parseQuery(schema: TObject, raw: Record<string, unknown>): Query
       malformed.push({ field: name, message: "must be given once" });
     } else if (spec.type !== "integer") {
       out[name] = value;
-    } else if (/^-?\d{1,9}$/.test(value)) {
-      out[name] = Number(value);
+    } else if (/^-?\d+$/.test(value)) {
+      out[name] = integerValue(value);
     } else {
       malformed.push({ field: name, message: "must be an integer" });
     }

@@ -5,12 +5,20 @@ import { optional, query, text, timestamp } from "../../schema.ts";
 import { iso, present, timestampOf } from "../mappers.ts";
 import type { AuthedCall } from "../route.ts";
 
+/** The largest step GetMetrics can carry (int32 seconds, some 68 years). */
+export const STEP_MAX_SECONDS = 2_147_483_647;
+
 /** DESIGN.md, Metrics. The databases service checks the rest (the names, start after end, at most 1,000 points) and names the field. */
 export const metricsQuery = query({
   start: optional(timestamp("Start of the range (ISO 8601); default: an hour before end.")),
   end: optional(timestamp("End of the range (ISO 8601); default: now.")),
   step: optional(
-    Type.Integer({ minimum: 60, description: "Seconds between points (at least 60, default 60); at most 1,000 points per series." }),
+    Type.Integer({
+      minimum: 60,
+      // The service's step_seconds is an int32.
+      maximum: STEP_MAX_SECONDS,
+      description: "Seconds between points (at least 60, default 60); at most 1,000 points per series.",
+    }),
   ),
   names: optional(text(1000, "Comma-separated metric names; default: every metric. An unknown name is refused, listing the known ones.")),
 });
