@@ -253,6 +253,15 @@ describe("POST /v1/databases/{id}/replicas/{rid}/promote", () => {
     expect((await get(`/v1/databases/${db}/replicas/${id}`)).status).toBe(404);
   });
 
+  it("the new database's operations show its promotion (`promote`, a type the document lists)", async () => {
+    const db = await newDatabase("promoting-ops");
+    const id = await newReplica(db, "promoted-ops");
+    const promoted = (await post(`/v1/databases/${db}/replicas/${id}/promote`)).body.data.id;
+    const res = await get(`/v1/databases/${promoted}/operations`);
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.data.operations.map((op: { type: string }) => op.type)).toContain("promote");
+  });
+
   it("409 for a replica that is not running, and for a name a database of the organization has", async () => {
     const db = await newDatabase("promote-refused");
     const seeding = await newReplica(db, "seeding", "provisioning");

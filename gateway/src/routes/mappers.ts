@@ -147,3 +147,39 @@ export function replicaStatusName(status: string): ReplicaStatusName {
   const known = REPLICA_STATUSES.find((s) => s === status);
   return present(known, `a known replica status (got "${status}")`);
 }
+
+/**
+ * What an operation's type can be: what the databases service records on a
+ * database (services/databases: a change's name, `backup`, `wal_archive`, and
+ * `promote` on the database a promoted replica became). One this build does
+ * not list is the upstream's bug, a 500, never a string the document lacks.
+ */
+export const OPERATION_TYPES = [
+  "create",
+  "start",
+  "stop",
+  "restart",
+  "resize",
+  "delete",
+  "restore",
+  "promote",
+  "backup",
+  "wal_archive",
+] as const;
+
+export function operationTypeName(type: string): (typeof OPERATION_TYPES)[number] {
+  return present(
+    OPERATION_TYPES.find((t) => t === type),
+    `a known operation type (got "${type}")`,
+  );
+}
+
+/** An operation's status. */
+export const OPERATION_STATUSES = ["running", "succeeded", "failed"] as const;
+
+export function operationStatusName(status: string): (typeof OPERATION_STATUSES)[number] {
+  return present(
+    OPERATION_STATUSES.find((s) => s === status),
+    `a known operation status (got "${status}")`,
+  );
+}

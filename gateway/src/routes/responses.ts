@@ -1,5 +1,5 @@
 import { ALERT_CHANNELS, DATABASE_STATUSES, PAYMENT_METHOD_TYPES, REGIONS, ROLES, SCOPES, SUPPORT_PLANS, TIERS } from "@dbaas/kit";
-import { BACKUP_STATUS, BACKUP_TYPE, REPLICA_STATUSES } from "./mappers.ts";
+import { BACKUP_STATUS, BACKUP_TYPE, OPERATION_STATUSES, OPERATION_TYPES, REPLICA_STATUSES } from "./mappers.ts";
 
 /**
  * JSON Schemas (2020-12, as OpenAPI 3.1 uses) of what each route puts in
@@ -222,11 +222,12 @@ const SCHEMAS = {
   Operation: object("One operation run on a database.", {
     id: id("op-"),
     type: oneOf(
-      ["create", "start", "stop", "restart", "resize", "delete", "restore", "backup", "wal_archive"],
+      OPERATION_TYPES,
       "`restore`: a deleted database brought back, or a database made from another's backups; " +
+        "`promote`: the database a promoted read replica became; " +
         "`backup`: a base backup; `wal_archive`: WAL archiving started failing (failed, with why) or resumed (succeeded).",
     ),
-    status: oneOf(["running", "succeeded", "failed"]),
+    status: oneOf(OPERATION_STATUSES),
     started_at: dateTime(),
     finished_at: nullableDateTime("Null while running."),
     error: { type: ["string", "null"], description: "Why it failed; null otherwise." },

@@ -109,6 +109,16 @@ export function replicaRoutes(
         version: primary.version,
       });
       database.status = "starting";
+      // As the service does: the new database's first operation is its promotion.
+      state.operations.set(database.id, [
+        {
+          id: `op-${database.id.slice(3)}p`,
+          databaseId: database.id,
+          type: "promote",
+          status: "running",
+          startedAt: timestampFromDate(T0),
+        },
+      ]);
       state.replicas.delete(r.id);
       return { database };
     },

@@ -10,7 +10,16 @@ import {
 import type { CreateDatabaseResponse, Database, Operation } from "@dbaas/proto/databases";
 import { created, file, list, noContent, ok, type Reply } from "../../middleware/envelope.ts";
 import { body, displayText, oneOf, optional, pagination, PAGINATION, PAGINATION_QUERY, query, type Infer } from "../../schema.ts";
-import { databaseStatusFields, databaseStatusName, iso, orNull, present, restoredFrom } from "../mappers.ts";
+import {
+  databaseStatusFields,
+  databaseStatusName,
+  iso,
+  operationStatusName,
+  operationTypeName,
+  orNull,
+  present,
+  restoredFrom,
+} from "../mappers.ts";
 import type { AuthedCall } from "../route.ts";
 
 const REGION_CODES = REGIONS.map((r) => r.code);
@@ -130,8 +139,8 @@ export function createdRecord(res: Pick<CreateDatabaseResponse, "database" | "pa
 function operation(op: Operation) {
   return {
     id: op.id,
-    type: op.type,
-    status: op.status,
+    type: operationTypeName(op.type),
+    status: operationStatusName(op.status),
     started_at: iso(op.startedAt),
     finished_at: iso(op.finishedAt),
     error: orNull(op.error),

@@ -968,10 +968,10 @@ export interface components {
             /** @description Identifier, prefix `op-`. */
             id: string;
             /**
-             * @description `restore`: a deleted database brought back, or a database made from another's backups; `backup`: a base backup; `wal_archive`: WAL archiving started failing (failed, with why) or resumed (succeeded).
+             * @description `restore`: a deleted database brought back, or a database made from another's backups; `promote`: the database a promoted read replica became; `backup`: a base backup; `wal_archive`: WAL archiving started failing (failed, with why) or resumed (succeeded).
              * @enum {string}
              */
-            type: "create" | "start" | "stop" | "restart" | "resize" | "delete" | "restore" | "backup" | "wal_archive";
+            type: "create" | "start" | "stop" | "restart" | "resize" | "delete" | "restore" | "promote" | "backup" | "wal_archive";
             /** @enum {string} */
             status: "running" | "succeeded" | "failed";
             /** Format: date-time */
