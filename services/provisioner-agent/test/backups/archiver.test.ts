@@ -85,7 +85,10 @@ describe("the WAL uploader", { timeout: 60_000 }, () => {
     await waitFor(() => store.exists(walKey(id, SEG)), 2000, "upload").catch(() => undefined);
     release();
     await early;
-    await waitFor(() => store.exists(walKey(id, SEG)), 10_000, "upload");
+    // The listing has answered: had it replaced the set the upload added to, segment 1 would be gone for good.
+    // Polled, because the uploader adds it to the set only after deleting the spool copy, a moment after the
+    // store has it.
+    await waitFor(async () => (await archiver.stored(id)).has(1), 10_000, "segment 1 known as stored");
     expect([...(await archiver.stored(id))]).toEqual([1]);
   });
 
