@@ -78,6 +78,8 @@ describe("kill -9 of the agent during a WAL upload", { timeout: 60_000 }, () => 
     archiver.start();
     stop = () => archiver.stop(1000);
     await waitFor(async () => (await readdir(spool)).length === 0, 20_000, "the spool drained");
+    // The uploader notes a segment as stored just after deleting its spool copy.
+    await waitFor(async () => (await archiver.stored(id)).size === 2, 5_000, "both segments known as stored");
     for (const [name, body] of bodies) {
       const chunks: Buffer[] = [];
       for await (const c of await store.get(walKey(id, name))) chunks.push(c as Buffer);
