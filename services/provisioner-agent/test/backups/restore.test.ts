@@ -4,10 +4,8 @@ import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { createLogger } from "@dbaas/kit";
 import { BackupState, type InstanceObservation, InstanceSpecSchema, ObservedState, RestoreSourceSchema } from "@dbaas/proto/agent";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createAppliedStore } from "../../src/applied-state.ts";
 import { startS3Server, type S3Server } from "@dbaas/test/support/s3-server";
 import type { BackupManager } from "../../src/backups/backup-manager.ts";
 import { type BackupRecord, recordKey, walKey, walPrefix } from "../../src/backups/layout.ts";
@@ -16,9 +14,8 @@ import { planRestore, walFilesNeeded } from "../../src/backups/restore.ts";
 import { lastSegmentNeeded, parseLsn, parseSegmentName } from "../../src/backups/wal.ts";
 import { findServerBinaries } from "../../src/instances/binaries.ts";
 import { resolveRunAs, runCommand } from "../../src/instances/run-as.ts";
-import { createReconciler } from "../../src/reconciler.ts";
 import type { InstanceSettings, RestoreRequest } from "../../src/runtime.ts";
-import { connect, freePort, query, randomPassword, scramVerifier } from "../support/fixture.ts";
+import { connect, freePort, query, randomPassword, reconcilerFor, scramVerifier } from "../support/fixture.ts";
 import { type Fixture, managerFor, shutdown, startFixture, view, waitFor } from "./support.ts";
 
 // Point-in-time restore on real instances, from what the agent's own backup
@@ -204,13 +201,7 @@ describe.each(cases)("point-in-time restore (PostgreSQL $major, $storeKind store
 
   it.runIf(all)("the reconciler creates a spec's restore_source from the source's backups and reports it running", async () => {
     const reports: InstanceObservation[] = [];
-    const reconciler = createReconciler({
-      runtime: fx.runtime,
-      applied: createAppliedStore(fx.dataDir),
-      log: createLogger("restore-test"),
-      concurrency: 1,
-      report: (o) => reports.push(o),
-    });
+    const reconciler = reconcilerFor(fx, { concurrency: 1, report: (o) => reports.push(o) });
     const s = await settings();
     const spec = create(InstanceSpecSchema, {
       ...fx.spec,
@@ -229,13 +220,7 @@ describe.each(cases)("point-in-time restore (PostgreSQL $major, $storeKind store
 
   it.runIf(all)("a restore that cannot be made is reported failed with why, and leaves no instance", async () => {
     const reports: InstanceObservation[] = [];
-    const reconciler = createReconciler({
-      runtime: fx.runtime,
-      applied: createAppliedStore(fx.dataDir),
-      log: createLogger("restore-test"),
-      concurrency: 1,
-      report: (o) => reports.push(o),
-    });
+    const reconciler = reconcilerFor(fx, { concurrency: 1, report: (o) => reports.push(o) });
     const s = await settings();
     // Before the source's oldest backup: there is nothing to start from (the databases service never asks for this;
     // a store that lost the backups, or cannot be read, ends the same way).
