@@ -59,6 +59,16 @@ async function agentOf(id: string): Promise<string | undefined> {
 }
 
 describe("backups and point-in-time restore (file store)", () => {
+  // First in the file, on an empty stack: both agents serve fsn1 with the same capacity, so the source goes to
+  // agent-fsn1 (a tie is broken by id) and its restore in the same region to agent-nbg1, which then has the most free
+  // capacity. The restore's base backup and WAL come from the shared store: nothing of the source's host is used.
+  it("restores onto the other agent of the same region", async () => {
+    const r = await pitrRoundTrip(await account(), { name: "pitr-same-region", version: "17", region: "fsn1", restoreRegion: "fsn1" });
+    expect(await agentOf(r.source.id)).toBe("agent-fsn1");
+    expect(r.atTarget.region).toBe("fsn1");
+    expect(await agentOf(r.atTarget.id)).toBe("agent-nbg1");
+  }, 300_000);
+
   it("restores exactly the transactions committed up to restore_time, on 16 and 17, onto the other agent", async () => {
     // The sources run in nbg1, where only agent-nbg1 is; their restores to T go to fsn1, where agent-fsn1 has the
     // most free capacity: the data comes from the shared store, not from the source's host.
