@@ -1,7 +1,6 @@
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import pg from "pg";
 
 const file = join(resolve(dirname(fileURLToPath(import.meta.url)), "../.."), "docs/benchmarks.md");
 
@@ -50,16 +49,4 @@ export const benchLog = (line: string) =>
 export const secs = (ms: number) => (ms / 1000).toFixed(1);
 
 /** A client as the customer connects (TLS, the API's credentials), kept open for many statements. */
-export async function connectCustomer(connectionString: string): Promise<pg.Client> {
-  const url = new URL(connectionString);
-  const client = new pg.Client({
-    host: "127.0.0.1",
-    port: Number(url.port),
-    user: url.username,
-    password: decodeURIComponent(url.password),
-    database: url.pathname.slice(1),
-    ssl: { rejectUnauthorized: false },
-  });
-  await client.connect();
-  return client;
-}
+export { connectCustomer } from "../support/pgclient.ts";

@@ -16,6 +16,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApi } from "../support/api.ts";
 import { createTestDatabase, type TestDatabase } from "../support/pg.ts";
+import { connectCustomer as connect } from "../support/pgclient.ts";
 import { startStack, type Stack } from "../support/stack.ts";
 
 type Api = ReturnType<typeof createApi>;
@@ -74,22 +75,6 @@ async function createRunning(api: Api, name: string): Promise<Db & { organizatio
     120_000,
   );
   return { ...db, organizationId: (await api.get("/v1/organization")).body.data.id };
-}
-
-/** A customer's client: TLS through the proxy on the database's published port, as pgclient.ts connects. */
-async function connect(connectionString: string): Promise<pg.Client> {
-  const url = new URL(connectionString);
-  const client = new pg.Client({
-    host: "127.0.0.1",
-    port: Number(url.port),
-    user: url.username,
-    password: decodeURIComponent(url.password),
-    database: url.pathname.slice(1),
-    ssl: { rejectUnauthorized: false },
-    connectionTimeoutMillis: 5_000,
-  });
-  await client.connect();
-  return client;
 }
 
 /** `rows` rows of ROW_BYTES bytes each in table `big`. */

@@ -5,10 +5,10 @@
  * directory's bytes, the connections by state and the bytes sent, every point
  * on a step bucket; the API's refusals are 422s naming the field.
  */
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApi } from "../support/api.ts";
 import { createTestDatabase, type TestDatabase } from "../support/pg.ts";
+import { connectCustomer } from "../support/pgclient.ts";
 import { startStack, type Stack } from "../support/stack.ts";
 
 let meta: TestDatabase;
@@ -53,16 +53,7 @@ describe("GET /v1/databases/{id}/metrics on the real stack", { timeout: 240_000 
       120_000,
     );
 
-    const url = new URL(connection_string);
-    const client = new pg.Client({
-      host: "127.0.0.1",
-      port: Number(url.port),
-      user: url.username,
-      password: decodeURIComponent(url.password),
-      database: url.pathname.slice(1),
-      ssl: { rejectUnauthorized: false },
-    });
-    await client.connect();
+    const client = await connectCustomer(connection_string);
     await client.query("CREATE TABLE t (id int PRIMARY KEY, v text)");
     // A few seconds of small transactions, so several sample intervals see them.
     const until5s = Date.now() + 5_000;

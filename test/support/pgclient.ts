@@ -1,11 +1,11 @@
 import pg from "pg";
 
 /**
- * Runs `sql` as the customer would: credentials from a connection string the
- * API returned, TLS required, connecting to 127.0.0.1 with the database's host
- * name as TLS server name (so `ca` gives verify-full semantics).
+ * A client connected as the customer connects: credentials from a connection
+ * string the API returned, TLS required, to 127.0.0.1 with the database's host
+ * name as TLS server name (so `ca` gives verify-full semantics). The caller ends it.
  */
-export async function query(connectionString: string, sql: string, ca?: string): Promise<any[]> {
+export async function connectCustomer(connectionString: string, ca?: string): Promise<pg.Client> {
   const url = new URL(connectionString);
   const client = new pg.Client({
     host: "127.0.0.1",
@@ -17,6 +17,12 @@ export async function query(connectionString: string, sql: string, ca?: string):
     connectionTimeoutMillis: 5000,
   });
   await client.connect();
+  return client;
+}
+
+/** Runs `sql` on a client of its own (connectCustomer), ended afterwards. */
+export async function query(connectionString: string, sql: string, ca?: string): Promise<any[]> {
+  const client = await connectCustomer(connectionString, ca);
   try {
     return (await client.query(sql)).rows;
   } finally {
