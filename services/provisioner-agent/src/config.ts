@@ -36,6 +36,8 @@ export interface Config {
   privateNetwork: string;
   /** CONNECTION_METER (auto): who forwards and counts the published ports' traffic, nftables or the agent's proxy (proxy/meter.ts). */
   connectionMeter: ConnectionMeterMode;
+  /** NFT_PATH (nft, looked up in PATH): the nft binary; one with the file capability cap_net_admin when the agent is not root. */
+  nftPath: string;
   /** Period of full reports (heartbeat) and of re-observing every instance. */
   reportIntervalMs: number;
   /** How many instances are worked on at once. */
@@ -139,6 +141,7 @@ export function readConfig(env: Record<string, string | undefined> = process.env
     listenAddress: envString(env, "AGENT_LISTEN_ADDRESS", "127.0.0.1"),
     ...privateConfig(env),
     connectionMeter: meterMode(envString(env, "CONNECTION_METER", "auto")),
+    nftPath: envString(env, "NFT_PATH", "nft"),
     reportIntervalMs: envInt(env, "AGENT_REPORT_INTERVAL_MS", 3000),
     concurrency: envInt(env, "AGENT_CONCURRENCY", 4),
     sampleIntervalMs: positive(env, "AGENT_SAMPLE_INTERVAL_MS", 30_000),

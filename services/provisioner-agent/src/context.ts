@@ -40,6 +40,7 @@ export function createContext(cfg: Config, overrides: Partial<AppContext> = {}):
       agentId: cfg.agentId,
       listenAddress: cfg.listenAddress,
       privateAddress: cfg.privateAddress,
+      nftPath: cfg.nftPath,
       log: (msg) => log.info(msg),
     });
   const instances = createInstanceManager({

@@ -14,6 +14,8 @@ export interface ConnectionMeterOptions {
   listenAddress: string;
   /** AGENT_PRIVATE_ADDRESS, where the servers listen (default 127.0.0.1): the nftables meter needs route_localnet only for a loopback one. */
   privateAddress?: string;
+  /** NFT_PATH: the nft binary (default `nft` in PATH). */
+  nftPath?: string;
   log?: (msg: string) => void;
 }
 
@@ -33,6 +35,7 @@ export function createConnectionMeter(o: ConnectionMeterOptions): ConnectionProx
       agentId: o.agentId,
       listenAddress: o.listenAddress,
       privateAddress: o.privateAddress,
+      ...(o.nftPath && { nftPath: o.nftPath }),
       log,
     });
     log("connections are forwarded and counted by the kernel (nftables)");

@@ -5,7 +5,7 @@ import path from "node:path";
 import { ID_RE } from "../instances/validate.ts";
 import { listenHosts } from "./connection-proxy.ts";
 import type { ConnectionProxy, ProxyCounters, ProxyRoute } from "./counters.ts";
-import { nftApply, nftApplySync, nftJson, nftName, nftString, nftText } from "./nft.ts";
+import { nftCommand, nftName, nftString } from "./nft.ts";
 
 /*
  * The kernel forwards and counts instead of the agent (issue 13: the
@@ -49,6 +49,8 @@ export interface NftMeterOptions {
    * loopback one, served beyond loopback, needs route_localnet (a pod IP does not).
    */
   privateAddress?: string;
+  /** The nft binary (NFT_PATH; default `nft` in PATH). */
+  nftPath?: string;
   log?: (msg: string) => void;
 }
 
@@ -109,6 +111,7 @@ interface Served {
  */
 export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
   const log = opts.log ?? (() => {});
+  const nft = nftCommand(opts.nftPath);
   const dataDir = path.resolve(opts.dataDir);
   const table = nftTableName(dataDir, opts.agentId);
   const comment = nftString(tableComment(dataDir, opts.agentId));
@@ -134,7 +137,7 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
   }
   // One transaction: the chains are rebuilt (no gap in counting: the old rules go as the new ones come), the DNAT
   // entries of the previous agent process dropped, the counters and their port maps kept.
-  nftApplySync(
+  nft.applySync(
     [
       `table ${t} {`,
       `  comment ${comment}`,
@@ -167,7 +170,7 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
 
   let tail: Promise<unknown> = (async () => {
     await reapOthers();
-    for (const o of await nftJson(["list", "table", "ip", table])) {
+    for (const o of await nft.json(["list", "table", "ip", table])) {
       const c = o.counter as { name: string } | undefined;
       if (c?.name.startsWith("in_")) counted.add(c.name.slice(3));
       const m = o.map as { name: string; elem?: [number, string][] } | undefined;
@@ -186,14 +189,14 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
 
   /** Deletes the tables of agents whose data directory no longer exists (test stacks destroyed, agents removed). */
   async function reapOthers(): Promise<void> {
-    const tables = (await nftJson(["list", "tables", "ip"])).map((o) => (o.table as { name: string }).name);
+    const tables = (await nft.json(["list", "tables", "ip"])).map((o) => (o.table as { name: string }).name);
     for (const name of tables) {
       if (name === table || !TABLE_RE.test(name)) continue;
       try {
         // JSON leaves table comments out; the text has it on the table's first line.
-        const m = /^\s*comment "(?:agent \S+ )?dir ([^"]+)"$/m.exec(await nftText(["-t", "list", "table", "ip", name]));
+        const m = /^\s*comment "(?:agent \S+ )?dir ([^"]+)"$/m.exec(await nft.text(["-t", "list", "table", "ip", name]));
         if (!m || !gone(m[1]!)) continue;
-        await nftApply(`delete table ip ${name}\n`);
+        await nft.apply(`delete table ip ${name}\n`);
         log(`nft meter: removed table ${name} of a gone agent (${m[1]})`);
       } catch (e) {
         // Another agent reaping the same table at the same moment, most likely: it is gone either way.
@@ -242,7 +245,7 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
     const s = served.get(id);
     if (!s) return;
     // Counting stays: connections already established drain (the server stops right after).
-    await nftApply(`delete element ${t} dnat_ports { ${s.route.port} }\n`);
+    await nft.apply(`delete element ${t} dnat_ports { ${s.route.port} }\n`);
     served.delete(id);
     await release(s.holds);
   }
@@ -267,7 +270,7 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
         if (cur && cur.route.port === route.port) {
           // Same port, maybe a new private address (a restarted server): new connections go there.
           if (cur.route.target.host !== route.target.host || cur.route.target.port !== route.target.port) {
-            await nftApply(`delete element ${t} dnat_ports { ${route.port} }\nadd element ${t} dnat_ports { ${dnatElement(route)} }\n`);
+            await nft.apply(`delete element ${t} dnat_ports { ${route.port} }\nadd element ${t} dnat_ports { ${dnatElement(route)} }\n`);
             cur.route = route;
           }
           return;
@@ -289,7 +292,7 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
             lines.push(`add element ${t} out_counters { ${route.port} : ${nftName(counterName("out", id))} }`);
           }
           lines.push(`add element ${t} dnat_ports { ${dnatElement(route)} }`);
-          await nftApply(`${lines.join("\n")}\n`);
+          await nft.apply(`${lines.join("\n")}\n`);
           if (!counted.has(id)) log(`nft meter: counters of ${id} start epoch ${epoch}`);
           counted.add(id);
           for (const p of unmap.ports) countedPorts.delete(p);
@@ -305,7 +308,7 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
     async counters(ids) {
       await tail;
       const found = new Map<string, { epoch: string; bytes: bigint }>();
-      for (const o of await nftJson(["list", "counters", "table", "ip", table])) {
+      for (const o of await nft.json(["list", "counters", "table", "ip", table])) {
         const c = o.counter as { name: string; comment?: string; bytes: string };
         found.set(c.name, { epoch: c.comment ?? "", bytes: BigInt(c.bytes) });
       }
@@ -323,7 +326,7 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
         if (!ID_RE.test(id) || !counted.has(id)) return;
         const unmap = unmapLines(id);
         const lines = [...unmap.lines, ...(["in", "out"] as const).map((d) => `delete counter ${t} ${nftName(counterName(d, id))}`)];
-        await nftApply(`${lines.join("\n")}\n`);
+        await nft.apply(`${lines.join("\n")}\n`);
         for (const p of unmap.ports) countedPorts.delete(p);
         counted.delete(id);
       }),
@@ -331,7 +334,7 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
       serial(async () => {
         closed = true;
         // The instances stop with the agent: no new connections; the counters stay for the next agent process.
-        await nftApply(`flush map ${t} dnat_ports\n`);
+        await nft.apply(`flush map ${t} dnat_ports\n`);
         const all = [...served.values()];
         served.clear();
         await Promise.all(all.map((s) => release(s.holds)));

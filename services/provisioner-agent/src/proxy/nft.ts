@@ -7,15 +7,12 @@ import { execFile, execFileSync } from "node:child_process";
  * `nftString` or `nftName` first: nft has no escape for a double quote inside a quoted
  * string, so anything outside a plain character set is refused, not escaped.
  *
- * NFT_PATH names the binary (default `nft`, looked up in PATH). An agent that
+ * The binary is the agent's NFT_PATH setting (default `nft`, looked up in PATH). An agent that
  * is not root uses nft through a copy with the file capability cap_net_admin
  * (`setcap cap_net_admin+ep`), as the container image ships it: the kernel
  * grants the capability to that program only, and only where the process may
  * gain it (NET_ADMIN in its bounding set, no_new_privs off).
  */
-
-/** The nft binary: NFT_PATH, read on every call (tests point a child process at a copy). */
-const nft = () => process.env.NFT_PATH || "nft";
 
 /** A double-quoted nft string of `s`; throws if `s` holds characters nft could not take literally. */
 export function nftString(s: string): string {
@@ -35,37 +32,45 @@ function failure(args: string[], e: unknown): Error {
   return new Error(`nft ${args.join(" ")}: ${detail}`);
 }
 
-/** Applies `script` as one transaction. */
-export function nftApply(script: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = execFile(nft(), ["-f", "-"], { timeout: 30_000 }, (e) => (e ? reject(failure(["-f", "-"], e)) : resolve()));
-    child.stdin!.end(script);
-  });
+/** The nft CLI at `binary`. */
+export interface Nft {
+  /** Applies `script` as one transaction. */
+  apply(script: string): Promise<void>;
+  /** `apply` for the agent's start, before anything else runs. */
+  applySync(script: string): void;
+  /** nft's text output of `args`. */
+  text(args: string[]): Promise<string>;
+  /**
+   * The objects of `nft -j <args>` (metainfo left out). Packet and byte counts
+   * stay exact: they are turned into strings before parsing, as JSON numbers
+   * beyond 2^53 would be rounded.
+   */
+  json(args: string[]): Promise<Record<string, unknown>[]>;
 }
 
-/** `nftApply` for the agent's start, before anything else runs. */
-export function nftApplySync(script: string): void {
-  try {
-    execFileSync(nft(), ["-f", "-"], { input: script, stdio: ["pipe", "ignore", "pipe"], timeout: 30_000 });
-  } catch (e) {
-    throw failure(["-f", "-"], e);
-  }
-}
-
-/** nft's text output of `args`. */
-export function nftText(args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    execFile(nft(), args, { timeout: 30_000, maxBuffer: 64 << 20 }, (e, stdout) => (e ? reject(failure(args, e)) : resolve(stdout)));
-  });
-}
-
-/**
- * The objects of `nft -j <args>` (metainfo left out). Packet and byte counts
- * stay exact: they are turned into strings before parsing, as JSON numbers
- * beyond 2^53 would be rounded.
- */
-export async function nftJson(args: string[]): Promise<Record<string, unknown>[]> {
-  const text = await nftText(["-j", ...args]);
-  const parsed = JSON.parse(text.replace(/"(bytes|packets)": (\d+)/g, '"$1": "$2"')) as { nftables?: Record<string, unknown>[] };
-  return (parsed.nftables ?? []).filter((o) => !("metainfo" in o));
+export function nftCommand(binary = "nft"): Nft {
+  const text = (args: string[]) =>
+    new Promise<string>((resolve, reject) => {
+      execFile(binary, args, { timeout: 30_000, maxBuffer: 64 << 20 }, (e, stdout) => (e ? reject(failure(args, e)) : resolve(stdout)));
+    });
+  return {
+    apply: (script) =>
+      new Promise((resolve, reject) => {
+        const child = execFile(binary, ["-f", "-"], { timeout: 30_000 }, (e) => (e ? reject(failure(["-f", "-"], e)) : resolve()));
+        child.stdin!.end(script);
+      }),
+    applySync(script) {
+      try {
+        execFileSync(binary, ["-f", "-"], { input: script, stdio: ["pipe", "ignore", "pipe"], timeout: 30_000 });
+      } catch (e) {
+        throw failure(["-f", "-"], e);
+      }
+    },
+    text,
+    async json(args) {
+      const out = await text(["-j", ...args]);
+      const parsed = JSON.parse(out.replace(/"(bytes|packets)": (\d+)/g, '"$1": "$2"')) as { nftables?: Record<string, unknown>[] };
+      return (parsed.nftables ?? []).filter((o) => !("metainfo" in o));
+    },
+  };
 }

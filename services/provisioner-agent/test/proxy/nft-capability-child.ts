@@ -1,11 +1,12 @@
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
+import { readConfig } from "../../src/config.ts";
 import { createConnectionMeter } from "../../src/proxy/meter.ts";
 
 /**
  * An agent process as far as its meter goes, started by nft-capability.test.ts
  * as an unprivileged user (the container's uid 1000): builds the meter as the
- * agent does (CONNECTION_METER, NFT_PATH from its environment), serves one
+ * agent does (CONNECTION_METER, and NFT_PATH read by its config), serves one
  * database, then answers lines on stdin: `counters` (one JSON line), `close`.
  * Its first line says who it is and what the meter logged.
  */
@@ -20,6 +21,8 @@ const meter = createConnectionMeter({
   agentId,
   listenAddress,
   privateAddress,
+  nftPath: readConfig({ DATABASES_URL: "http://127.0.0.1:1", INTERNAL_AUTH_SECRET: "-", AGENT_REPLICATION_SECRET: "-", ...process.env })
+    .nftPath,
   log: (m) => log.push(m),
 });
 await meter.serve(id, { port: Number(port), target: { host: privateAddress, port: Number(targetPort) } });
