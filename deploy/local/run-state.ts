@@ -181,5 +181,27 @@ export async function stopLeftovers(dataDir: string, root: string, say: (line: s
     .filter((d) => !running.has(d))
     .flatMap((d) => serverProcessesIn(realpathSync(d), exes));
   if (stragglers.length > 0) await awaitExit(stragglers, 5_000);
+  // The databases' PgBouncers outlive a killed agent on purpose (its next start keeps them); a dead run's go.
+  const bouncers = leftoverPoolers(dataDir);
+  if (bouncers.length > 0) {
+    say(`stopping ${bouncers.length} connection pooler(s): pid ${bouncers.join(", ")}`);
+    for (const pid of bouncers) process.kill(pid, "SIGTERM");
+    await awaitExit(bouncers, 10_000);
+  }
   return { services, postmasters };
+}
+
+/** PgBouncers still running from a pooler directory below the stack's (agents/<agent>/poolers/<db>/). */
+function leftoverPoolers(dataDir: string): number[] {
+  const pids: number[] = [];
+  const agents = join(dataDir, "agents");
+  for (const agent of existsSync(agents) ? readdirSync(agents) : []) {
+    const poolers = join(agents, agent, "poolers");
+    for (const db of existsSync(poolers) ? readdirSync(poolers) : []) {
+      const dir = join(poolers, db);
+      const pid = readPid(join(dir, "pgbouncer.pid"));
+      if (pid !== undefined && running(pid) && cmdline(pid).includes(join(dir, "pgbouncer.ini"))) pids.push(pid);
+    }
+  }
+  return pids;
 }

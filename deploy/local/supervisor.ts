@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
 import http from "node:http";
 import http2 from "node:http2";
 import { join } from "node:path";
@@ -14,6 +15,7 @@ import { writeChildPid } from "./run-state.ts";
  */
 export interface Service {
   name: string;
+  /** The service's bundle (bundle.ts), run by plain Node. */
   entry: string;
   env: Record<string, string>;
   health: () => Promise<boolean>;
@@ -50,15 +52,25 @@ export interface Supervisor {
   stop(groups: Service[][]): Promise<void>;
 }
 
-export function createSupervisor(root: string, dataDir: string): Supervisor {
-  const guard = pathToFileURL(join(root, "deploy/local/child-guard.ts")).href;
+/**
+ * `<dataDir>/run/hold/<service>`: while it exists, the service is not
+ * restarted when it exits — how the local stack simulates a host that is
+ * lost (its agent killed and gone) until someone brings it back (removes the file).
+ */
+export const holdFilePath = (dataDir: string, service: string) => join(dataDir, "run", "hold", service);
+
+/** `guard`: the bundle of child-guard.ts, loaded into every child with `--import`. */
+export function createSupervisor(root: string, dataDir: string, guard: string): Supervisor {
+  const guardUrl = pathToFileURL(guard).href;
+  const holdFile = (name: string) => holdFilePath(dataDir, name);
+  const held = (name: string) => existsSync(holdFile(name));
   let stopping = false;
   const colors = new Map<string, string>();
 
   const launch = (svc: Service) => {
     if (!colors.has(svc.name)) colors.set(svc.name, COLORS[colors.size % COLORS.length]!);
     const color = colors.get(svc.name)!;
-    const child = spawn(process.execPath, ["--import", "tsx", "--import", guard, svc.entry], {
+    const child = spawn(process.execPath, ["--import", guardUrl, svc.entry], {
       cwd: root,
       env: { ...process.env, ...svc.env, DBAAS_RUNNER_FD: "3" },
       // fd 3: the child's end of a socket pair whose other end only this process holds (see child-guard.ts).
@@ -78,8 +90,15 @@ export function createSupervisor(root: string, dataDir: string): Supervisor {
       svc.restarts = Date.now() - startedAt > STABLE_MS ? 1 : svc.restarts + 1;
       // At once after a stable run; 250 ms, 500 ms, … up to 5 s for a crash loop.
       const delay = svc.restarts === 1 ? 0 : Math.min(250 * 2 ** (svc.restarts - 2), 5_000);
-      printLine(svc.name, color, `exited (${signal ?? code}); restarting in ${delay} ms`);
-      setTimeout(() => !stopping && launch(svc), delay);
+      if (held(svc.name)) printLine(svc.name, color, `exited (${signal ?? code}); held: not restarted while ${holdFile(svc.name)} exists`);
+      else printLine(svc.name, color, `exited (${signal ?? code}); restarting in ${delay} ms`);
+      const relaunch = () => {
+        if (stopping) return;
+        // A lost host, simulated: the service stays down until its hold file goes.
+        if (held(svc.name)) return void setTimeout(relaunch, 250);
+        launch(svc);
+      };
+      setTimeout(relaunch, delay);
     });
   };
 

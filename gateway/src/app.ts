@@ -1,5 +1,6 @@
 import { answerMetrics, Registry, tracingEnabled } from "@dbaas/kit";
 import express, { type ErrorRequestHandler, type Express, type Request, type RequestHandler, type Response } from "express";
+import { consolePages } from "./console.ts";
 import type { GatewayContext } from "./context.ts";
 import { classify, maintenance, methodNotAllowed, routeNotFound } from "./errors.ts";
 import { createHealth } from "./health.ts";
@@ -8,6 +9,7 @@ import { authenticate, requirePermission } from "./middleware/auth.ts";
 import { parseJsonBody } from "./middleware/body.ts";
 import { httpMetrics, markRoute, metricsAllowed } from "./middleware/prometheus.ts";
 import { cors } from "./middleware/cors.ts";
+import { requestDeadline, stagedContext } from "./middleware/deadline.ts";
 import { sendError, sendReply, type Reply } from "./middleware/envelope.ts";
 import { countFailure, createHeadroom, limitAlongside, limitByIp, limitByOrganization, type Headroom } from "./middleware/rate-limit.ts";
 import { requestId } from "./middleware/request-id.ts";
@@ -24,7 +26,8 @@ import "./locals.ts";
 /** The route's handler on the validated request (once per Idempotency-Key): the reply to send. */
 function execute(ctx: GatewayContext, route: Route): (req: Request, res: Response) => Promise<Reply> {
   return async (req, res) => {
-    const call = { ctx, ...validateRequest(route, req) };
+    res.locals.stage = "handler";
+    const call = { ctx: stagedContext(ctx, res), ...validateRequest(route, req) };
     const run = () => ("permission" in route ? route.handler({ ...call, principal: res.locals.principal! }) : route.handler(call));
     return await runIdempotent(ctx, req, res, run);
   };
@@ -38,7 +41,7 @@ function pipeline(ctx: GatewayContext, route: Route, headroom: Headroom): Reques
   }
   const steps: RequestHandler[] =
     "permission" in route ? [authenticate(ctx), limitByOrganization(ctx, headroom), requirePermission(route.permission)] : [limitByIp(ctx)];
-  if (route.method === "POST" || route.method === "PATCH") steps.push(parseJsonBody);
+  if (route.method === "POST" || route.method === "PUT" || route.method === "PATCH") steps.push(parseJsonBody);
   steps.push(async (req, res) => sendReply(res, await reply(req, res)));
   return steps;
 }
@@ -55,7 +58,7 @@ function dispatch(ctx: GatewayContext, table: RouteTable<RequestHandler>, metric
   return (req, res, next) => {
     const path = req.path;
     if ((path === "/healthz" || path === "/healthz/") && (req.method === "GET" || req.method === "HEAD")) {
-      health().then((report) => res.json(report), next);
+      health().then(({ httpStatus, report }) => res.status(httpStatus).json(report), next);
       return;
     }
     if (path === "/metrics" && req.method === "GET" && metricsAllowed(req)) {
@@ -83,6 +86,7 @@ function dispatch(ctx: GatewayContext, table: RouteTable<RequestHandler>, metric
  */
 function errorHandler(ctx: GatewayContext): ErrorRequestHandler {
   return async (err, req, res, next) => {
+    if (res.locals.deadlineMissed) return;
     if (res.headersSent) {
       ctx.log.error("failed after the response started", { request_id: res.locals.requestId, error: err });
       next(err);
@@ -148,11 +152,14 @@ export function createApp(ctx: GatewayContext, metrics: Registry = new Registry(
       httpMetrics(ctx, metrics),
       ...(tracingEnabled() ? [tracing()] : []),
       requestId(),
+      requestDeadline(ctx),
       // Not even installed when it would log nothing: it costs a listener and a closure per request.
       ...(ctx.config.requestLog ? [accessLog(ctx)] : []),
       ...(ctx.config.corsOrigins.length > 0 ? [cors(ctx.config.corsOrigins, table.methodsOf)] : []),
       // /docs and the invitation page (outside /v1): one map lookup for every other request.
       pages(),
+      // The web console at / and its routes (console/): one Set lookup for every other request.
+      consolePages(),
       dispatch(ctx, table, metrics),
     ]),
   );

@@ -1,4 +1,4 @@
-import { ConfigError, envInt, envList, envString, logs, requireEnv } from "@dbaas/kit";
+import { ConfigError, envInt, envList, envString, logs, requireEnv, requireSecret } from "@dbaas/kit";
 
 export interface GatewayConfig {
   port: number;
@@ -17,6 +17,8 @@ export interface GatewayConfig {
   corsOrigins: string[];
   /** Deadline of one call to an upstream service. */
   upstreamTimeoutMs: number;
+  /** Deadline of a whole public request: answered 504/503 by then (middleware/deadline.ts). */
+  requestTimeoutMs: number;
   /** Express "trust proxy": how many proxy hops may set X-Forwarded-For (0: use the socket address). */
   trustProxyHops: number;
   /** Limits for callers without a credential (signup, token, unknown routes), per client IP. */
@@ -52,13 +54,14 @@ export function readConfig(env: Env = process.env): GatewayConfig {
     identityUrl: url("IDENTITY_URL", requireEnv(env, "IDENTITY_URL")),
     databasesUrl: url("DATABASES_URL", requireEnv(env, "DATABASES_URL")),
     billingUrl: url("BILLING_URL", requireEnv(env, "BILLING_URL")),
-    internalSecret: requireEnv(env, "INTERNAL_AUTH_SECRET"),
+    internalSecret: requireSecret(env, "INTERNAL_AUTH_SECRET"),
     redisUrl: env.REDIS_URL === undefined || env.REDIS_URL === "" ? undefined : url("REDIS_URL", env.REDIS_URL),
     redisPrefix: envString(env, "REDIS_KEY_PREFIX", "gw:"),
     maintenanceFile: env.MAINTENANCE_FILE || undefined,
     publicBaseUrl: url("PUBLIC_BASE_URL", envString(env, "PUBLIC_BASE_URL", `http://${host}:${port}`)),
     corsOrigins: envList(env, "CORS_ORIGINS", []),
     upstreamTimeoutMs: positive("UPSTREAM_TIMEOUT_MS", envInt(env, "UPSTREAM_TIMEOUT_MS", 10_000)),
+    requestTimeoutMs: positive("REQUEST_TIMEOUT_MS", envInt(env, "REQUEST_TIMEOUT_MS", 10_000)),
     trustProxyHops: positive("TRUST_PROXY_HOPS", envInt(env, "TRUST_PROXY_HOPS", 0), 0),
     ipLimitPerMinute: positive("IP_RATE_LIMIT_PER_MINUTE", envInt(env, "IP_RATE_LIMIT_PER_MINUTE", 60)),
     ipLimitPerDay: positive("IP_RATE_LIMIT_PER_DAY", envInt(env, "IP_RATE_LIMIT_PER_DAY", 1000)),

@@ -4,6 +4,7 @@ import { createInternalClient, createLogger, systemClock, type Clock, type Logge
 import { BillingService } from "@dbaas/proto/billing";
 import { DatabasesService } from "@dbaas/proto/databases";
 import { IdentityService } from "@dbaas/proto/identity";
+import { InsideService } from "@dbaas/proto/inside";
 import type { GatewayConfig } from "./config.ts";
 import { createMemoryIdempotencyStore, createRedisIdempotencyStore, type IdempotencyStore } from "./idempotency/store.ts";
 import { eitherMaintenance, noMaintenance, watchMaintenance, watchMaintenanceFile, type MaintenanceSwitch } from "./maintenance.ts";
@@ -23,6 +24,8 @@ export interface GatewayContext {
   clock: Clock;
   identity: Client<typeof IdentityService>;
   databases: Client<typeof DatabasesService>;
+  /** The databases service's InsideService (same upstream): roles, logical databases, config, extensions, logs, queries. */
+  inside: Client<typeof InsideService>;
   billing: Client<typeof BillingService>;
   authCache: AuthCache;
   limiter: RateLimiter;
@@ -96,6 +99,7 @@ export function createContext(config: GatewayConfig, overrides: ContextOverrides
     clock,
     identity: client(IdentityService, config.identityUrl, "identity", true),
     databases: coalesceGetDatabase(client(DatabasesService, config.databasesUrl, "databases", false)),
+    inside: client(InsideService, config.databasesUrl, "databases", false),
     billing: client(BillingService, config.billingUrl, "billing", false),
     authCache,
   };

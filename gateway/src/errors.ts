@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorReasonSchema, FieldViolationSchema } from "@dbaas/proto/common";
 
-/** The public error codes of the API (spec §7, DESIGN.md §2). */
+/** The public error codes of the API (docs/product.md, Envelope and errors). */
 export type PublicCode =
   | "validation_error"
   | "invalid_token"

@@ -1,14 +1,37 @@
 import http2 from "node:http2";
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { GatewayContext } from "./context.ts";
 
-/** How long one round of upstream probes is reused: a load balancer polling every second costs one round. */
+/** How long one probe is reused: a load balancer polling every second costs one probe. */
 const CACHE_MS = 1_000;
-const PROBE_TIMEOUT_MS = 1_500;
+/** A step of the probe not answered by then counts as hung: a request taking that path would not complete in time. */
+export const PROBE_TIMEOUT_MS = 2_000;
+
+/**
+ * One step of the probe: `ok` (answered, whatever the answer), `unavailable`
+ * (the upstream, or its database, is down: the request gets a quick 503) or
+ * `hung` (no answer within PROBE_TIMEOUT_MS).
+ */
+export type StepState = "ok" | "unavailable" | "hung";
+
+/** What a client request needs, in the order it needs it (auth is the identity round trip). */
+const STEPS = ["auth", "rate_limit", "databases", "billing"] as const;
+type Step = (typeof STEPS)[number];
 
 type UpstreamState = "ok" | "unavailable" | "unreachable";
 
+export interface HealthReport {
+  status: "ok" | "degraded" | "unhealthy";
+  redis: string;
+  maintenance: boolean;
+  /** Present when an upstream's own /healthz (its process and database) is not ok: each one's state. */
+  upstreams?: Record<string, UpstreamState>;
+  /** Present when a step of the request-path probe is not ok: each step's state. */
+  checks?: Record<Step, StepState>;
+}
+
 /** GET /healthz of one internal service (open, no credential): 200 means it and its database answer. */
-function probe(baseUrl: string): Promise<UpstreamState> {
+function upstreamHealth(baseUrl: string): Promise<UpstreamState> {
   return new Promise((done) => {
     const session = http2.connect(baseUrl);
     const timer = setTimeout(() => finish("unreachable"), PROBE_TIMEOUT_MS);
@@ -25,46 +48,91 @@ function probe(baseUrl: string): Promise<UpstreamState> {
   });
 }
 
-export interface HealthReport {
-  status: "ok" | "degraded";
-  redis: string;
-  maintenance: boolean;
-  /** Present when an upstream is not ok: each one's state. */
-  upstreams?: Record<string, UpstreamState>;
+/** A bearer no credential ever has (no prefix identity issues): identity refuses it without a database read. */
+const PROBE_BEARER = "healthz-probe";
+/** Ids the services refuse as malformed: an answer with no database read, and nothing that could exist. */
+const PROBE_ID = "healthz-probe";
+
+/** The step's state from how its call ended. */
+function stateOf(outcome: unknown): StepState {
+  if (outcome === undefined) return "ok";
+  const err = ConnectError.from(outcome);
+  if (err.code === Code.Unavailable) return "unavailable";
+  if (err.code === Code.DeadlineExceeded) return "hung";
+  // Any other answer came from the upstream's handler: the round trip works.
+  return "ok";
+}
+
+function bounded(step: Promise<unknown>): Promise<StepState> {
+  let timer: NodeJS.Timeout | undefined;
+  const hung = new Promise<StepState>((resolve) => {
+    timer = setTimeout(() => resolve("hung"), PROBE_TIMEOUT_MS);
+  });
+  const done = step.then(
+    () => stateOf(undefined),
+    (err: unknown) => stateOf(err),
+  );
+  return Promise.race([done, hung]).finally(() => clearTimeout(timer));
 }
 
 /**
- * What GET /healthz answers: `ok`, or `degraded` with each upstream's state
- * while identity, databases or billing — or the database behind one — does not
- * answer its own /healthz. Still 200 either way: this gateway itself serves
- * (503s that say "try again"), and a load balancer must not take every
- * gateway out because one service behind them is down.
+ * What GET /healthz answers. Two probes, at most one of each per CACHE_MS
+ * (concurrent /healthz share them):
+ *
+ * - the request path: the steps a client request takes, with the objects it
+ *   uses — authentication through the principal cache and the identity
+ *   client, the rate limiter (Redis, or this process's counters while Redis
+ *   is down), a round trip on the databases client (through the GetDatabase
+ *   coalescer) and on the billing client — on the HTTP/2 sessions requests
+ *   use, not fresh ones: a wedged session, batch or limiter shows here
+ *   (issue #26: /healthz said ok for minutes while no request completed);
+ * - each upstream's own /healthz (its process and its database).
+ *
+ * `ok` (200): everything answered. `degraded` (200): an upstream, or the
+ * database behind one, is down and says so at once: this gateway still
+ * serves (quick 503s that say "try again"), and a load balancer must not take
+ * every gateway out because one service behind them is down. `unhealthy`
+ * (503): a step of the request path did not answer within PROBE_TIMEOUT_MS,
+ * so a request taking it would hang until its deadline: a load balancer
+ * takes this gateway out.
  */
-export function createHealth(ctx: GatewayContext): () => Promise<HealthReport> {
-  const upstreams: Record<string, string> = {
+export function createHealth(ctx: GatewayContext): () => Promise<{ httpStatus: number; report: HealthReport }> {
+  const upstreamUrls: Record<string, string> = {
     identity: ctx.config.identityUrl,
     databases: ctx.config.databasesUrl,
     billing: ctx.config.billingUrl,
   };
-  let cached: { at: number; states: Promise<Record<string, UpstreamState>> } | undefined;
-  const states = () => {
-    if (!cached || Date.now() - cached.at > CACHE_MS) {
-      const names = Object.keys(upstreams);
-      cached = {
-        at: Date.now(),
-        states: Promise.all(names.map((n) => probe(upstreams[n]!))).then((s) => Object.fromEntries(names.map((n, i) => [n, s[i]!]))),
-      };
-    }
-    return cached.states;
+  const probeUpstreams = async (): Promise<Record<string, UpstreamState>> => {
+    const names = Object.keys(upstreamUrls);
+    const states = await Promise.all(names.map((n) => upstreamHealth(upstreamUrls[n]!)));
+    return Object.fromEntries(names.map((n, i) => [n, states[i]!]));
   };
+  const probePath = async (): Promise<Record<Step, StepState>> => {
+    const calls: Record<Step, () => Promise<unknown>> = {
+      auth: () => ctx.authCache.resolve(PROBE_BEARER, async () => (await ctx.identity.authenticate({ bearer: PROBE_BEARER })).principal!),
+      rate_limit: () => ctx.limiter.consume("healthz:probe", [{ limit: 1_000_000_000, seconds: 60 }]),
+      databases: () => ctx.databases.getDatabase({ organizationId: PROBE_ID, id: PROBE_ID }),
+      billing: () => ctx.billing.getUsage({ organizationId: PROBE_ID }),
+    };
+    const states = await Promise.all(STEPS.map((step) => bounded(calls[step]())));
+    return Object.fromEntries(STEPS.map((step, i) => [step, states[i]!])) as Record<Step, StepState>;
+  };
+  let cached: { at: number; probes: Promise<[Record<Step, StepState>, Record<string, UpstreamState>]> } | undefined;
   return async () => {
-    const now = await states();
-    const healthy = Object.values(now).every((s) => s === "ok");
+    if (!cached || Date.now() - cached.at > CACHE_MS) cached = { at: Date.now(), probes: Promise.all([probePath(), probeUpstreams()]) };
+    const [checks, upstreams] = await cached.probes;
+    const steps = Object.values(checks);
+    const upstreamsOk = Object.values(upstreams).every((s) => s === "ok");
+    const status = steps.includes("hung") ? "unhealthy" : steps.includes("unavailable") || !upstreamsOk ? "degraded" : "ok";
     return {
-      status: healthy ? "ok" : "degraded",
-      redis: ctx.redisHealth(),
-      maintenance: ctx.maintenance.state().on,
-      ...(healthy ? {} : { upstreams: now }),
+      httpStatus: status === "unhealthy" ? 503 : 200,
+      report: {
+        status,
+        redis: ctx.redisHealth(),
+        maintenance: ctx.maintenance.state().on,
+        ...(upstreamsOk ? {} : { upstreams }),
+        ...(steps.every((s) => s === "ok") ? {} : { checks }),
+      },
     };
   };
 }

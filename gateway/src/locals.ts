@@ -15,6 +15,10 @@ declare global {
        * Content-Security-Policy replaces the API's, and the page sets its own Cache-Control.
        */
       pagePolicy?: string;
+      /** Where the request waits now, for the log of one that misses its deadline (middleware/deadline.ts). */
+      stage?: string;
+      /** The deadline answered the request: whatever the pipeline answers later is dropped. */
+      deadlineMissed?: boolean;
       /** The matched route's template (`/v1/databases/:id`): the label of its HTTP metrics. */
       route?: string;
     }

@@ -73,7 +73,7 @@ export function emailAddress(description: string): TString {
 }
 
 /**
- * One of `values` (always a list from the shared catalogue in services/kit,
+ * One of `values` (always a list from the shared catalogue in services/catalogue,
  * never one written here), published as `enum` so a generated client has the
  * values as a type.
  */

@@ -20,7 +20,9 @@ beforeAll(async () => {
     "tok-viewer",
     principal({ org: "org-a", permissions: ["databases:read", "metrics:read", "members:read"], expiresAt: far }),
   );
-  stubs.state.tokens.set("tok-nothing", principal({ org: "org-a", permissions: [], expiresAt: far }));
+  // Its own organization on the enterprise plan: it requests every protected route once, more than the free plan's
+  // minute allows under this file's frozen clock, and a 429 would hide the 403 under test.
+  stubs.state.tokens.set("tok-nothing", principal({ org: "org-nothing", permissions: [], expiresAt: far, plan: "enterprise" }));
   gw = await startGateway(stubs, {}, clock);
   await waitForRevocationFeed(gw);
 });

@@ -1,6 +1,6 @@
 /**
- * Backups and point-in-time restore through the gateway (DESIGN.md, "Backups
- * and point-in-time restore"): how ListBackups, CreateBackup and RestoreToTime
+ * Backups and point-in-time restore through the gateway (docs/product.md, Backups
+ * and point-in-time restore): how ListBackups, CreateBackup and RestoreToTime
  * map onto the public JSON, which upstream refusals become which statuses, and
  * restored_from on the records of a restored database. Every response is
  * checked against the OpenAPI document by `api()`.

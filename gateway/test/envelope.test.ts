@@ -84,8 +84,8 @@ describe("unknown routes and methods", () => {
     expectRateLimitHeaders(res.headers);
   });
 
-  it("a path outside /v1 is 404 too", async () => {
-    const res = await api(gw.url, "/");
+  it("a path outside /v1 is 404 too (one that is not a page or a console route)", async () => {
+    const res = await api(gw.url, "/nothing-here");
     expect(res.status).toBe(404);
     expectErrorEnvelope(res.body, "resource_not_found");
   });
@@ -214,7 +214,7 @@ describe("request bodies", () => {
       { field: "name", message: "must be a string" },
       { field: "region", message: "must be a string" },
       { field: "version", message: "must be a string" },
-      { field: "colour", message: "is not a field of this request (it takes: name, region, tier, version)" },
+      { field: "colour", message: "is not a field of this request (it takes: name, region, tier, version, standbys, synchronous)" },
     ]);
     expect(stubs.state.seen.get("createDatabase")?.some((r: any) => r.name === 42)).toBeFalsy();
   });

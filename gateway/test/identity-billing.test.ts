@@ -88,7 +88,7 @@ describe("auth routes (public)", () => {
 });
 
 describe("GET /v1/billing/usage", () => {
-  it("maps the usage report to spec 2.4", async () => {
+  it("maps the usage report to docs/product.md, Billing", async () => {
     const res = await api(gw.url, "/v1/billing/usage", { token: "tok-admin" });
     expect(res.status).toBe(200);
     expect(res.body.data).toEqual({

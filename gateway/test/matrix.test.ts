@@ -4,18 +4,21 @@
  * `databases:read` × the caller's own organization and another one's, against
  * the real identity service (stub databases and billing behind the gateway).
  *
- * Each route needs an expectation below, written from spec 2.7 (not from the
+ * Each route needs an expectation below, written from docs/product.md, Roles and permissions (not from the
  * code): the permission it should need, what success looks like, and whether
  * it names a resource. A route added to the table without one fails this test,
  * and so does an expectation for a route that no longer exists.
  */
+import { create } from "@bufbuild/protobuf";
 import { Role } from "@dbaas/proto/identity";
+import { DbRoleSchema, LogicalDbSchema } from "@dbaas/proto/inside";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Permission } from "../src/routes/route.ts";
 import { ROUTES } from "../src/routes/table.ts";
 import { api, startGateway, waitForRevocationFeed, type TestGateway } from "./support/gateway.ts";
 import { mailedToken, PASSWORD, startRealIdentity, uniqueEmail, type RealIdentity, type RoleName } from "./support/identity.ts";
 import { seedBackups } from "./support/backups-stub.ts";
+import { insideOf } from "./support/inside-stub.ts";
 import { KEY_SCOPES, matrixFixtures, SPEC_2_7, type MatrixWorld } from "./support/matrix-world.ts";
 import { startStubs, type Stubs } from "./support/stubs.ts";
 
@@ -183,14 +186,14 @@ const MATRIX: Record<string, ProtectedExpectation | PublicExpectation> = {
     scope: "resource",
     request: async (t) => ({ path: resource(t.world, "/backups") }),
   },
-  // "View metrics" (spec 2.7): every role.
+  // "View metrics" (docs/product.md, Roles and permissions): every role.
   "GET /v1/databases/:id/metrics": {
     permission: "metrics:read",
     success: 200,
     scope: "resource",
     request: async (t) => ({ path: resource(t.world, "/metrics") }),
   },
-  // "Manage backups" (spec 2.7): owner, admin, developer.
+  // "Manage backups" (docs/product.md, Roles and permissions): owner, admin, developer.
   "POST /v1/databases/:id/backups": {
     permission: "backups:write",
     success: 202,
@@ -206,7 +209,7 @@ const MATRIX: Record<string, ProtectedExpectation | PublicExpectation> = {
       return { path: resource(t.world, "/restore"), body: { name: `restored-${++serial}` } };
     },
   },
-  // Replicas are databases to spec 2.7: seeing them is viewing databases, the rest creating or deleting one.
+  // Replicas are databases to docs/product.md, Roles and permissions: seeing them is viewing databases, the rest creating or deleting one.
   "GET /v1/databases/:id/replicas": {
     permission: "databases:read",
     success: 200,
@@ -246,6 +249,170 @@ const MATRIX: Record<string, ProtectedExpectation | PublicExpectation> = {
       const { database, replica } = await freshReplica(t.world);
       return { path: `/v1/databases/${database}/replicas/${replica}/promote` };
     },
+  },
+  "GET /v1/databases/:id/trusted-sources": {
+    permission: "databases:read",
+    success: 200,
+    scope: "resource",
+    list: "trusted_sources",
+    request: async (t) => ({ path: `/v1/databases/${(await fixtures.freshTrustedSource(t.world)).database}/trusted-sources` }),
+  },
+  "POST /v1/databases/:id/trusted-sources": {
+    permission: "databases:write",
+    success: 201,
+    scope: "resource",
+    request: async (t) => ({ path: `/v1/databases/${await freshDatabase(t.world)}/trusted-sources`, body: { cidr: "10.0.0.0/8" } }),
+  },
+  "DELETE /v1/databases/:id/trusted-sources/:tsid": {
+    permission: "databases:write",
+    success: 204,
+    scope: "resource",
+    request: async (t) => {
+      const { database, trustedSource } = await fixtures.freshTrustedSource(t.world);
+      return { path: `/v1/databases/${database}/trusted-sources/${trustedSource}` };
+    },
+  },
+  "GET /v1/databases/:id/pooler": {
+    permission: "databases:read",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: resource(t.world, "/pooler") }),
+  },
+  "PATCH /v1/databases/:id/pooler": {
+    permission: "databases:write",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: resource(t.world, "/pooler"), body: { mode: "session" } }),
+  },
+  // High availability: seeing it is viewing a database; standbys and a switchover change what runs.
+  "GET /v1/databases/:id/high-availability": {
+    permission: "databases:read",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: resource(t.world, "/high-availability") }),
+  },
+  "PUT /v1/databases/:id/high-availability": {
+    permission: "databases:write",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({
+      path: `/v1/databases/${await runningDatabase(t.world)}/high-availability`,
+      body: { standbys: 1, synchronous: true },
+    }),
+  },
+  "POST /v1/databases/:id/failover": {
+    permission: "databases:write",
+    success: 202,
+    scope: "resource",
+    request: async (t) => {
+      const id = await runningDatabase(t.world);
+      stubs.state.ha.set(id, { standbys: 1, synchronous: false });
+      return { path: `/v1/databases/${id}/failover` };
+    },
+  },
+  // Inside a database (docs/product.md, Inside the database): reading needs databases:read, changing roles and dbs databases:write.
+  "GET /v1/databases/:id/roles": {
+    permission: "databases:read",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: `/v1/databases/${await runningDatabase(t.world)}/roles` }),
+  },
+  "POST /v1/databases/:id/roles": {
+    permission: "databases:write",
+    success: 201,
+    scope: "resource",
+    request: async (t) => ({ path: `/v1/databases/${await runningDatabase(t.world)}/roles`, body: { name: `role_${++serial}` } }),
+  },
+  "DELETE /v1/databases/:id/roles/:name": {
+    permission: "databases:write",
+    success: 204,
+    scope: "resource",
+    request: async (t) => {
+      const id = await runningDatabase(t.world);
+      insideOf(stubs.state, id).roles.set("reader", create(DbRoleSchema, { name: "reader", login: true }));
+      return { path: `/v1/databases/${id}/roles/reader` };
+    },
+  },
+  "POST /v1/databases/:id/roles/:name/reset-password": {
+    permission: "databases:write",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: `/v1/databases/${await runningDatabase(t.world)}/roles/dbadmin/reset-password` }),
+  },
+  "GET /v1/databases/:id/dbs": {
+    permission: "databases:read",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: `/v1/databases/${await runningDatabase(t.world)}/dbs` }),
+  },
+  "POST /v1/databases/:id/dbs": {
+    permission: "databases:write",
+    success: 201,
+    scope: "resource",
+    request: async (t) => ({ path: `/v1/databases/${await runningDatabase(t.world)}/dbs`, body: { name: `app_${++serial}` } }),
+  },
+  "DELETE /v1/databases/:id/dbs/:name": {
+    permission: "databases:write",
+    success: 204,
+    scope: "resource",
+    request: async (t) => {
+      const id = await runningDatabase(t.world);
+      insideOf(stubs.state, id).dbs.set("scratch", create(LogicalDbSchema, { name: "scratch", owner: "dbadmin" }));
+      return { path: `/v1/databases/${id}/dbs/scratch` };
+    },
+  },
+  "GET /v1/databases/:id/config": {
+    permission: "databases:read",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: resource(t.world, "/config") }),
+  },
+  "PATCH /v1/databases/:id/config": {
+    permission: "databases:write",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: resource(t.world, "/config"), body: { parameters: { work_mem: "8MB" } } }),
+  },
+  "GET /v1/databases/:id/extensions": {
+    permission: "databases:read",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: `/v1/databases/${await runningDatabase(t.world)}/extensions` }),
+  },
+  "POST /v1/databases/:id/extensions": {
+    permission: "databases:write",
+    success: 201,
+    scope: "resource",
+    request: async (t) => ({ path: `/v1/databases/${await runningDatabase(t.world)}/extensions`, body: { name: "pg_trgm" } }),
+  },
+  "DELETE /v1/databases/:id/extensions/:name": {
+    permission: "databases:write",
+    success: 204,
+    scope: "resource",
+    request: async (t) => {
+      const id = await runningDatabase(t.world);
+      insideOf(stubs.state, id).extensions.add("pg_trgm");
+      return { path: `/v1/databases/${id}/extensions/pg_trgm` };
+    },
+  },
+  // The server's log and query insights: reading them is metrics:read (a viewer too); a reset changes the database.
+  "GET /v1/databases/:id/logs": {
+    permission: "metrics:read",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: resource(t.world, "/logs?severity=error&limit=10") }),
+  },
+  "GET /v1/databases/:id/queries": {
+    permission: "metrics:read",
+    success: 200,
+    scope: "resource",
+    request: async (t) => ({ path: `/v1/databases/${await runningDatabase(t.world)}/queries?order_by=calls` }),
+  },
+  "POST /v1/databases/:id/queries/reset": {
+    permission: "databases:write",
+    success: 204,
+    scope: "resource",
+    request: async (t) => ({ path: `/v1/databases/${await runningDatabase(t.world)}/queries/reset` }),
   },
   "GET /v1/databases/:id/ca-certificate": {
     permission: "databases:read",
@@ -514,7 +681,7 @@ describe.each(ROUTES.map((r) => [routeKey(r), r] as const))("%s", (key, route) =
   });
 });
 
-describe("API keys: whose each caller sees (DESIGN.md, Identity)", () => {
+describe("API keys: whose each caller sees (docs/product.md, Identity)", () => {
   it.each(["owner", "admin", "developer", "viewer"] as const)("as %s", async (role) => {
     const res = await api(gw.url, "/v1/organization/api-keys?per_page=100", { token: A.users[role].token });
     expect(res.status).toBe(200);

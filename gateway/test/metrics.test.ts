@@ -1,5 +1,5 @@
 /**
- * GET /v1/databases/{id}/metrics through the gateway (DESIGN.md, Metrics): the
+ * GET /v1/databases/{id}/metrics through the gateway (docs/product.md, Metrics): the
  * query's mapping onto GetMetrics, the body's shape (checked against the
  * OpenAPI document by `api()`), and which refusals become which 422s.
  */

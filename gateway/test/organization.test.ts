@@ -1,6 +1,6 @@
 /**
  * Organization and team routes through the gateway against the real identity
- * service: the public shapes of spec 2.2/2.3, the rules, and the revocation
+ * service: the public shapes of docs/product.md, Identity, and the Member and Invitation schemas of /v1/openapi.json, the rules, and the revocation
  * feed making a removal, demotion, key revocation or plan change take effect
  * on the very next request at two gateways with warm principal caches.
  */
@@ -121,7 +121,7 @@ describe("organization", () => {
 });
 
 describe("members", () => {
-  it("lists member records of spec 2.2, paged", async () => {
+  it("lists member records of the Member schema of /v1/openapi.json, paged", async () => {
     const w = await createWorld(identity, "Listing");
     const res = await api(gw1.url, "/v1/organization/members?per_page=3", { token: w.users.viewer.token });
     expect(res.status).toBe(200);
@@ -215,7 +215,7 @@ describe("members", () => {
 });
 
 describe("invitations", () => {
-  it("POST returns the pending invitation of spec 2.3, 7 days; fields it does not take are refused (issue 10)", async () => {
+  it("POST returns the pending invitation of the Invitation schema of /v1/openapi.json, 7 days; fields it does not take are refused (issue 10)", async () => {
     const w = await createWorld(identity, "Invites");
     const other = await createWorld(identity, "Elsewhere");
     const email = uniqueEmail("invitee");

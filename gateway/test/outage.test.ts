@@ -68,6 +68,8 @@ describe("an upstream outage", () => {
       redis: "disabled",
       maintenance: false,
       upstreams: { identity: "ok", databases: "unreachable", billing: "ok" },
+      // The request path says the same: the databases client gets UNAVAILABLE at once (nothing hangs, so not unhealthy).
+      checks: { auth: "ok", rate_limit: "ok", databases: "unavailable", billing: "ok" },
     });
   });
 });

@@ -1,5 +1,5 @@
 /**
- * Integer query parameters (DESIGN.md, Databases: "`per_page` > 100 or < 1,
+ * Integer query parameters (docs/product.md, Databases: "`per_page` > 100 or < 1,
  * `page` < 1 → 422"): an integer out of range is a well-formed request that
  * failed validation, 422 naming the bounds, however many digits it has; only
  * what is not an integer at all is malformed, 400. Neither reaches a service.

@@ -1,5 +1,5 @@
 /**
- * Read replicas through the gateway (DESIGN.md, Read replicas): how the
+ * Read replicas through the gateway (docs/product.md, Read replicas): how the
  * replica RPCs map onto the public JSON, and which refusals become which
  * statuses — 201/200/204 on success; 409 for a primary that is not running,
  * a sixth replica, a name in use and the promotion of a replica that is not

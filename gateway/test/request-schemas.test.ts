@@ -1,12 +1,12 @@
 /**
  * Issue 10, "never a 500 on bad input", gateway side: request schemas are
- * strict (unknown fields, enums from the kit's catalogue, length caps, no
+ * strict (unknown fields, enums from the shared catalogue, length caps, no
  * control characters or unpaired surrogates), an id that cannot exist is a
  * 404 before any service is asked, and the OpenAPI document publishes the
  * same rules. Every upstream call the gateway makes is recorded, so "never
  * reaching a service" is observed, not assumed.
  */
-import { ALERT_CHANNELS, GRANTABLE_ROLES, PAYMENT_METHOD_TYPES, PLANS, POSTGRES_VERSIONS, REGIONS, SCOPES, TIERS } from "@dbaas/kit";
+import { ALERT_CHANNELS, GRANTABLE_ROLES, PAYMENT_METHOD_TYPES, PLANS, POSTGRES_VERSIONS, REGIONS, SCOPES, TIERS } from "@dbaas/catalogue";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { openApiDocument } from "../src/routes/openapi.ts";
 import { protectedRoute, json, type Route } from "../src/routes/route.ts";
@@ -119,7 +119,9 @@ describe("request bodies", () => {
     expect(res.body.error).toEqual({
       code: "validation_error",
       message: "request failed validation",
-      details: [{ field: "size", message: "is not a field of this request (it takes: name, region, tier, version)" }],
+      details: [
+        { field: "size", message: "is not a field of this request (it takes: name, region, tier, version, standbys, synchronous)" },
+      ],
     });
     expect(calls).toEqual([]);
   });
@@ -248,7 +250,7 @@ describe("request bodies", () => {
   });
 });
 
-describe("backups and restore (DESIGN.md, Backups and point-in-time restore)", () => {
+describe("backups and restore (docs/product.md, Backups and point-in-time restore)", () => {
   const restore = (body: unknown) => send("POST", "/v1/databases/db-abc/restore", body);
 
   it.each<[string, unknown, unknown]>([
@@ -328,7 +330,13 @@ describe("the OpenAPI document publishes the same rules", () => {
 
   /** Every schema below `s` that describes a string or an array, with where it is. */
   function leaves(s: any, at: string): Array<[string, any]> {
-    if (s.type === "object") return Object.entries(s.properties).flatMap(([k, v]) => leaves(v, `${at}.${k}`));
+    if (s.type === "object") {
+      // A map's values (a configuration's parameters) are leaves too.
+      const values = typeof s.additionalProperties === "object" ? leaves(s.additionalProperties, `${at}.*`) : [];
+      return [...Object.entries(s.properties ?? {}).flatMap(([k, v]) => leaves(v, `${at}.${k}`)), ...values];
+    }
+    // A value of several types: each of its strings and arrays is bounded too.
+    if (Array.isArray(s.anyOf)) return s.anyOf.flatMap((branch: any) => leaves(branch, at));
     if (s.type === "array") return [[at, s], ...leaves(s.items, `${at}[]`)];
     return s.type === "string" ? [[at, s]] : [];
   }
@@ -389,7 +397,9 @@ describe("the OpenAPI document publishes the same rules", () => {
         label(route),
       ).toEqual(Object.keys(route.params!));
       for (const param of params) {
-        const want = { type: "string", pattern: route.params![param.name]!.schema.pattern, maxLength: 128 };
+        // Ids are at most 128 characters; names of things inside a database (roles, logical databases) at most 63.
+        const { pattern, maxLength } = route.params![param.name]!.schema;
+        const want = { type: "string", pattern, maxLength };
         expect(param.schema, `${label(route)} ${param.name}`).toEqual(want);
       }
     }

@@ -3,39 +3,7 @@ package dbaas
 import (
 	"context"
 	"net/http"
-	"time"
 )
-
-// APIKey is an API key (never its secret).
-type APIKey struct {
-	ID        string     `json:"id"`
-	Name      string     `json:"name"`
-	Scopes    []string   `json:"scopes"`
-	Prefix    string     `json:"prefix"` // first characters of the secret
-	Role      string     `json:"role"`   // the creator's role when it was created
-	CreatedBy string     `json:"created_by"`
-	CreatedAt time.Time  `json:"created_at"`
-	ExpiresAt *time.Time `json:"expires_at"` // nil: never expires
-}
-
-// CreatedAPIKey is a new API key with its secret, shown this once: pass it to WithAPIKey.
-type CreatedAPIKey struct {
-	APIKey
-	Secret string `json:"secret"`
-}
-
-// CreateAPIKeyRequest is the body of CreateAPIKey; no scopes means every scope the caller may give.
-type CreateAPIKeyRequest struct {
-	Name      string     `json:"name"`
-	Scopes    []string   `json:"scopes,omitempty"`
-	ExpiresAt *time.Time `json:"expires_at,omitempty"`
-}
-
-// APIKeyPage is one page of API keys.
-type APIKeyPage struct {
-	APIKeys []APIKey `json:"api_keys"`
-	Meta    ListMeta `json:"-"`
-}
 
 // ListAPIKeys returns one page of API keys: the caller's own, or everyone's for owners and admins.
 func (c *Client) ListAPIKeys(ctx context.Context, opts *ListOptions) (*APIKeyPage, error) {

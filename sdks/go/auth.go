@@ -4,58 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"time"
 )
-
-// User is a user of the service.
-type User struct {
-	ID    string `json:"id"`
-	Email string `json:"email"`
-	Name  string `json:"name"`
-}
-
-// Token is a login token: pass AccessToken to WithToken.
-type Token struct {
-	AccessToken string    `json:"access_token"`
-	TokenType   string    `json:"token_type"` // "Bearer"
-	ExpiresAt   time.Time `json:"expires_at"` // 1 hour after issue
-}
-
-// Signup is the new user, their organization and a login token.
-type Signup struct {
-	User         User         `json:"user"`
-	Organization Organization `json:"organization"`
-	Token
-}
-
-// Acceptance is the organization joined by accepting an invitation, the new membership and a login token.
-type Acceptance struct {
-	Organization Organization `json:"organization"`
-	Member       Member       `json:"member"`
-	Token
-}
-
-// SignupRequest is the body of Signup.
-type SignupRequest struct {
-	Email            string `json:"email"`
-	Password         string `json:"password"`
-	Name             string `json:"name"`
-	OrganizationName string `json:"organization_name"`
-}
-
-// LoginRequest is the body of Login; OrganizationID empty means the user's oldest membership.
-type LoginRequest struct {
-	Email          string `json:"email"`
-	Password       string `json:"password"`
-	OrganizationID string `json:"organization_id,omitempty"`
-}
-
-// AcceptInvitationRequest is the body of AcceptInvitation; Name is needed for a new user.
-type AcceptInvitationRequest struct {
-	Token    string `json:"token"`
-	Name     string `json:"name,omitempty"`
-	Password string `json:"password"`
-}
 
 // Signup creates a user and an organization (plan free) owned by it, and returns a login token.
 func (c *Client) Signup(ctx context.Context, body SignupRequest) (*Signup, error) {

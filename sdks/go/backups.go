@@ -11,68 +11,6 @@ import (
 	"time"
 )
 
-// Backup is a base backup of a database.
-type Backup struct {
-	ID            string     `json:"id"`
-	Type          string     `json:"type"`   // scheduled, manual
-	Status        string     `json:"status"` // running, completed, failed
-	StartedAt     time.Time  `json:"started_at"`
-	CompletedAt   *time.Time `json:"completed_at"` // nil while running
-	SizeBytes     int64      `json:"size_bytes"`
-	FailureReason *string    `json:"failure_reason"`
-}
-
-// WalArchiving says whether a database's WAL reaches the backup store.
-type WalArchiving struct {
-	Status string  `json:"status"` // healthy, failing
-	Error  *string `json:"error"`
-}
-
-// BackupPage is one page of a database's backups (newest first) with its restore window.
-type BackupPage struct {
-	Backups             []Backup     `json:"backups"`
-	EarliestRestoreTime *time.Time   `json:"earliest_restore_time"` // nil until a backup completed
-	LatestRestoreTime   *time.Time   `json:"latest_restore_time"`
-	WalArchiving        WalArchiving `json:"wal_archiving"`
-	Meta                ListMeta     `json:"-"`
-}
-
-// RestoredDatabase is a new database restored from another's backups, with its password: shown this once.
-type RestoredDatabase struct {
-	CreatedDatabase
-	RestoredFrom RestoredFrom `json:"restored_from"`
-}
-
-// RestoreDatabaseRequest is the body of RestoreDatabase; nil or empty fields take the API's
-// defaults (the latest restorable instant, the source's tier and region).
-type RestoreDatabaseRequest struct {
-	Name        string     `json:"name"`
-	RestoreTime *time.Time `json:"restore_time,omitempty"`
-	Tier        string     `json:"tier,omitempty"`
-	Region      string     `json:"region,omitempty"`
-}
-
-// Metrics are a database's metrics over [Start, End] at Step seconds.
-type Metrics struct {
-	Start   time.Time `json:"start"`
-	End     time.Time `json:"end"`
-	Step    int       `json:"step"`
-	Metrics []Metric  `json:"metrics"`
-}
-
-// Metric is one metric's series, one per label set.
-type Metric struct {
-	Name   string         `json:"name"`
-	Unit   string         `json:"unit"`
-	Series []MetricSeries `json:"series"`
-}
-
-// MetricSeries holds the points of one label set.
-type MetricSeries struct {
-	Labels map[string]string `json:"labels"`
-	Points []Point           `json:"points"`
-}
-
 // Point is one bucket's value; Time is the bucket's start.
 type Point struct {
 	Time  time.Time

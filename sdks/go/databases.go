@@ -4,149 +4,13 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"time"
 )
-
-// Database is a database as GetDatabase and UpdateDatabase return it: the connection string's password masked.
-type Database struct {
-	ID               string        `json:"id"`
-	Name             string        `json:"name"`
-	Type             string        `json:"type"`    // "postgres"
-	Region           string        `json:"region"`  // fsn1, nbg1, hel1
-	Tier             string        `json:"tier"`    // micro, small, medium, large, xlarge
-	Version          string        `json:"version"` // PostgreSQL major version, e.g. "17"
-	Status           string        `json:"status"`  // provisioning, running, starting, stopping, stopped, restarting, resizing, failed
-	StatusReason     string        `json:"status_reason,omitempty"`
-	Host             string        `json:"host"`
-	Port             int           `json:"port"`
-	Database         string        `json:"database"`
-	Username         string        `json:"username"`
-	ConnectionString string        `json:"connection_string"`
-	CreatedAt        time.Time     `json:"created_at"`
-	UpdatedAt        time.Time     `json:"updated_at"`
-	RestoredFrom     *RestoredFrom `json:"restored_from,omitempty"`
-}
-
-// CreatedDatabase is a new database with its password, shown this once.
-type CreatedDatabase struct {
-	ID               string    `json:"id"`
-	Name             string    `json:"name"`
-	Type             string    `json:"type"`
-	Region           string    `json:"region"`
-	Tier             string    `json:"tier"`
-	Version          string    `json:"version"`
-	Status           string    `json:"status"`
-	Host             string    `json:"host"`
-	Port             int       `json:"port"`
-	Database         string    `json:"database"`
-	Username         string    `json:"username"`
-	Password         string    `json:"password"`
-	ConnectionString string    `json:"connection_string"` // with the password in clear
-	CreatedAt        time.Time `json:"created_at"`
-}
-
-// DatabaseListItem is a database as lists show it.
-type DatabaseListItem struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Region    string    `json:"region"`
-	Tier      string    `json:"tier"`
-	Version   string    `json:"version"`
-	Status    string    `json:"status"`
-	CreatedAt time.Time `json:"created_at"`
-}
-
-// RestoredFrom names the database and instant a restored database was made from.
-type RestoredFrom struct {
-	DatabaseID  string    `json:"database_id"`
-	RestoreTime time.Time `json:"restore_time"`
-}
-
-// DatabaseStatus is a database's status after start, stop or restart was accepted.
-type DatabaseStatus struct {
-	ID     string `json:"id"`
-	Status string `json:"status"`
-}
-
-// ResizedDatabase is a database's new tier and status after a resize was accepted.
-type ResizedDatabase struct {
-	ID     string `json:"id"`
-	Tier   string `json:"tier"`
-	Status string `json:"status"`
-}
-
-// Credentials are a database's new password; the previous one no longer works.
-type Credentials struct {
-	Password         string `json:"password"`
-	ConnectionString string `json:"connection_string"`
-}
-
-// Operation is one operation run on a database (create, start, backup, …).
-type Operation struct {
-	ID         string     `json:"id"`
-	Type       string     `json:"type"`
-	Status     string     `json:"status"` // running, succeeded, failed
-	StartedAt  time.Time  `json:"started_at"`
-	FinishedAt *time.Time `json:"finished_at"`
-	Error      *string    `json:"error"`
-}
-
-// CreateDatabaseRequest is the body of CreateDatabase; Version empty means the default (17).
-type CreateDatabaseRequest struct {
-	Name    string `json:"name"`
-	Region  string `json:"region"`
-	Tier    string `json:"tier"`
-	Version string `json:"version,omitempty"`
-}
-
-// UpdateDatabaseRequest is the body of UpdateDatabase.
-type UpdateDatabaseRequest struct {
-	Name string `json:"name,omitempty"`
-}
-
-// ResizeDatabaseRequest is the body of ResizeDatabase.
-type ResizeDatabaseRequest struct {
-	Tier string `json:"tier"`
-}
 
 // ListDatabasesOptions selects a page of databases, optionally only those in a status or region.
 type ListDatabasesOptions struct {
 	ListOptions
 	Status string
 	Region string
-}
-
-// DatabasePage is one page of databases.
-type DatabasePage struct {
-	Databases []DatabaseListItem `json:"databases"`
-	Meta      ListMeta           `json:"-"`
-}
-
-// OperationPage is one page of a database's operations.
-type OperationPage struct {
-	Operations []Operation `json:"operations"`
-	Meta       ListMeta    `json:"-"`
-}
-
-// Region is a region a database can be created in.
-type Region struct {
-	Code string `json:"code"`
-	Name string `json:"name"`
-}
-
-// Tier is an instance tier and its hourly price (USD).
-type Tier struct {
-	Name        string  `json:"name"`
-	VCPU        int     `json:"vcpu"`
-	MemoryGB    float64 `json:"memory_gb"`
-	StorageGB   float64 `json:"storage_gb"`
-	HourlyPrice float64 `json:"hourly_price"`
-}
-
-// Version is a PostgreSQL version a database can run.
-type Version struct {
-	Version string `json:"version"`
-	Default bool   `json:"default"`
 }
 
 // CreateDatabase creates a database; its password is in this answer only.
@@ -272,27 +136,21 @@ func (c *Client) GetCACertificate(ctx context.Context, id string) (string, error
 
 // ListRegions returns the regions a database can be created in.
 func (c *Client) ListRegions(ctx context.Context) ([]Region, error) {
-	var out struct {
-		Regions []Region `json:"regions"`
-	}
+	var out Regions
 	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/regions"}, &out)
 	return out.Regions, err
 }
 
 // ListTiers returns the instance tiers and their hourly prices.
 func (c *Client) ListTiers(ctx context.Context) ([]Tier, error) {
-	var out struct {
-		Tiers []Tier `json:"tiers"`
-	}
+	var out Tiers
 	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/tiers"}, &out)
 	return out.Tiers, err
 }
 
 // ListVersions returns the PostgreSQL versions a database can run.
 func (c *Client) ListVersions(ctx context.Context) ([]Version, error) {
-	var out struct {
-		Versions []Version `json:"versions"`
-	}
+	var out Versions
 	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/versions"}, &out)
 	return out.Versions, err
 }

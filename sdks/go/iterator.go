@@ -6,15 +6,6 @@ import (
 	"strconv"
 )
 
-// ListMeta is the paging of a list answer.
-type ListMeta struct {
-	RequestID  string `json:"request_id"`
-	Page       int    `json:"page"`
-	PerPage    int    `json:"per_page"`
-	Total      int    `json:"total"`       // items across all pages
-	TotalPages int    `json:"total_pages"` // 0 for an empty list
-}
-
 // ListOptions selects a page of a list (zero values: the API's defaults, page 1 of 20).
 type ListOptions struct {
 	Page    int

@@ -3,75 +3,7 @@ package dbaas
 import (
 	"context"
 	"net/http"
-	"time"
 )
-
-// Organization is an organization; rate limits follow its plan.
-type Organization struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Plan      string    `json:"plan"` // free, pro, enterprise, internal
-	CreatedAt time.Time `json:"created_at"`
-}
-
-// Member is a member of the organization.
-type Member struct {
-	ID       string    `json:"id"`
-	User     User      `json:"user"`
-	Role     string    `json:"role"` // owner, admin, developer, viewer
-	JoinedAt time.Time `json:"joined_at"`
-}
-
-// Invitation is an invitation not yet accepted or cancelled.
-type Invitation struct {
-	ID        string    `json:"id"`
-	Email     string    `json:"email"`
-	Role      string    `json:"role"`
-	Status    string    `json:"status"` // pending, expired
-	ExpiresAt time.Time `json:"expires_at"`
-	CreatedAt time.Time `json:"created_at"`
-}
-
-// Transfer holds both member records after an ownership transfer.
-type Transfer struct {
-	Owner         Member `json:"owner"`
-	PreviousOwner Member `json:"previous_owner"`
-}
-
-// UpdateOrganizationRequest is the body of UpdateOrganization; empty fields stay as they are.
-type UpdateOrganizationRequest struct {
-	Name string `json:"name,omitempty"`
-	Plan string `json:"plan,omitempty"`
-}
-
-// InviteMemberRequest is the body of InviteMember.
-type InviteMemberRequest struct {
-	Email string `json:"email"`
-	Role  string `json:"role"` // admin, developer, viewer
-}
-
-// UpdateMemberRequest is the body of UpdateMember.
-type UpdateMemberRequest struct {
-	Role string `json:"role"`
-}
-
-// TransferOwnershipRequest is the body of TransferOwnership: the new owner's user id and the caller's password.
-type TransferOwnershipRequest struct {
-	NewOwnerID string `json:"new_owner_id"`
-	Password   string `json:"password"`
-}
-
-// MemberPage is one page of members.
-type MemberPage struct {
-	Members []Member `json:"members"`
-	Meta    ListMeta `json:"-"`
-}
-
-// InvitationPage is one page of invitations.
-type InvitationPage struct {
-	Invitations []Invitation `json:"invitations"`
-	Meta        ListMeta     `json:"-"`
-}
 
 // GetOrganization returns the caller's organization.
 func (c *Client) GetOrganization(ctx context.Context) (*Organization, error) {

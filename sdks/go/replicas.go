@@ -3,40 +3,7 @@ package dbaas
 import (
 	"context"
 	"net/http"
-	"time"
 )
-
-// Replica is a read replica of a database: a read-only hot standby streaming from it, reached with
-// the database's own username and password.
-type Replica struct {
-	ID               string    `json:"id"`
-	Name             string    `json:"name"`
-	DatabaseID       string    `json:"database_id"` // the primary
-	Region           string    `json:"region"`
-	Tier             string    `json:"tier"`
-	Status           string    `json:"status"` // provisioning, running, starting, stopping, stopped, failed
-	StatusReason     string    `json:"status_reason,omitempty"`
-	Host             string    `json:"host"`
-	Port             int       `json:"port"`
-	Database         string    `json:"database"`
-	Username         string    `json:"username"`
-	ConnectionString string    `json:"connection_string"` // password masked: the database's works
-	LagBytes         int64     `json:"lag_bytes"`         // WAL not yet replayed, as last measured
-	CreatedAt        time.Time `json:"created_at"`
-}
-
-// ReplicaPage is one page of a database's read replicas.
-type ReplicaPage struct {
-	Replicas []Replica `json:"replicas"`
-	Meta     ListMeta  `json:"-"`
-}
-
-// CreateReplicaRequest is the body of CreateReplica; empty Tier and Region take the database's.
-type CreateReplicaRequest struct {
-	Name   string `json:"name"`
-	Tier   string `json:"tier,omitempty"`
-	Region string `json:"region,omitempty"`
-}
 
 // ListReplicas returns one page of a database's read replicas (opts may be nil).
 func (c *Client) ListReplicas(ctx context.Context, databaseID string, opts *ListOptions) (*ReplicaPage, error) {

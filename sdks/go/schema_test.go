@@ -10,9 +10,11 @@ import (
 	"time"
 )
 
-// The structs are written by hand; this holds their JSON fields to the OpenAPI document's schemas,
-// recursively, so a field added, renamed or removed in the API fails here. The document comes from
-// $DBAAS_OPENAPI (test/sdks/go.test.ts builds it from the gateway's route table and sets it).
+// The structs are generated from the OpenAPI document (types_gen.go, by sdks/scripts/generate-types.ts;
+// `npm run check:sdk` fails when they are stale). This holds the generator to the document: every
+// struct's JSON fields against the schemas, recursively, so a field the generator drops or misnames
+// fails here. The document comes from $DBAAS_OPENAPI (test/sdks/go.test.ts builds it from the
+// gateway's route table and sets it).
 
 var responseTypes = map[string]any{
 	"Database": Database{}, "CreatedDatabase": CreatedDatabase{}, "DatabaseListItem": DatabaseListItem{},
@@ -22,7 +24,9 @@ var responseTypes = map[string]any{
 	"Invoice": Invoice{}, "Alert": Alert{}, "Organization": Organization{}, "User": User{}, "Member": Member{},
 	"Invitation": Invitation{}, "Transfer": Transfer{}, "ApiKey": APIKey{}, "CreatedApiKey": CreatedAPIKey{},
 	"Token": Token{}, "Signup": Signup{}, "Acceptance": Acceptance{}, "ListMeta": ListMeta{},
-	"Replica": Replica{},
+	"Replica": Replica{}, "TrustedSource": TrustedSource{}, "Pooler": Pooler{},
+	"HighAvailability": HighAvailability{}, "Role": Role{}, "CreatedRole": CreatedRole{}, "LogicalDb": LogicalDb{},
+	"Config": Config{}, "Extension": Extension{},
 }
 
 // listedTypes are the item types of the lists that are whole schemas (regions, tiers, versions).
@@ -36,7 +40,10 @@ var requestTypes = map[string]any{
 	"createAlert": CreateAlertRequest{}, "updateOrganization": UpdateOrganizationRequest{},
 	"inviteMember": InviteMemberRequest{}, "updateMember": UpdateMemberRequest{},
 	"transferOwnership": TransferOwnershipRequest{}, "createApiKey": CreateAPIKeyRequest{},
-	"createReplica": CreateReplicaRequest{},
+	"createReplica": CreateReplicaRequest{}, "createTrustedSource": CreateTrustedSourceRequest{},
+	"updatePooler": UpdatePoolerRequest{}, "setHighAvailability": SetHighAvailabilityRequest{},
+	"createRole": CreateRoleRequest{}, "createDb": CreateDbRequest{}, "updateConfig": UpdateConfigRequest{},
+	"installExtension": InstallExtensionRequest{},
 }
 
 // pageTypes are the list answers' data objects.
@@ -44,7 +51,8 @@ var pageTypes = map[string]any{
 	"listDatabases": DatabasePage{}, "listOperations": OperationPage{}, "listBackups": BackupPage{},
 	"listPaymentMethods": PaymentMethodPage{}, "listInvoices": InvoicePage{}, "listAlerts": AlertPage{},
 	"listMembers": MemberPage{}, "listInvitations": InvitationPage{}, "listApiKeys": APIKeyPage{},
-	"listReplicas": ReplicaPage{},
+	"listReplicas": ReplicaPage{}, "listTrustedSources": TrustedSourcePage{},
+	"listRoles": RolePage{}, "listDbs": DbPage{}, "listExtensions": ExtensionPage{},
 }
 
 type schema = map[string]any

@@ -45,7 +45,12 @@ function percentiles(xs: number[]) {
 
 runBench(async () => {
   const pgdb = await createTestDatabase("metricsbench");
-  const cfg = readConfig({ DATABASE_URL: pgdb.url, INTERNAL_AUTH_SECRET: "bench", BILLING_URL: "http://127.0.0.1:1" });
+  const cfg = readConfig({
+    DATABASE_URL: pgdb.url,
+    INTERNAL_AUTH_SECRET: "bench",
+    BILLING_URL: "http://127.0.0.1:1",
+    IDENTITY_URL: "http://127.0.0.1:1",
+  });
   const ctx = await createContext(cfg);
   try {
     await migrate(ctx.pool, cfg.schema, MIGRATIONS_DIR);

@@ -1,5 +1,5 @@
 /**
- * Keys for every member (DESIGN.md, Identity), end to end against the real
+ * Keys for every member (docs/product.md, Identity), end to end against the real
  * stack: a developer and a viewer create keys capped by their role, list and
  * revoke only their own, while an admin lists and revokes everyone's; and no
  * credential mints a key broader than itself. Members join through the mailed

@@ -224,7 +224,9 @@ describe("payment methods, end to end", () => {
     await waitFor(async () => (await api.delete(`${PATH}/${mastercard.id}`)).status === 204, 60_000, "the last card removed");
     expect(await listed()).toEqual([]);
 
-    // Without a card the organization is back to the free allowance.
+    // Without a card the organization is back to the free allowance. Billing may hear the stop before the
+    // server has stopped (a start from `stopping` is 409 naming the status): start it once it is stopped.
+    await waitStatus(api, db, "stopped", 60_000, () => stack.output());
     const start = await api.post(`/v1/databases/${db}/start`);
     expect(start.status).toBe(402);
     expect(start.body.error.code).toBe("payment_required");

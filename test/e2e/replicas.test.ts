@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Api, waitRunning } from "../support/backups.ts";
 import { createApi } from "../support/api.ts";
 import { createTestDatabase, type TestDatabase } from "../support/pg.ts";
-import { query } from "../support/pgclient.ts";
+import { connectCustomer, query } from "../support/pgclient.ts";
 import {
   account,
   agentOf,
@@ -40,7 +40,7 @@ afterAll(async () => {
   await meta?.drop();
 });
 
-/** Hourly prices of the tiers used here (spec 2.4), for replicas as for databases. */
+/** Hourly prices of the tiers used here (docs/product.md, Billing), for replicas as for databases. */
 const MICRO_HOURLY = 0.02;
 const SMALL_HOURLY = 0.06;
 
@@ -152,14 +152,35 @@ describe("read replicas on real instances", { timeout: 180_000 }, () => {
     expect(usage.compute.hours * 3600).toBeLessThanOrEqual(primarySeconds + 2);
   });
 
-  it("a reset of the primary's password reaches the replicas through replication", async () => {
+  it("a reset of the primary's password reaches the replicas through replication and ends the old password's sessions", async () => {
     const old = password;
-    const reset = await api.post(`/v1/databases/${primary.id}/reset-password`);
-    expect(reset.status).toBe(200);
-    password = reset.body.data.password;
-    for (const r of [same, other]) {
-      await untilRefused(withPassword(r.connection_string, old));
-      expect(await query(on(r), "SELECT 1 AS one")).toEqual([{ one: 1 }]);
+    // Sessions opened with the old password, on the primary and on each replica.
+    const sessions = await Promise.all([primary, same, other].map((r) => connectCustomer(withPassword(r.connection_string, old))));
+    // Their end arrives as an error event: expected here.
+    for (const c of sessions) c.on("error", () => {});
+    try {
+      const reset = await api.post(`/v1/databases/${primary.id}/reset-password`);
+      expect(reset.status).toBe(200);
+      password = reset.body.data.password;
+      for (const r of [same, other]) {
+        await untilRefused(withPassword(r.connection_string, old));
+        expect(await query(on(r), "SELECT 1 AS one")).toEqual([{ one: 1 }]);
+      }
+      // Each replica's agent ends them once the new verifier has arrived there by replication.
+      for (const [i, c] of sessions.entries()) {
+        const deadline = Date.now() + 60_000;
+        while (
+          await c.query("SELECT 1").then(
+            () => true,
+            () => false,
+          )
+        ) {
+          if (Date.now() > deadline) throw new Error(`session ${i} opened with the old password still open 60 s after the reset`);
+          await new Promise((r) => setTimeout(r, 200));
+        }
+      }
+    } finally {
+      for (const c of sessions) await c.end().catch(() => {});
     }
   });
 

@@ -94,7 +94,10 @@ describe("operator commands through npm run, PORT set", () => {
   it("agent:status shows what the agent runs", { timeout: NPM_RUN_MS + MARGIN_MS }, async () => {
     const res = await npmRun("agent:status");
     expect(res.code).toBe(0);
-    expect(res.stdout).toContain("agent-fsn1 (fsn1) at http://127.0.0.1:");
+    // Its own pid, where it publishes (AGENT_PUBLIC_ADDRESS), its control address and how its servers are isolated.
+    expect(res.stdout).toMatch(
+      /agent-fsn1 \(fsn1\) pid \d+, publishes on 127\.0\.0\.1, control at http:\/\/127\.0\.0\.1:\d+: .* isolation per-tenant-uid/,
+    );
     expect(res.stdout).toMatch(new RegExp(`${db.id}\\s+running\\s+port ${db.port}\\s+pid ${postmasterPid(instanceDir(db.id))}`));
   });
 
@@ -148,7 +151,17 @@ describe("kill -9 of the metadata PostgreSQL", () => {
     expect(seen.filter((s) => s.status !== 200 && s.status !== 503)).toEqual([]);
     // Correct answers again within 5 s of the kill, and from then on only those.
     const failures = seen.filter((s) => s.status !== 200).map((s) => s.at - killedAt);
-    expect(failures.filter((ms) => ms >= 5_000)).toEqual([]);
+    // On failure, the keeper's account of the restart (how long clearing the old server and starting the new one took).
+    const keeper = stack
+      .output()
+      .split("\n")
+      .filter((l) => l.startsWith("metadata"))
+      .slice(-4)
+      .join("\n");
+    expect(
+      failures.filter((ms) => ms >= 5_000),
+      keeper,
+    ).toEqual([]);
     expect(seen.at(-1)!.status).toBe(200);
   });
 

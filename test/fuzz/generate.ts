@@ -223,7 +223,7 @@ export function createGenerator(ops: Operation[], fixture: Fixture, rng: Rng): G
         cred = fixture.valid.find((c) => c.name === "viewer")!;
       if (cred.authorization !== undefined) headers.authorization = cred.authorization;
       let payload: Buffer | undefined;
-      if (op.body || ((op.method === "POST" || op.method === "PATCH") && rng.chance(0.5))) {
+      if (op.body || ((op.method === "POST" || op.method === "PUT" || op.method === "PATCH") && rng.chance(0.5))) {
         const { text, contentType, unknownField } = body(op, op.body ?? { type: "object", properties: {} }, rng, fixture, what);
         // Only a body the gateway reads as JSON can be judged for what it ignored.
         if (unknownField && contentType === "application/json" && op.body) flags.unknownField = true;

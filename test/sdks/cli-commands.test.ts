@@ -3,7 +3,8 @@
  * against the real stack, in tables and with `--output json`: databases
  * stop/start/restart/resize --wait, reset-password (psql with the new
  * password), operations, ca-certificate; backups create --wait and list;
- * restore --wait; members (an invitation mailed over SMTP, accepted, its
+ * restore --wait; databases ha and failover (their refusals on one host: the switchover itself runs on
+ * three hosts in test/e2e/high-availability.test.ts); members (an invitation mailed over SMTP, accepted, its
  * member's role changed and removed); api-keys list/revoke; billing usage,
  * invoices, payment methods and alerts.
  */
@@ -125,6 +126,70 @@ describe("dbaas commands on the real stack", () => {
     expect(pem.stdout).toMatch(/^-----BEGIN CERTIFICATE-----\n[\s\S]+-----END CERTIFICATE-----\n$/);
     expect(await json(["databases", "ca-certificate", db.id])).toEqual({ id: db.id, ca_certificate: pem.stdout });
 
+    // High availability: one host here, so the standbys are refused naming why; nothing to switch over to.
+    expect(await json(["databases", "ha", db.id])).toMatchObject({
+      standbys: 0,
+      synchronous: false,
+      members: [{ role: "primary", status: "running", region: "fsn1", lag_bytes: 0 }],
+      last_failover: null,
+    });
+    const haTable = await dbaas(["databases", "ha", db.id]);
+    expect(haTable.stdout).toMatch(
+      /^standbys: 0, synchronous: false\nlast failover: none\n\nID\s+ROLE\s+STATUS\s+REGION\s+LAG_BYTES\nnode-\S+\s+primary\s+running\s+fsn1\s+0\n$/,
+    );
+    const refused = await dbaas(["databases", "ha", db.id, "--standbys", "1", "--synchronous"]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain("region fsn1 has 0 hosts besides the primary's that can take a standby now");
+    const noStandby = await dbaas(["databases", "failover", db.id]);
+    expect(noStandby.code).not.toBe(0);
+    expect(noStandby.stderr).toContain("the database has no standbys to fail over to");
+
+    expect(await json(["databases", "delete", db.id])).toEqual({ id: db.id, deleted: true });
+  });
+
+  it("databases trusted-sources list/add/remove and databases pooler get/update", { timeout: 300_000 }, async () => {
+    expect(
+      (await dbaas(["auth", "signup", "--email", email("edge"), "--name", "E", "--organization", "Edge"], { DBAAS_PASSWORD: PASSWORD }))
+        .code,
+    ).toBe(0);
+    const db = await json<{ id: string }>(["databases", "create", "--name", "edge", "--region", "fsn1", "--tier", "micro", "--wait"]);
+    const help = await dbaas(["databases", "trusted-sources", "--help"]);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/^\s+add\s+Admit an IPv4 or IPv6 address/m);
+    const bad = await dbaas(["databases", "trusted-sources", "add", db.id, "10.1.2.3/8"]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain("cidr:");
+    expect(bad.stderr).toContain("did you mean 10.0.0.0/8");
+    const added = await json<{ id: string; cidr: string; description: string }>([
+      "databases",
+      "trusted-sources",
+      "add",
+      db.id,
+      "203.0.113.7",
+      "--description",
+      "office",
+    ]);
+    expect(added).toMatchObject({ cidr: "203.0.113.7/32", description: "office" });
+    expect((await json<{ id: string }[]>(["databases", "trusted-sources", "list", db.id])).map((t) => t.id)).toEqual([added.id]);
+    const table = await dbaas(["databases", "trusted-sources", "list", db.id]);
+    expect(table.stdout.split("\n")[0]).toMatch(/^ID\s+CIDR\s+DESCRIPTION\s+EXPIRES\s+CREATED$/);
+    expect(await json(["databases", "trusted-sources", "remove", db.id, added.id])).toEqual({ id: added.id, removed: true });
+    expect(await json(["databases", "trusted-sources", "list", db.id])).toEqual([]);
+
+    expect(await json(["databases", "pooler", "get", db.id])).toMatchObject({
+      enabled: true,
+      mode: "transaction",
+      pool_size: 20,
+      host: `${db.id}-pooler.db.invalid`,
+    });
+    expect(await json(["databases", "pooler", "update", db.id, "--mode", "session", "--pool-size", "10"])).toMatchObject({
+      mode: "session",
+      pool_size: 10,
+    });
+    const tooBig = await dbaas(["databases", "pooler", "update", db.id, "--pool-size", "46"]);
+    expect(tooBig.code).toBe(1);
+    expect(tooBig.stderr).toContain("pool_size:");
+    expect((await dbaas(["databases", "pooler", "update", db.id, "--enabled", "maybe"])).code).toBe(2);
     expect(await json(["databases", "delete", db.id])).toEqual({ id: db.id, deleted: true });
   });
 

@@ -66,14 +66,20 @@ describe("dbaas --help", () => {
       expect(help.stdout, group).toMatch(new RegExp(`\nExamples:\n {2}\\$ .*dbaas ${group}`));
       const commands = help.stdout.includes("\nCommands:\n") ? commandsOf(help.stdout) : [];
       // `-h` as well as `--help`, alternately.
-      const checks = commands.map(async (command, i) => {
-        const sub = await dbaas([group, command, i % 2 ? "-h" : "--help"]);
-        expect(sub, `${group} ${command}`).toMatchObject({ code: 0, stderr: "" });
-        expect(sub.stdout, `${group} ${command}`).toMatch(new RegExp(`^Usage: dbaas ${group} ${command}\\b`, "m"));
-        expect(sub.stdout, `${group} ${command}`).toMatch(new RegExp(`\nExamples:\n {2}\\$ .*dbaas ${group} ${command}\\b`));
-        seen.push(`${group} ${command}`);
-      });
-      await Promise.all(checks);
+      // A command may be a group of its own (`databases roles`): its commands are walked too.
+      const walk = async (words: string[], names: string[]): Promise<void> => {
+        const checks = names.map(async (command, i) => {
+          const path = [...words, command].join(" ");
+          const sub = await dbaas([...words, command, i % 2 ? "-h" : "--help"]);
+          expect(sub, path).toMatchObject({ code: 0, stderr: "" });
+          expect(sub.stdout, path).toMatch(new RegExp(`^Usage: dbaas ${path}\\b`, "m"));
+          expect(sub.stdout, path).toMatch(new RegExp(`\nExamples:\n {2}\\$ .*dbaas ${path}\\b`));
+          seen.push(path);
+          if (sub.stdout.includes("\nCommands:\n")) await walk([...words, command], commandsOf(sub.stdout));
+        });
+        await Promise.all(checks);
+      };
+      await walk([group], commands);
     }
     // The issue's list, each found by the walk.
     const wanted = [
@@ -84,6 +90,24 @@ describe("dbaas --help", () => {
       ...["list", "create", "get", "rename", "start", "stop", "restart", "resize", "reset-password", "delete", "psql"].map(
         (c) => `databases ${c}`,
       ),
+      ...[
+        "roles list",
+        "roles create",
+        "roles delete",
+        "roles reset-password",
+        "dbs list",
+        "dbs create",
+        "dbs delete",
+        "config get",
+        "config set",
+        "config reset",
+        "extensions list",
+        "extensions install",
+        "extensions delete",
+        "logs",
+        "queries list",
+        "queries reset",
+      ].map((c) => `databases ${c}`),
       "backups list",
       "backups create",
       "billing usage",

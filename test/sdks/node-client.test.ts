@@ -5,8 +5,11 @@
  * headers; pages; an unreachable API as DbaasConnectionError. The real API is
  * exercised by test/sdks/node.test.ts.
  */
+import { readdirSync, readFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { DbaasClient, DbaasConnectionError, DbaasError, DbaasWaitError } from "../../sdks/node/src/index.ts";
 
@@ -303,6 +306,48 @@ describe("databases.waitForStatus", () => {
   });
 });
 
+describe("high availability", () => {
+  const HA = {
+    standbys: 1,
+    synchronous: true,
+    members: [
+      { id: "node-p", role: "primary", status: "running", region: "fsn1", lag_bytes: 0 },
+      { id: "node-s", role: "standby", status: "running", region: "fsn1", lag_bytes: 0 },
+    ],
+    last_failover: null,
+  };
+  const OP = { id: "op-1", type: "failover", status: "running", reason: "planned switchover requested", from: "node-p", to: "node-s" };
+
+  it("get, set (PUT, no Idempotency-Key) and failover (POST, with one) name the database; create carries standbys", async () => {
+    const { url, seen } = await serve([
+      json(200, { data: HA, meta: { request_id: "r" } }),
+      json(200, { data: HA, meta: { request_id: "r" } }),
+      json(202, { data: OP, meta: { request_id: "r" } }),
+      json(201, { data: { id: "db-2", status: "provisioning" }, meta: { request_id: "r" } }),
+    ]);
+    const client = new DbaasClient({ baseUrl: url });
+    expect(await client.databases.getHighAvailability("db-1")).toEqual(HA);
+    expect(await client.databases.setHighAvailability("db-1", { standbys: 1, synchronous: true })).toEqual(HA);
+    expect(await client.databases.failover("db-1")).toEqual(OP);
+    await client.databases.create({ name: "orders", region: "fsn1", tier: "micro", standbys: 1, synchronous: true });
+    expect(seen.map((s) => `${s.method} ${s.url} ${s.body}`)).toEqual([
+      "GET /v1/databases/db-1/high-availability ",
+      'PUT /v1/databases/db-1/high-availability {"standbys":1,"synchronous":true}',
+      "POST /v1/databases/db-1/failover ",
+      'POST /v1/databases {"name":"orders","region":"fsn1","tier":"micro","standbys":1,"synchronous":true}',
+    ]);
+    expect(seen[1]!.headers["idempotency-key"]).toBeUndefined();
+    expect(seen[2]!.headers["idempotency-key"]).toBeTruthy();
+  });
+
+  it("a 409 (no healthy standby) is a DbaasError with the reason", async () => {
+    const { url } = await serve([apiError(409, "conflict")]);
+    const err = await new DbaasClient({ baseUrl: url }).databases.failover("db-1").catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DbaasError);
+    expect(err).toMatchObject({ status: 409, code: "conflict" });
+  });
+});
+
 describe("replicas", () => {
   const REPLICA = { id: "rep-1", database_id: "db-1", status: "provisioning", lag_bytes: 0 };
   const data = (d: unknown) => json(200, { data: d, meta: { request_id: "r" } });
@@ -359,5 +404,220 @@ describe("replicas", () => {
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DbaasWaitError);
     expect((err as Error).message).toContain("the seed backup failed 3 times");
+  });
+});
+
+describe("trusted sources and the pooler", () => {
+  const SOURCE = { id: "ts-1", cidr: "203.0.113.0/24", description: "", expires_at: null, created_at: "2026-01-01T00:00:00Z" };
+  const POOLER = { enabled: true, mode: "session", pool_size: 10, max_client_connections: 1000 };
+  const data = (status: number, d: unknown) => json(status, { data: d, meta: { request_id: "r" } });
+
+  it("names the database in each path and sends only the fields given", async () => {
+    const noContent = (res: ServerResponse) => {
+      res.writeHead(204, { "x-request-id": "r", ...RATE });
+      res.end();
+    };
+    const { url, seen } = await serve([data(201, SOURCE), noContent, data(200, POOLER), data(200, POOLER)]);
+    const client = new DbaasClient({ baseUrl: url });
+    expect(await client.trustedSources.add("db-1", { cidr: "203.0.113.0/24", expires_at: "2030-01-01T00:00:00Z" })).toEqual(SOURCE);
+    expect(await client.trustedSources.remove("db-1", "ts-1")).toBeUndefined();
+    expect(await client.pooler.get("db-1")).toEqual(POOLER);
+    expect(await client.pooler.update("db-1", { mode: "session", pool_size: 10 })).toEqual(POOLER);
+    expect(seen.map((s) => `${s.method} ${s.url} ${s.body}`)).toEqual([
+      'POST /v1/databases/db-1/trusted-sources {"cidr":"203.0.113.0/24","expires_at":"2030-01-01T00:00:00Z"}',
+      "DELETE /v1/databases/db-1/trusted-sources/ts-1 ",
+      "GET /v1/databases/db-1/pooler ",
+      'PATCH /v1/databases/db-1/pooler {"mode":"session","pool_size":10}',
+    ]);
+    expect(seen[0]!.headers["idempotency-key"]).toBeTruthy();
+  });
+
+  it("list: for await walks every page", async () => {
+    const page = (n: number, ids: string[]) =>
+      json(200, {
+        data: { trusted_sources: ids.map((id) => ({ ...SOURCE, id })) },
+        meta: { request_id: "r", page: n, per_page: 1, total: 2, total_pages: 2 },
+      });
+    const { url, seen } = await serve([page(1, ["ts-1"]), page(2, ["ts-2"])]);
+    const ids: string[] = [];
+    for await (const t of new DbaasClient({ baseUrl: url }).trustedSources.list("db-1", { per_page: 1 })) ids.push(t.id);
+    expect(ids).toEqual(["ts-1", "ts-2"]);
+    expect(seen.map((s) => s.url)).toEqual([
+      "/v1/databases/db-1/trusted-sources?per_page=1&page=1",
+      "/v1/databases/db-1/trusted-sources?per_page=1&page=2",
+    ]);
+  });
+});
+
+describe("inside a database: roles and dbs", () => {
+  const ROLE = { name: "bi", login: true, create_db: false, create_role: false, builtin: false, created_at: null };
+  const created = { ...ROLE, password: "p", connection_string: "postgresql://bi:p@h:1/defaultdb?sslmode=require" };
+  const noContent = (res: ServerResponse) => {
+    res.writeHead(204, { "x-request-id": "r", ...RATE });
+    res.end();
+  };
+  const data = (status: number, d: unknown) => json(status, { data: d, meta: { request_id: "r" } });
+
+  it("names the database and the role or db in each path, with a body only where the API takes one", async () => {
+    const db = { name: "app", owner: "bi", size_bytes: 1, builtin: false };
+    const { url, seen } = await serve([data(201, created), data(200, created), noContent, data(201, db), noContent]);
+    const client = new DbaasClient({ baseUrl: url });
+    expect(await client.roles.create("db-1", { name: "bi" })).toEqual(created);
+    expect(await client.roles.resetPassword("db-1", "bi")).toEqual(created);
+    expect(await client.roles.delete("db-1", "bi")).toBeUndefined();
+    expect(await client.dbs.create("db-1", { name: "app", owner: "bi" })).toEqual(db);
+    expect(await client.dbs.delete("db-1", "app")).toBeUndefined();
+    expect(seen.map((s) => `${s.method} ${s.url} ${s.body}`)).toEqual([
+      'POST /v1/databases/db-1/roles {"name":"bi"}',
+      "POST /v1/databases/db-1/roles/bi/reset-password ",
+      "DELETE /v1/databases/db-1/roles/bi ",
+      'POST /v1/databases/db-1/dbs {"name":"app","owner":"bi"}',
+      "DELETE /v1/databases/db-1/dbs/app ",
+    ]);
+    expect(seen[0]!.headers["idempotency-key"]).toBeTruthy();
+  });
+
+  it("config: get, and update with values of every type and null", async () => {
+    const config = { parameters: [{ name: "work_mem", value: 65536, pending_restart: false }] };
+    const { url, seen } = await serve([data(200, config), data(200, config)]);
+    const client = new DbaasClient({ baseUrl: url });
+    expect(await client.config.get("db-1")).toEqual(config);
+    await client.config.update("db-1", {
+      parameters: { work_mem: "64MB", max_connections: 40, jit: null, shared_preload_libraries: ["auto_explain"] },
+    });
+    expect(seen.map((s) => `${s.method} ${s.url} ${s.body}`)).toEqual([
+      "GET /v1/databases/db-1/config ",
+      'PATCH /v1/databases/db-1/config {"parameters":{"work_mem":"64MB","max_connections":40,"jit":null,"shared_preload_libraries":["auto_explain"]}}',
+    ]);
+  });
+
+  it("extensions: install into a db, delete with ?db=, list with ?db=", async () => {
+    const ext = {
+      name: "pg_trgm",
+      default_version: "1.6",
+      installed_version: "1.6",
+      installed: true,
+      trusted: true,
+      allowed: true,
+      description: "",
+    };
+    const { url, seen } = await serve([
+      data(201, ext),
+      noContent,
+      json(200, { data: { extensions: [ext] }, meta: { request_id: "r", page: 1, per_page: 20, total: 1, total_pages: 1 } }),
+    ]);
+    const client = new DbaasClient({ baseUrl: url });
+    expect(await client.extensions.install("db-1", { name: "pg_trgm", db: "app" })).toEqual(ext);
+    expect(await client.extensions.delete("db-1", "pg_trgm", { db: "app" })).toBeUndefined();
+    expect((await client.extensions.list("db-1", { db: "app" }).all()).map((e) => e.name)).toEqual(["pg_trgm"]);
+    expect(seen.map((s) => `${s.method} ${s.url} ${s.body}`)).toEqual([
+      'POST /v1/databases/db-1/extensions {"name":"pg_trgm","db":"app"}',
+      "DELETE /v1/databases/db-1/extensions/pg_trgm?db=app ",
+      "GET /v1/databases/db-1/extensions?db=app&page=1 ",
+    ]);
+  });
+
+  it("logs and queries: filters in the query, reset as a POST, follow polls with next_cursor", async () => {
+    const entry = (message: string) => ({ time: "2026-01-01T00:00:00.000Z", severity: "LOG", message, sql_state: null });
+    const { url, seen } = await serve([
+      data(200, { entries: [entry("one")], next_cursor: "YQ", prev_cursor: null }),
+      data(200, { queries: [{ query: "SELECT $1", calls: 3 }], stats_reset: null }),
+      noContent,
+      data(200, { entries: [entry("newest")], next_cursor: "Yg", prev_cursor: "Yw" }),
+      data(200, { entries: [], next_cursor: "Yg", prev_cursor: "Yw" }),
+      data(200, { entries: [entry("later")], next_cursor: "ZA", prev_cursor: "Yg" }),
+    ]);
+    const client = new DbaasClient({ baseUrl: url });
+    const page = await client.logs.list("db-1", { severity: "ERROR", q: "no_such", limit: 5, since: "2026-01-01T00:00:00Z" });
+    expect(page.entries.map((e) => e.message)).toEqual(["one"]);
+    expect((await client.queries.list("db-1", { order_by: "calls", limit: 1 })).queries[0]!.calls).toBe(3);
+    expect(await client.queries.reset("db-1")).toBeUndefined();
+    const followed: string[] = [];
+    const stop = new AbortController();
+    for await (const e of client.logs.follow("db-1", { severity: "LOG" }, { intervalMs: 10, signal: stop.signal })) {
+      followed.push(e.message);
+      if (followed.length === 2) stop.abort();
+    }
+    expect(followed).toEqual(["newest", "later"]);
+    expect(seen.map((s) => `${s.method} ${s.url} ${s.body}`)).toEqual([
+      "GET /v1/databases/db-1/logs?severity=ERROR&q=no_such&limit=5&since=2026-01-01T00%3A00%3A00Z ",
+      "GET /v1/databases/db-1/queries?order_by=calls&limit=1 ",
+      "POST /v1/databases/db-1/queries/reset ",
+      "GET /v1/databases/db-1/logs?severity=LOG ",
+      "GET /v1/databases/db-1/logs?severity=LOG&cursor=Yg ",
+      "GET /v1/databases/db-1/logs?severity=LOG&cursor=Yg ",
+    ]);
+  });
+
+  it("lists walk every page", async () => {
+    const page = (key: string, n: number, names: string[]) =>
+      json(200, {
+        data: { [key]: names.map((name) => ({ name })) },
+        meta: { request_id: "r", page: n, per_page: 1, total: 2, total_pages: 2 },
+      });
+    const roles = await serve([page("roles", 1, ["bi"]), page("roles", 2, ["dbadmin"])]);
+    const names: string[] = [];
+    for await (const r of new DbaasClient({ baseUrl: roles.url }).roles.list("db-1", { per_page: 1 })) names.push(r.name);
+    expect(names).toEqual(["bi", "dbadmin"]);
+    expect(roles.seen.map((s) => s.url)).toEqual([
+      "/v1/databases/db-1/roles?per_page=1&page=1",
+      "/v1/databases/db-1/roles?per_page=1&page=2",
+    ]);
+    await new Promise((r) => server!.close(r));
+    const dbs = await serve([page("dbs", 1, ["app"]), page("dbs", 2, ["defaultdb"])]);
+    expect((await new DbaasClient({ baseUrl: dbs.url }).dbs.list("db-1").all()).map((d) => d.name)).toEqual(["app", "defaultdb"]);
+  });
+});
+
+describe("the resources' surface", () => {
+  const PLUMBING = ["data", "none", "bytes", "paged", "transport"];
+  const RESOURCES = [
+    "auth",
+    "databases",
+    "backups",
+    "replicas",
+    "trustedSources",
+    "pooler",
+    "roles",
+    "dbs",
+    "catalogue",
+    "organization",
+    "apiKeys",
+    "billing",
+  ] as const;
+
+  /** Every property name an object shows, its own and its prototypes' up to Object's. */
+  function members(o: object): string[] {
+    const names: string[] = [];
+    for (let p: object | null = o; p !== null && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
+      names.push(...Object.getOwnPropertyNames(p).filter((n) => n !== "constructor"));
+    }
+    return names;
+  }
+
+  it("each resource object has its API's methods and nothing else: no own keys, no plumbing on its prototypes", () => {
+    const client = new DbaasClient({ baseUrl: "http://127.0.0.1:9", token: "t" });
+    for (const name of RESOURCES) {
+      const resource = client[name];
+      expect(Object.keys(resource), name).toEqual([]);
+      const shown = members(resource);
+      expect(shown.length, name).toBeGreaterThan(0);
+      expect(
+        shown.filter((m) => PLUMBING.includes(m)),
+        name,
+      ).toEqual([]);
+    }
+  });
+
+  it("the published declarations (dist/) give no resource class a plumbing member", () => {
+    const dir = fileURLToPath(new URL("../../sdks/node/dist/resources/", import.meta.url));
+    const files = readdirSync(dir).filter((f) => f.endsWith(".d.ts"));
+    expect(files).toContain("databases.d.ts");
+    for (const file of files) {
+      const text = readFileSync(join(dir, file), "utf8");
+      // Members are the indented lines of a class body; the module's own functions are not indented.
+      const member = new RegExp(`^\\s+(?:(?:protected|private|public|readonly|static|abstract)\\s+)*(${PLUMBING.join("|")})\\b`, "m");
+      expect(member.exec(text)?.[0], file).toBeUndefined();
+    }
   });
 });

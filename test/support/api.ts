@@ -50,6 +50,7 @@ export function createApi(baseUrl: string) {
     call,
     get: <T = any>(path: string, headers?: Record<string, string>) => call<T>("GET", path, undefined, headers),
     post: <T = any>(path: string, body?: unknown, headers?: Record<string, string>) => call<T>("POST", path, body ?? {}, headers),
+    put: <T = any>(path: string, body: unknown) => call<T>("PUT", path, body),
     patch: <T = any>(path: string, body: unknown) => call<T>("PATCH", path, body),
     delete: <T = any>(path: string) => call<T>("DELETE", path),
     setToken(t: string | undefined) {
@@ -185,7 +186,7 @@ export function conformance(baseUrl: string): Promise<ConformanceChecker> {
   return checker;
 }
 
-/** Statuses the gateway answers on paths or methods the document does not have (DESIGN.md §2). */
+/** Statuses the gateway answers on paths or methods the document does not have (docs/product.md, Envelope and errors). */
 const UNDOCUMENTED_PATH_STATUSES = [404, 429, 503];
 const UNDOCUMENTED_METHOD_STATUSES = [405, 429, 503];
 const ALWAYS_REQUIRED_HEADERS = ["x-request-id", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"];

@@ -129,5 +129,5 @@ export async function slotsOn(stack: Stack, id: string): Promise<string[]> {
   return rows.map((r: { slot_name: string }) => r.slot_name);
 }
 
-/** The slot name DESIGN.md gives replica `rid`. */
+/** The slot name of replica `rid` (docs/product.md, Read replicas). */
 export const slotName = (rid: string) => `dbaas_${rid.replace(/[^a-z0-9_]/g, "_")}`;

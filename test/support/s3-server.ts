@@ -44,7 +44,7 @@ export async function startS3Server(bucket = "dbaas-backups", prefix = "test"): 
   child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
   const port = await new Promise<number>((ready, fail) => {
-    const timer = setTimeout(() => fail(new Error(`s3rver not listening after 20 s: ${stderr}`)), 20_000);
+    const timer = setTimeout(() => fail(new Error(`s3rver not listening after 60 s: ${stderr}`)), 60_000);
     void exited.then(() => fail(new Error(`s3rver exited: ${stderr}`)));
     createInterface({ input: child.stdout! }).on("line", (line) => {
       const m = /^listening (\d+)$/.exec(line);

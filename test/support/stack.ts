@@ -54,6 +54,8 @@ export interface StackOptions {
   env?: Record<string, string>;
   /** The checkout whose `deploy/local/stack.ts` runs (its own node_modules); default: this one. */
   root?: string;
+  /** How long the runner may take to say it is ready (default 120 s; each agent builds its templates first). */
+  readyTimeoutMs?: number;
 }
 
 export interface Stack {
@@ -81,11 +83,15 @@ export interface Stack {
  */
 export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), "dbaas-e2e-")));
-  const services = await freePortBlock(16);
+  // LOCAL_REPLICAS=n: the instances of the four scaled services listen from PORT + 20 (REPLICA_BASE_PORT's default).
+  const replicas = Number(opts.env?.LOCAL_REPLICAS ?? 1);
+  const span = replicas > 1 ? 20 + 4 * replicas : 16;
+  const services = await freePortBlock(span);
   const agentCount = (opts.agents ?? "fsn1,nbg1,hel1").split(";").length;
   const capacity = Number(opts.env?.AGENT_CAPACITY ?? 30);
-  // Not overlapping the services' block: nothing listens there yet, so both could look free.
-  const instances = await freePortBlock(agentCount * capacity, [[services, services + 15]]);
+  // Not overlapping the services' block: nothing listens there yet, so both could look free. Twice the instances:
+  // the poolers' ports follow theirs (AGENT_POOLER_PORT_OFFSET, services/kit local-stack.ts).
+  const instances = await freePortBlock(2 * agentCount * capacity, [[services, services + span - 1]]);
   const env: Record<string, string> = {
     PORT: String(services),
     INSTANCE_PORT_BASE: String(instances),
@@ -102,7 +108,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     ...(opts.databaseUrl ? { DATABASE_URL: opts.databaseUrl } : {}),
     ...opts.env,
   };
-  return await launchStack(env, dataDir, opts.root ?? root);
+  return await launchStack(env, dataDir, opts.root ?? root, opts.readyTimeoutMs);
 }
 
 /** Starts the runner again with the environment of an earlier stack (same ports, data, metadata). */
@@ -110,7 +116,7 @@ export function restartStack(previous: Stack): Promise<Stack> {
   return launchStack(previous.env, previous.dataDir, previous.root);
 }
 
-async function launchStack(env: Record<string, string>, dataDir: string, cwd: string): Promise<Stack> {
+async function launchStack(env: Record<string, string>, dataDir: string, cwd: string, readyTimeoutMs = 120_000): Promise<Stack> {
   const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
   if (!env.DATABASE_URL) delete childEnv.DATABASE_URL;
   const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "deploy/local/stack.ts"], {
@@ -127,7 +133,10 @@ async function launchStack(env: Record<string, string>, dataDir: string, cwd: st
   child.stdout!.on("data", collect);
   child.stderr!.on("data", collect);
   await new Promise<void>((ready, fail) => {
-    const timer = setTimeout(() => fail(new Error(`stack not ready after 120 s:\n${output.slice(-4000)}`)), 120_000);
+    const timer = setTimeout(
+      () => fail(new Error(`stack not ready after ${readyTimeoutMs / 1000} s:\n${output.slice(-4000)}`)),
+      readyTimeoutMs,
+    );
     const onData = () => {
       if (output.includes("dbaas stack ready:")) {
         clearTimeout(timer);

@@ -67,6 +67,7 @@ export async function runIdempotent(ctx: GatewayContext, req: Request, res: Resp
   const principal = res.locals.principal;
   const id = `${principal ? `org:${principal.organizationId}` : `ip:${req.ip}`}\n${header}`;
   const fingerprint = sha256(`${req.method} ${req.path}\n${JSON.stringify(req.body ?? {})}`);
+  res.locals.stage = "idempotency";
   const claim = await ctx.idempotency.claim(sha256(id), fingerprint);
 
   if (claim.kind !== "claimed") {

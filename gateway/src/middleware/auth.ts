@@ -1,6 +1,6 @@
 import type { RequestHandler } from "express";
 import type { Client } from "@connectrpc/connect";
-import type { Scope } from "@dbaas/kit";
+import type { Scope } from "@dbaas/catalogue";
 import type { IdentityService, Principal } from "@dbaas/proto/identity";
 import type { AuthCache } from "../auth/principal-cache.ts";
 import { insufficientPermissions, invalidToken } from "../errors.ts";
@@ -28,6 +28,7 @@ export function authenticate(deps: AuthDeps): RequestHandler {
     const match = BEARER.exec(header);
     if (!match) throw invalidToken("malformed Authorization header, expected: Bearer <token>", true);
     const token = match[1]!;
+    res.locals.stage = "auth";
     const principal = await deps.authCache.resolve(token, async () => {
       const { principal } = await deps.identity.authenticate({ bearer: token });
       if (!principal) throw new Error("identity answered Authenticate without a principal");

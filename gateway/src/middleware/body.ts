@@ -17,7 +17,7 @@ function hasBody(req: Request): boolean {
  * Parses a JSON request body of at most 1 MB into `req.body` (`{}` when there
  * is none, so a missing body yields field-level 422s rather than a 400).
  * A body in another content type is refused with 400 validation_error rather
- * than 415: DESIGN.md counts a wrong content type among malformed requests,
+ * than 415: docs/product.md (Envelope and errors) counts a wrong content type among malformed requests,
  * and clients then handle a single "bad request" shape.
  */
 export const parseJsonBody: RequestHandler = (req, res, next) => {
@@ -29,5 +29,6 @@ export const parseJsonBody: RequestHandler = (req, res, next) => {
   if (!req.is(["application/json", "application/*+json"])) {
     throw badRequest("request body must be JSON (Content-Type: application/json)");
   }
+  res.locals.stage = "body";
   json(req, res, next);
 };

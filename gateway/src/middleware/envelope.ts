@@ -59,6 +59,8 @@ function sendJson(res: Response, status: number, body: unknown): void {
 const safeFilename = (name: string) => name.replace(/[^A-Za-z0-9._-]/g, "_");
 
 export function sendReply(res: Response, reply: Reply): void {
+  // The request deadline answered already (middleware/deadline.ts): this late answer has nobody to go to.
+  if (res.headersSent) return;
   const meta = { request_id: res.locals.requestId };
   switch (reply.kind) {
     case "data":
@@ -95,6 +97,7 @@ export function sendReply(res: Response, reply: Reply): void {
 }
 
 export function sendError(res: Response, err: ApiError): void {
+  if (res.headersSent) return;
   for (const [name, value] of Object.entries(err.headers)) res.setHeader(name, value);
   sendJson(res, err.status, {
     error: { code: err.code, message: err.message, details: err.details },

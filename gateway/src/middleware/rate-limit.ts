@@ -25,6 +25,7 @@ function clientIp(req: Request): string {
 export async function countByIp(ctx: GatewayContext, req: Request, res: Response): Promise<ApiError | undefined> {
   if (res.locals.rateLimit) return undefined;
   const windows = ipWindows(ctx.config.ipLimitPerMinute, ctx.config.ipLimitPerDay);
+  res.locals.stage = "rate-limit";
   const decision = await ctx.limiter.consume(`ip:${clientIp(req)}`, windows);
   setHeaders(res, decision);
   return decision.allowed ? undefined : rateLimited(decision.retryAfter);
@@ -88,7 +89,8 @@ export function createHeadroom(): Headroom {
   };
 }
 
-async function countOrganization(ctx: GatewayContext, headroom: Headroom, principal: Principal): Promise<Decision> {
+async function countOrganization(ctx: GatewayContext, headroom: Headroom, res: Response, principal: Principal): Promise<Decision> {
+  res.locals.stage = "rate-limit";
   const decision = await ctx.limiter.consume(`org:${principal.organizationId}`, planWindows(principalPlan(principal) ?? "free"));
   headroom.record(principal.organizationId, decision);
   return decision;
@@ -97,7 +99,7 @@ async function countOrganization(ctx: GatewayContext, headroom: Headroom, princi
 /** For authenticated routes: limited per organization, by its plan. Runs after `authenticate`. */
 export function limitByOrganization(ctx: GatewayContext, headroom: Headroom): RequestHandler {
   return async (_req, res, next) => {
-    const decision = await countOrganization(ctx, headroom, res.locals.principal!);
+    const decision = await countOrganization(ctx, headroom, res, res.locals.principal!);
     setHeaders(res, decision);
     if (!decision.allowed) throw rateLimited(decision.retryAfter);
     next();
@@ -123,7 +125,7 @@ export function limitAlongside(
   return async (req, res) => {
     const principal = res.locals.principal!;
     const permitted = hasPermission(principal, permission);
-    const decided = countOrganization(ctx, headroom, principal);
+    const decided = countOrganization(ctx, headroom, res, principal);
     let early: Promise<Reply> | undefined;
     if (permitted && headroom.roomy(principal.organizationId)) {
       early = read(req, res);

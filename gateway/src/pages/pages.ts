@@ -47,7 +47,7 @@ const PAGE_CACHE = "no-store";
 // Assets change only with a deploy; an hour's staleness at most after one.
 const ASSET_CACHE = "public, max-age=3600";
 
-interface Asset {
+export interface Asset {
   file: string;
   cache: string;
 }
@@ -86,7 +86,7 @@ interface Loaded {
 const gzipAsync = promisify(gzip);
 
 /** Reads a file once (on its first request) and keeps it, with its gzip form once asked for. */
-function loader(file: string): () => Promise<Loaded> {
+export function loader(file: string): () => Promise<Loaded> {
   let loaded: Promise<Loaded> | undefined;
   return () => {
     loaded ??= readFile(file).then((body) => {
@@ -102,7 +102,7 @@ function loader(file: string): () => Promise<Loaded> {
   };
 }
 
-async function send(req: Request, res: Response, asset: Asset, load: () => Promise<Loaded>): Promise<void> {
+export async function send(req: Request, res: Response, asset: Asset, load: () => Promise<Loaded>): Promise<void> {
   const { type, body, gzipped } = await load();
   const headers = ["Content-Type", type, "Cache-Control", asset.cache];
   let out = body;

@@ -32,7 +32,7 @@ const FREE_WINDOWS: readonly Window[] = [
   { limit: 1_000, seconds: DAY },
 ];
 
-/** Spec §8. A plan the gateway does not know gets the free plan's limits. */
+/** docs/product.md, Rate limits. A plan the gateway does not know gets the free plan's limits. */
 const PLAN_WINDOWS: Record<string, readonly Window[]> = {
   free: FREE_WINDOWS,
   pro: [

@@ -9,7 +9,7 @@ import {
   type PlanName,
   type RoleName,
   type Vocabulary,
-} from "@dbaas/kit";
+} from "@dbaas/catalogue";
 import {
   BackupStatusSchema,
   BackupTypeSchema,
@@ -62,7 +62,7 @@ export const orNull = (s: string): string | null => (s === "" ? null : s);
 /*
  * The vocabularies that cross the wire as proto enums (role, plan, database
  * status) become the public JSON's strings here and nowhere else, through the
- * kit's one mapping (services/kit vocabulary.ts); the strings are the
+ * catalogue's one mapping (services/catalogue/src/vocabulary.ts); the strings are the
  * catalogue's, so the JSON is exactly what it was. A value the upstream sends
  * that this build has no name for is the upstream's bug, a 500, never a string
  * the OpenAPI document does not list.
@@ -71,7 +71,7 @@ export const orNull = (s: string): string | null => (s === "" ? null : s);
 const nameOf = <E extends number, N extends string>(vocab: Vocabulary<E, N>, value: E, deprecatedName: string, what: string): N =>
   present(vocab.read(value, deprecatedName), `a known ${what} (got ${value}, "${deprecatedName}")`);
 
-/** The public name of a role (spec 2.7). */
+/** The public name of a role (docs/product.md, Roles and permissions). */
 export const roleName = (role: Role): RoleName => nameOf(ROLE, role, "", "role");
 
 /** The public name of an organization's or a principal's plan. */
@@ -84,7 +84,7 @@ export const principalPlan = (principal: Principal): PlanName | undefined => PLA
 export const databaseStatusName = (db: { statusEnum: DatabaseStatus; status: string }): DatabaseStatusName =>
   nameOf(DATABASE_STATUS, db.statusEnum, db.status, "database status");
 
-/** A backup's type, by the names of DESIGN.md (the kit has no list of them: only the gateway names them). */
+/** A backup's type, by the names of docs/product.md (Backups and point-in-time restore; the catalogue has no list of them: only the gateway names them). */
 export const BACKUP_TYPE = vocabulary<BackupType, "scheduled" | "manual">(BackupTypeSchema, ["scheduled", "manual"]);
 
 /** A backup's status. */
@@ -150,7 +150,8 @@ export function replicaStatusName(status: string): ReplicaStatusName {
 
 /**
  * What an operation's type can be: what the databases service records on a
- * database (services/databases: a change's name, `backup`, `wal_archive`, and
+ * database (services/databases: a change's name, `backup`, `wal_archive`,
+ * `storage_full` / `storage_ok`, and
  * `promote` on the database a promoted replica became). One this build does
  * not list is the upstream's bug, a 500, never a string the document lacks.
  */
@@ -165,7 +166,28 @@ export const OPERATION_TYPES = [
   "promote",
   "backup",
   "wal_archive",
+  "storage_full",
+  "storage_ok",
+  "failover",
 ] as const;
+
+/** A high availability member's status: a database status by name (the service sends names, as for replicas). */
+export function memberStatusName(status: string): DatabaseStatusName {
+  return present(
+    DATABASE_STATUS.names.find((s) => s === status),
+    `a known member status (got "${status}")`,
+  );
+}
+
+/** A high availability member's role. */
+export const HA_MEMBER_ROLES = ["primary", "standby"] as const;
+
+export function haMemberRole(role: string): (typeof HA_MEMBER_ROLES)[number] {
+  return present(
+    HA_MEMBER_ROLES.find((r) => r === role),
+    `a known member role (got "${role}")`,
+  );
+}
 
 export function operationTypeName(type: string): (typeof OPERATION_TYPES)[number] {
   return present(

@@ -56,7 +56,7 @@ const HEADERS = {
 
 const headerRef = (name: keyof typeof HEADERS) => ({ $ref: `#/components/headers/${name}` });
 
-/** On every response of the API, errors included (DESIGN.md §2). */
+/** On every response of the API, errors included (docs/product.md, Envelope and errors). */
 const COMMON_HEADERS = {
   "X-Request-Id": headerRef("RequestId"),
   "X-RateLimit-Limit": headerRef("RateLimitLimit"),
@@ -97,7 +97,7 @@ const ERRORS: Record<ErrorStatus, ErrorResponse> = {
   },
   429: {
     name: "TooManyRequests",
-    description: "Rate limit exceeded (spec 8); the X-RateLimit-* headers describe the exhausted window.",
+    description: "Rate limit exceeded; the X-RateLimit-* headers describe the exhausted window.",
     headers: { "Retry-After": headerRef("RetryAfter") },
   },
   500: { name: "InternalError", description: "Internal error; the message is generic." },
@@ -260,7 +260,7 @@ export function errorStatuses(route: Route): ErrorStatus[] {
     s.add(409);
     s.add(422);
   }
-  if (route.method === "POST" || route.method === "PATCH") s.add(413);
+  if (route.method === "POST" || route.method === "PUT" || route.method === "PATCH") s.add(413);
   if (route.body || route.query) s.add(422);
   return [...s].sort((a, b) => a - b);
 }

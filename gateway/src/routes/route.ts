@@ -1,4 +1,4 @@
-import { SCOPES, type Scope } from "@dbaas/kit";
+import { SCOPES, type Scope } from "@dbaas/catalogue";
 import type { Principal } from "@dbaas/proto/identity";
 import type { GatewayContext } from "../context.ts";
 import type { Reply } from "../middleware/envelope.ts";
@@ -7,12 +7,12 @@ import type { QueryValues } from "../schema.ts";
 import type { IdParam } from "./ids.ts";
 import type { ListExtraName, SchemaName } from "./responses.ts";
 
-/** Scope names of DESIGN.md; identity computes which of them a principal has. */
+/** Scope names (docs/product.md, Roles and permissions); identity computes which of them a principal has. */
 export const PERMISSIONS = SCOPES;
 
 export type Permission = Scope;
 
-export type Method = "GET" | "POST" | "PATCH" | "DELETE";
+export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
 
 export interface Call<B> {
   ctx: GatewayContext;

@@ -6,7 +6,7 @@ const params = { id: ID.database };
 const replica = { id: ID.database, rid: ID.replica };
 
 /**
- * The read-replica part of the route table (table.ts; DESIGN.md, Read
+ * The read-replica part of the route table (table.ts; docs/product.md, Read
  * replicas). Seeing replicas needs what seeing databases needs
  * (databases:read, every role); making, deleting and promoting one is
  * creating or deleting a database (databases:write). A replica of another

@@ -3,6 +3,9 @@ import { ID } from "./ids.ts";
 import { openApiDocument } from "./openapi.ts";
 import { fileOf, json, listOf, NO_CONTENT, protectedRoute, publicRoute, type Route } from "./route.ts";
 import { BILLING_ROUTES } from "./table-billing.ts";
+import { EDGE_ROUTES } from "./table-edge.ts";
+import { HIGH_AVAILABILITY_ROUTES } from "./table-high-availability.ts";
+import { INSIDE_ROUTES } from "./table-inside.ts";
 import { REPLICA_ROUTES } from "./table-replicas.ts";
 import * as apiKeys from "./v1/api-keys.ts";
 import * as auth from "./v1/auth.ts";
@@ -13,14 +16,14 @@ import * as organization from "./v1/organization.ts";
 
 /**
  * Every public route, who may call it, and what it accepts (billing's are in
- * table-billing.ts, read replicas' in table-replicas.ts). The app mounts exactly these (anything else is 404/405),
+ * table-billing.ts, read replicas' in table-replicas.ts, high availability's in table-high-availability.ts). The app mounts exactly these (anything else is 404/405),
  * so a route cannot exist without saying which permission it needs or that
  * it is public.
  *
  * Every member may see the organization, its members and its pending
  * invitations (members:read); transferring ownership and deleting the
  * organization are further restricted by identity to the owner. API keys are
- * for every member too (DESIGN.md, Identity), so their routes need what every
+ * for every member too (docs/product.md, Identity), so their routes need what every
  * role holds, members:read: a member manages their own credentials. Identity
  * decides the rest from the caller's permissions: scopes capped by the
  * credential and the creator's role, and settings:write (owner, admin) to see
@@ -202,6 +205,9 @@ export const ROUTES: readonly Route[] = [
     handler: backups.restoreDatabase,
   }),
   ...REPLICA_ROUTES,
+  ...EDGE_ROUTES,
+  ...HIGH_AVAILABILITY_ROUTES,
+  ...INSIDE_ROUTES,
   protectedRoute({
     method: "GET",
     path: "/v1/databases/:id/metrics",

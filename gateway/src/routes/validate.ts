@@ -191,7 +191,7 @@ const EXACT_DIGITS = 15;
  * A decimal integer of any length as a number: exact up to 15 significant
  * digits; a longer one stands for a value beyond every bound a query schema
  * declares (all far below 10^15), so it is refused as out of range (422,
- * "must be between 1 and 100"), as DESIGN.md has a `per_page` over 100 —
+ * "must be between 1 and 100"), as docs/product.md (Rate limits) has a `per_page` over 100 —
  * not as "not an integer", which it is.
  */
 function integerValue(value: string): number {
@@ -238,7 +238,7 @@ export function checkParams(params: Readonly<Record<string, IdParam>>, values: R
   }
 }
 
-/** What a POST or PATCH that declares no body accepts: nothing (`{}` or no body at all). */
+/** What a POST, PUT or PATCH that declares no body accepts: nothing (`{}` or no body at all). */
 const NO_FIELDS = closedBody({});
 
 /** What a route's handler receives of the request, checked against the route's schemas. */
@@ -247,6 +247,6 @@ export function validateRequest(route: Route, req: { params: unknown; query: unk
   if (route.params) checkParams(route.params, params);
   const query = route.query ? parseQuery(route.query, req.query as Record<string, unknown>) : {};
   if (route.body) return { params, query, body: validateBody(route.body, req.body) };
-  if (route.method === "POST" || route.method === "PATCH") validateBody(NO_FIELDS, req.body);
+  if (route.method === "POST" || route.method === "PUT" || route.method === "PATCH") validateBody(NO_FIELDS, req.body);
   return { params, query, body: {} };
 }

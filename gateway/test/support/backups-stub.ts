@@ -34,7 +34,7 @@ type Find = (org: string, id: string) => Promise<{ db: Database }>;
 /** CreateDatabase's checks and record (stubs.ts), which a restore goes through as the service's does. */
 type NewDatabase = (
   state: StubState,
-  req: Omit<CreateDatabaseRequest, "$typeName">,
+  req: Pick<CreateDatabaseRequest, "organizationId" | "name" | "region" | "tier" | "version">,
 ) => { database: Database; password: string; connectionString: string };
 
 /**

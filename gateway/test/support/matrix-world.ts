@@ -2,7 +2,7 @@
  * The organizations the authorization matrix (matrix.test.ts) runs in: one of
  * each role, an API key scoped to `databases:read`, and a resource of every
  * kind, made through the real identity service and the stub databases and
- * billing, plus spec 2.7's permissions per role to judge the answers by.
+ * billing, plus the permissions per role of docs/product.md (Roles and permissions) to judge the answers by.
  */
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
@@ -51,6 +51,14 @@ export function matrixFixtures(stubs: Stubs, identity: RealIdentity) {
     stubs.state.replicas.get(replica)!.status = "running";
     w.ids.add(replica);
     return { database, replica };
+  }
+
+  async function freshTrustedSource(w: MatrixWorld): Promise<{ database: string; trustedSource: string }> {
+    const database = await freshDatabase(w);
+    const res = await dbClient().createTrustedSource({ organizationId: w.org, databaseId: database, cidr: "10.0.0.0/8", description: "" });
+    const trustedSource = res.trustedSource!.id;
+    w.ids.add(trustedSource);
+    return { database, trustedSource };
   }
 
   async function freshMember(w: MatrixWorld): Promise<string> {
@@ -119,7 +127,7 @@ export function matrixFixtures(stubs: Stubs, identity: RealIdentity) {
       ids: new Set(Object.values(world.users).map((u) => u.memberId)),
     };
     w.key = (await freshApiKey(w, KEY_SCOPES)).secret;
-    // Every member has a key of their own: members list only theirs (DESIGN.md, Identity).
+    // Every member has a key of their own: members list only theirs (docs/product.md, Identity).
     for (const role of ["admin", "developer", "viewer"] as const) await freshApiKey(w, [], role);
     await freshInvitation(w);
     await freshPaymentMethod(w);
@@ -129,5 +137,15 @@ export function matrixFixtures(stubs: Stubs, identity: RealIdentity) {
     return w;
   }
 
-  return { freshDatabase, freshReplica, freshMember, freshInvitation, freshApiKey, freshAlert, freshPaymentMethod, setupWorld };
+  return {
+    freshDatabase,
+    freshReplica,
+    freshTrustedSource,
+    freshMember,
+    freshInvitation,
+    freshApiKey,
+    freshAlert,
+    freshPaymentMethod,
+    setupWorld,
+  };
 }

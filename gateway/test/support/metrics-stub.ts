@@ -4,7 +4,7 @@ import { invalidArgument } from "@dbaas/kit";
 import type { Database, DatabasesService } from "@dbaas/proto/databases";
 import { record, type StubState } from "./stub-state.ts";
 
-/** The names the databases service knows (DESIGN.md, Metrics), as the stub refuses others. */
+/** The names the databases service knows (docs/product.md, Metrics), as the stub refuses others. */
 export const STUB_METRIC_NAMES = ["cpu_percent", "connections"] as const;
 
 type Find = (org: string, id: string) => Promise<{ db: Database }>;

@@ -12,7 +12,7 @@ type NewDatabase = (
   req: { organizationId: string; name: string; region: string; tier: string; version: string },
 ) => { database: Database };
 
-/** Live replicas per database (DESIGN.md, Read replicas). */
+/** Live replicas per database (docs/product.md, Read replicas). */
 export const MAX_REPLICAS = 5;
 
 /** Gives a replica the status the agents would have brought it to (a test's shortcut past provisioning). */

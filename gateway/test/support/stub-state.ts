@@ -2,6 +2,7 @@ import type { Alert, Invoice, PaymentMethod } from "@dbaas/proto/billing";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Backup, Database, OperationSchema, Replica } from "@dbaas/proto/databases";
 import type { ApiKey, Principal, Revocation } from "@dbaas/proto/identity";
+import type { StubHa } from "./ha-stub.ts";
 
 /** When every record the stubs make was created. */
 export const T0 = new Date("2025-03-01T10:00:00Z");
@@ -27,6 +28,8 @@ export interface StubState {
   databases: Map<string, { db: Database; password: string }>;
   /** Every database's read replicas, by replica id. */
   replicas: Map<string, Replica>;
+  /** High availability per database id (none: no standbys). */
+  ha: Map<string, StubHa>;
   /** Per database id; none: no backup yet. */
   backups: Map<string, StubBackups>;
   /** Operations logged beyond the two every database lists (backups, restores, WAL archiving), per database id. */

@@ -1,4 +1,4 @@
-import { SCOPES } from "@dbaas/kit";
+import { SCOPES } from "@dbaas/catalogue";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
@@ -16,6 +16,9 @@ import {
 import { PUBLIC_CODES } from "../../src/errors.ts";
 import { backupRoutes } from "./backups-stub.ts";
 import { metricsRoutes } from "./metrics-stub.ts";
+import { edgeRoutes } from "./edge-stub.ts";
+import { haRoutes } from "./ha-stub.ts";
+import { insideRoutes } from "./inside-stub.ts";
 import { replicaRoutes } from "./replicas-stub.ts";
 import { billingRoutes } from "./billing-stub.ts";
 import { record, T0, type StubState } from "./stub-state.ts";
@@ -85,6 +88,10 @@ function newDatabase(state: StubState, req: { organizationId: string; name: stri
     violations.push({ field: "region", message: "must be one of: fsn1, nbg1, hel1" });
   }
   if (violations.length > 0) throw invalidArgument(violations);
+  // As the service: a name is unique among the organization's live databases (stubs-conform.test.ts compares).
+  if ([...state.databases.values()].some((e) => e.db.organizationId === req.organizationId && e.db.name === req.name)) {
+    throw new ConnectError(`a database named "${req.name}" already exists`, Code.AlreadyExists);
+  }
   if (req.tier === "large") throw withReason("add a payment method first", Code.FailedPrecondition, "payment_required");
   const id = `db-${String(state.databases.size + 1).padStart(4, "0")}`;
   const db = create(DatabaseSchema, {
@@ -170,7 +177,7 @@ function identityRoutes(state: StubState) {
         return {};
       },
       async getOrganization(req) {
-        return { organization: { id: req.organizationId, name: "Acme", plan: "free" } };
+        return { organization: { id: req.organizationId, name: "Acme", plan: "free", createdAt: timestampFromDate(T0) } };
       },
       async *watchRevocations(_req, ctx): AsyncGenerator<MessageInitShape<typeof WatchRevocationsResponseSchema>> {
         if (state.feedDown) throw new ConnectError("revocation feed is not available yet", Code.Unavailable);
@@ -220,7 +227,12 @@ function databasesRoutes(state: StubState) {
     entry.db.status = status;
     return { database: entry.db };
   };
-  return (router: ConnectRouter) =>
+  const inside = insideRoutes(state, find);
+  return (router: ConnectRouter) => {
+    inside(router);
+    databasesService(router);
+  };
+  function databasesService(router: ConnectRouter) {
     router.service(DatabasesService, {
       async createDatabase(req) {
         record(state, "createDatabase", req);
@@ -312,6 +324,8 @@ function databasesRoutes(state: StubState) {
       ...backupRoutes(state, find, newDatabase),
       ...metricsRoutes(state, find),
       ...replicaRoutes(state, find, newDatabase),
+      ...edgeRoutes(state, find),
+      ...haRoutes(state, find),
       async listRegions() {
         return { regions: [{ code: "fsn1", name: "Falkenstein, DE" }] };
       },
@@ -327,6 +341,7 @@ function databasesRoutes(state: StubState) {
         };
       },
     });
+  }
 }
 
 export async function startStubs(secret = SECRET): Promise<Stubs> {
@@ -335,6 +350,7 @@ export async function startStubs(secret = SECRET): Promise<Stubs> {
     authenticateCalls: 0,
     databases: new Map(),
     replicas: new Map(),
+    ha: new Map(),
     backups: new Map(),
     operations: new Map(),
     apiKeys: [],

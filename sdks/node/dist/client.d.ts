@@ -1,6 +1,8 @@
 import { ApiKeys, Auth, Organization } from "./resources/account.ts";
 import { Billing, Catalogue } from "./resources/billing.ts";
 import { Backups, Databases } from "./resources/databases.ts";
+import { Pooler, TrustedSources } from "./resources/edge.ts";
+import { Config, Dbs, Extensions, Logs, Queries, Roles } from "./resources/inside.ts";
 import { Replicas } from "./resources/replicas.ts";
 import { type ClientOptions, type RequestOptions, type ResponseInfo } from "./transport.ts";
 import type { Schemas } from "./types.ts";
@@ -20,6 +22,14 @@ export declare class DbaasClient {
     readonly databases: Databases;
     readonly backups: Backups;
     readonly replicas: Replicas;
+    readonly trustedSources: TrustedSources;
+    readonly pooler: Pooler;
+    readonly roles: Roles;
+    readonly dbs: Dbs;
+    readonly config: Config;
+    readonly extensions: Extensions;
+    readonly logs: Logs;
+    readonly queries: Queries;
     readonly catalogue: Catalogue;
     readonly organization: Organization;
     readonly apiKeys: ApiKeys;

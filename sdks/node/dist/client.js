@@ -1,6 +1,8 @@
 import { ApiKeys, Auth, Organization } from "./resources/account.js";
 import { Billing, Catalogue } from "./resources/billing.js";
 import { Backups, Databases } from "./resources/databases.js";
+import { Pooler, TrustedSources } from "./resources/edge.js";
+import { Config, Dbs, Extensions, Logs, Queries, Roles } from "./resources/inside.js";
 import { Replicas } from "./resources/replicas.js";
 import { Transport } from "./transport.js";
 /**
@@ -19,6 +21,14 @@ export class DbaasClient {
     databases;
     backups;
     replicas;
+    trustedSources;
+    pooler;
+    roles;
+    dbs;
+    config;
+    extensions;
+    logs;
+    queries;
     catalogue;
     organization;
     apiKeys;
@@ -30,6 +40,14 @@ export class DbaasClient {
         this.databases = new Databases(t);
         this.backups = new Backups(t);
         this.replicas = new Replicas(t);
+        this.trustedSources = new TrustedSources(t);
+        this.pooler = new Pooler(t);
+        this.roles = new Roles(t);
+        this.dbs = new Dbs(t);
+        this.config = new Config(t);
+        this.extensions = new Extensions(t);
+        this.logs = new Logs(t);
+        this.queries = new Queries(t);
         this.catalogue = new Catalogue(t);
         this.organization = new Organization(t);
         this.apiKeys = new ApiKeys(t);

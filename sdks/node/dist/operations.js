@@ -2,6 +2,8 @@ import { DbaasClient } from "./client.js";
 import { ApiKeys, Auth, Organization } from "./resources/account.js";
 import { Billing, Catalogue } from "./resources/billing.js";
 import { Backups, Databases } from "./resources/databases.js";
+import { Pooler, TrustedSources } from "./resources/edge.js";
+import { Config, Dbs, Extensions, Logs, Queries, Roles } from "./resources/inside.js";
 import { Replicas } from "./resources/replicas.js";
 /**
  * The method that performs each operation of the API, by `operationId`. The
@@ -35,6 +37,29 @@ export const OPERATIONS = {
     getReplica: Replicas.prototype.get,
     deleteReplica: Replicas.prototype.delete,
     promoteReplica: Replicas.prototype.promote,
+    listTrustedSources: TrustedSources.prototype.list,
+    createTrustedSource: TrustedSources.prototype.add,
+    deleteTrustedSource: TrustedSources.prototype.remove,
+    getPooler: Pooler.prototype.get,
+    updatePooler: Pooler.prototype.update,
+    getHighAvailability: Databases.prototype.getHighAvailability,
+    setHighAvailability: Databases.prototype.setHighAvailability,
+    failover: Databases.prototype.failover,
+    listRoles: Roles.prototype.list,
+    createRole: Roles.prototype.create,
+    deleteRole: Roles.prototype.delete,
+    resetRolePassword: Roles.prototype.resetPassword,
+    listDbs: Dbs.prototype.list,
+    createDb: Dbs.prototype.create,
+    deleteDb: Dbs.prototype.delete,
+    getConfig: Config.prototype.get,
+    updateConfig: Config.prototype.update,
+    listExtensions: Extensions.prototype.list,
+    installExtension: Extensions.prototype.install,
+    deleteExtension: Extensions.prototype.delete,
+    listLogs: Logs.prototype.list,
+    listQueries: Queries.prototype.list,
+    resetQueries: Queries.prototype.reset,
     listRegions: Catalogue.prototype.listRegions,
     listTiers: Catalogue.prototype.listTiers,
     listVersions: Catalogue.prototype.listVersions,
@@ -73,6 +98,10 @@ export const PAGED = {
     listOperations: Databases.prototype.listOperations,
     listBackups: Backups.prototype.list,
     listReplicas: Replicas.prototype.list,
+    listTrustedSources: TrustedSources.prototype.list,
+    listRoles: Roles.prototype.list,
+    listDbs: Dbs.prototype.list,
+    listExtensions: Extensions.prototype.list,
     listPaymentMethods: Billing.prototype.listPaymentMethods,
     listInvoices: Billing.prototype.listInvoices,
     listAlerts: Billing.prototype.listAlerts,

@@ -1,6 +1,8 @@
 import { ApiKeys, Auth, Organization } from "./resources/account.ts";
 import { Billing, Catalogue } from "./resources/billing.ts";
 import { Backups, Databases } from "./resources/databases.ts";
+import { Pooler, TrustedSources } from "./resources/edge.ts";
+import { Config, Dbs, Extensions, Logs, Queries, Roles } from "./resources/inside.ts";
 import { Replicas } from "./resources/replicas.ts";
 import { type ClientOptions, type RequestOptions, type ResponseInfo, Transport } from "./transport.ts";
 import type { Schemas } from "./types.ts";
@@ -21,6 +23,14 @@ export class DbaasClient {
   readonly databases: Databases;
   readonly backups: Backups;
   readonly replicas: Replicas;
+  readonly trustedSources: TrustedSources;
+  readonly pooler: Pooler;
+  readonly roles: Roles;
+  readonly dbs: Dbs;
+  readonly config: Config;
+  readonly extensions: Extensions;
+  readonly logs: Logs;
+  readonly queries: Queries;
   readonly catalogue: Catalogue;
   readonly organization: Organization;
   readonly apiKeys: ApiKeys;
@@ -33,6 +43,14 @@ export class DbaasClient {
     this.databases = new Databases(t);
     this.backups = new Backups(t);
     this.replicas = new Replicas(t);
+    this.trustedSources = new TrustedSources(t);
+    this.pooler = new Pooler(t);
+    this.roles = new Roles(t);
+    this.dbs = new Dbs(t);
+    this.config = new Config(t);
+    this.extensions = new Extensions(t);
+    this.logs = new Logs(t);
+    this.queries = new Queries(t);
     this.catalogue = new Catalogue(t);
     this.organization = new Organization(t);
     this.apiKeys = new ApiKeys(t);

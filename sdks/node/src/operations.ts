@@ -2,6 +2,8 @@ import { DbaasClient } from "./client.ts";
 import { ApiKeys, Auth, Organization } from "./resources/account.ts";
 import { Billing, Catalogue } from "./resources/billing.ts";
 import { Backups, Databases } from "./resources/databases.ts";
+import { Pooler, TrustedSources } from "./resources/edge.ts";
+import { Config, Dbs, Extensions, Logs, Queries, Roles } from "./resources/inside.ts";
 import { Replicas } from "./resources/replicas.ts";
 import type { PageIterator } from "./pages.ts";
 import type { OperationId, Query } from "./types.ts";
@@ -39,6 +41,29 @@ export const OPERATIONS: Record<OperationId, (...args: never[]) => unknown> = {
   getReplica: Replicas.prototype.get,
   deleteReplica: Replicas.prototype.delete,
   promoteReplica: Replicas.prototype.promote,
+  listTrustedSources: TrustedSources.prototype.list,
+  createTrustedSource: TrustedSources.prototype.add,
+  deleteTrustedSource: TrustedSources.prototype.remove,
+  getPooler: Pooler.prototype.get,
+  updatePooler: Pooler.prototype.update,
+  getHighAvailability: Databases.prototype.getHighAvailability,
+  setHighAvailability: Databases.prototype.setHighAvailability,
+  failover: Databases.prototype.failover,
+  listRoles: Roles.prototype.list,
+  createRole: Roles.prototype.create,
+  deleteRole: Roles.prototype.delete,
+  resetRolePassword: Roles.prototype.resetPassword,
+  listDbs: Dbs.prototype.list,
+  createDb: Dbs.prototype.create,
+  deleteDb: Dbs.prototype.delete,
+  getConfig: Config.prototype.get,
+  updateConfig: Config.prototype.update,
+  listExtensions: Extensions.prototype.list,
+  installExtension: Extensions.prototype.install,
+  deleteExtension: Extensions.prototype.delete,
+  listLogs: Logs.prototype.list,
+  listQueries: Queries.prototype.list,
+  resetQueries: Queries.prototype.reset,
   listRegions: Catalogue.prototype.listRegions,
   listTiers: Catalogue.prototype.listTiers,
   listVersions: Catalogue.prototype.listVersions,
@@ -86,6 +111,10 @@ export const PAGED: Record<PagedOperationId, (...args: never[]) => PageIterator<
   listOperations: Databases.prototype.listOperations,
   listBackups: Backups.prototype.list,
   listReplicas: Replicas.prototype.list,
+  listTrustedSources: TrustedSources.prototype.list,
+  listRoles: Roles.prototype.list,
+  listDbs: Dbs.prototype.list,
+  listExtensions: Extensions.prototype.list,
   listPaymentMethods: Billing.prototype.listPaymentMethods,
   listInvoices: Billing.prototype.listInvoices,
   listAlerts: Billing.prototype.listAlerts,

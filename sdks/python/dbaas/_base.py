@@ -7,13 +7,15 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ._http import Response, Transport
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 #: The largest page the API serves; iterators ask for it to need the fewest requests.
 MAX_PER_PAGE = 100
+
+_Answer = TypeVar("_Answer", bound=Mapping[str, Any])
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ class BaseClient:
                 return
             params["page"] += 1
 
-    def _authenticated(self, data: dict[str, Any]) -> dict[str, Any]:
+    def _authenticated(self, data: _Answer) -> _Answer:
         """Uses the token of a signup, login or accepted invitation from now on."""
         self._http.credential = data["access_token"]
         return data

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
 
 from ._base import BaseClient, Page, segment
 from .errors import DatabaseFailed, WaitTimeout
-
-Json = dict[str, Any]
+from .models import Database, Replica
 
 
 def _replicas(database_id: str, replica_id: str | None = None, suffix: str = "") -> str:
@@ -18,7 +16,7 @@ def _replicas(database_id: str, replica_id: str | None = None, suffix: str = "")
 
 
 class ReplicasMixin(BaseClient):
-    def create_replica(self, database_id: str, name: str, *, tier: str | None = None, region: str | None = None) -> Json:
+    def create_replica(self, database_id: str, name: str, *, tier: str | None = None, region: str | None = None) -> Replica:
         """Creates a read replica of a running database (status ``provisioning``); tier and region default
         to the database's. At most 5 per database; billed, so the organization needs a payment method."""
         body = {"name": name, "tier": tier, "region": region}
@@ -28,11 +26,11 @@ class ReplicasMixin(BaseClient):
         """One page of a database's read replicas, each with its ``lag_bytes``."""
         return self._page(_replicas(database_id), "replicas", {"page": page, "per_page": per_page})
 
-    def iter_replicas(self, database_id: str) -> Iterator[Json]:
+    def iter_replicas(self, database_id: str) -> Iterator[Replica]:
         """Every read replica of a database."""
         return self._iterate(_replicas(database_id), "replicas", {})
 
-    def get_replica(self, database_id: str, replica_id: str) -> Json:
+    def get_replica(self, database_id: str, replica_id: str) -> Replica:
         """A read replica, its connection string's password masked (the database's password works)."""
         return self._data("GET", _replicas(database_id, replica_id))
 
@@ -40,12 +38,12 @@ class ReplicasMixin(BaseClient):
         """Deletes a read replica; its data goes at once."""
         self._data("DELETE", _replicas(database_id, replica_id))
 
-    def promote_replica(self, database_id: str, replica_id: str) -> Json:
+    def promote_replica(self, database_id: str, replica_id: str) -> Database:
         """Promotes a running replica to an independent, writable database (a new ``db-`` id, the primary's
         credentials, no password in the answer); the replica is gone."""
         return self._data("POST", _replicas(database_id, replica_id, "/promote"))
 
-    def wait_for_replica_status(self, database_id: str, replica_id: str, status: str = "running", *, timeout: float = 600.0) -> Json:
+    def wait_for_replica_status(self, database_id: str, replica_id: str, status: str = "running", *, timeout: float = 600.0) -> Replica:
         """Polls the replica until it has ``status`` and returns it. Raises ``WaitTimeout`` after ``timeout``
         seconds and ``DatabaseFailed`` when it becomes ``failed``; their ``database`` is the replica last seen."""
         deadline = time.monotonic() + timeout

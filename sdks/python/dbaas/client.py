@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from ._billing import BillingMixin
 from ._databases import DatabasesMixin
+from ._inside import InsideMixin
 from ._organization import OrganizationMixin
+from ._edge import EdgeMixin
 from ._replicas import ReplicasMixin
 
 
-class Client(DatabasesMixin, ReplicasMixin, OrganizationMixin, BillingMixin):
+class Client(DatabasesMixin, ReplicasMixin, EdgeMixin, InsideMixin, OrganizationMixin, BillingMixin):
     """A client of the dbaas API; usable as a context manager.
 
     >>> with Client("http://127.0.0.1:8080", token="dbs_…") as client:

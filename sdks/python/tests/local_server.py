@@ -62,7 +62,7 @@ class LocalServer:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            do_GET = do_POST = do_PATCH = do_DELETE = _answer
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer
 
             def log_message(self, *args: object) -> None:
                 pass

@@ -1,4 +1,4 @@
-import { ConfigError, envInt, envString, requireEnv } from "@dbaas/kit";
+import { ConfigError, envInt, envString, requireEnv, requireSecret } from "@dbaas/kit";
 import { STRIPE_API_BASE } from "./processor/stripe.ts";
 
 /** Which payment processor payment methods go to. The secret key lives here only; nothing logs the config. */
@@ -42,7 +42,7 @@ function readProcessor(env: Env): ProcessorConfig {
   // Stripe's SDK takes a host, a port and a protocol; the path is its own.
   const path = new URL(apiBase).pathname;
   if (path.replace(/\/+$/, "") !== "/v1") throw new ConfigError(`STRIPE_API_BASE must end in /v1, as Stripe's does, got "${path}"`);
-  return { kind, secretKey: requireEnv(env, "STRIPE_SECRET_KEY"), apiBase };
+  return { kind, secretKey: requireSecret(env, "STRIPE_SECRET_KEY"), apiBase };
 }
 
 function readInterval(env: Env, name: string, fallback = 60_000): number {
@@ -64,7 +64,7 @@ export function readConfig(env: Env = process.env): Config {
     port: envInt(env, "PORT", 8083),
     databaseUrl: requireEnv(env, "DATABASE_URL"),
     schema: envString(env, "DATABASE_SCHEMA", "billing"),
-    internalSecret: requireEnv(env, "INTERNAL_AUTH_SECRET"),
+    internalSecret: requireSecret(env, "INTERNAL_AUTH_SECRET"),
     processor: readProcessor(env),
     invoiceCloseIntervalMs: readInterval(env, "INVOICE_CLOSE_INTERVAL_MS"),
     identityUrl: identityUrl === "" ? undefined : checkUrl("IDENTITY_URL", identityUrl),

@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { STORAGE_PRICE_GB_MONTH, TIERS, TRANSFER_FREE_GB_PER_MONTH, TRANSFER_PRICE_GB, tierByName } from "@dbaas/kit";
+import { STORAGE_PRICE_GB_MONTH, TIERS, TRANSFER_FREE_GB_PER_MONTH, TRANSFER_PRICE_GB, tierByName } from "@dbaas/catalogue";
 import { listStatusChangesForPeriod, type InstanceKind, type StatusChange } from "./db/status-events.ts";
 import { readMeteredMonths, storedBytesNow, type MeteredMonth } from "./db/usage-samples.ts";
 import { hoursInMonth, monthKey, monthOf } from "./months.ts";

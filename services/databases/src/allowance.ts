@@ -1,4 +1,5 @@
-import { fitsFreeAllowance, FREE_RUNNING, FREE_TIER, requireGoodStanding, type Logger, type StandingSource } from "@dbaas/kit";
+import type { Logger } from "@dbaas/kit";
+import { fitsFreeAllowance, FREE_RUNNING, FREE_TIER, requireGoodStanding, type StandingSource } from "@dbaas/catalogue";
 import type pg from "pg";
 import { lockRunningTiers } from "./db/databases.ts";
 

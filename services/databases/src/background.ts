@@ -3,16 +3,32 @@ import { withTransaction } from "@dbaas/kit";
 import { scheduleBackups } from "./backup-schedule.ts";
 import type { AppContext } from "./context.ts";
 import { lockStranded, markExpiredForPurge, setStatus } from "./db/databases.ts";
+import { deleteExpiredTrustedSources } from "./db/edge.ts";
 import { notifyAgent } from "./db/notify.ts";
 import { finishOperations } from "./db/operations.ts";
+import { reconcileRecords } from "./dns/records.ts";
+import { createSupervisorState, superviseHighAvailability } from "./high-availability.ts";
 import { maintainSamples } from "./metrics/retention.ts";
 import { purgeDeliveredOutbox, relayOutboxOnce, relayUsageOnce } from "./outbox-relay.ts";
+import { relayStorageNoticesOnce } from "./storage.ts";
 import { TRANSITIONAL_STATUSES } from "./statuses.ts";
 
 /** Marks deleted databases past their retention window (by the context's clock) for purging by their agent. */
 export async function sweepExpiredDeletions(ctx: AppContext): Promise<number> {
   return await withTransaction(ctx.pool, async (db) => {
     const agents = await markExpiredForPurge(db, ctx.clock.now());
+    for (const agentId of new Set(agents)) await notifyAgent(db, agentId);
+    return agents.length;
+  });
+}
+
+/**
+ * Removes trusted sources past their expires_at and re-sends the specs of the agents concerned.
+ * The agents stopped admitting them on time by themselves (they know each entry's expires_at).
+ */
+export async function sweepExpiredTrustedSources(ctx: AppContext): Promise<number> {
+  return await withTransaction(ctx.pool, async (db) => {
+    const agents = await deleteExpiredTrustedSources(db, ctx.clock.now());
     for (const agentId of new Set(agents)) await notifyAgent(db, agentId);
     return agents.length;
   });
@@ -46,6 +62,8 @@ export async function failStrandedOperations(ctx: AppContext): Promise<number> {
  * once, then every `backupScheduleIntervalMs`) and the samples' roll-up and
  * purge with the delivered outbox rows' purge (every
  * `samplesMaintenanceIntervalMs`). Usage samples relay beside status events.
+ * With DNS records kept, the records' reconcile (every DNS_RECONCILE_INTERVAL_MS). The high
+ * availability supervisor (failovers, switchovers, standbys) every HA_SUPERVISE_INTERVAL_MS.
  */
 export function startBackgroundWork(ctx: AppContext, signal: AbortSignal, intervalMs = 500): Promise<void> {
   const pause = (ms: number) => sleep(ms, undefined, { signal }).catch(() => {});
@@ -71,6 +89,8 @@ export function startBackgroundWork(ctx: AppContext, signal: AbortSignal, interv
       try {
         const stranded = await failStrandedOperations(ctx);
         if (stranded > 0) ctx.log.warn("operations on silent hosts marked failed", { count: stranded });
+        const tidied = await sweepExpiredTrustedSources(ctx);
+        if (tidied > 0) ctx.log.info("expired trusted sources removed", { agents: tidied });
         const now = ctx.clock.now().getTime();
         if (now - lastPurgeSweep > ctx.cfg.purgeSweepIntervalMs) {
           lastPurgeSweep = now;
@@ -113,12 +133,49 @@ export function startBackgroundWork(ctx: AppContext, signal: AbortSignal, interv
     }
   };
 
+  const dnsRecords = async () => {
+    const dns = ctx.cfg.dns;
+    if (dns.provider === "none" || !ctx.dns) return;
+    let failing = false;
+    while (!signal.aborted) {
+      try {
+        const repaired = await reconcileRecords(ctx);
+        if (repaired > 0) ctx.log.info("DNS records repaired", { count: repaired });
+        if (failing) ctx.log.info("DNS server reachable again; records reconciled");
+        failing = false;
+      } catch (err) {
+        if (!failing) ctx.log.warn("DNS reconcile failed; will retry", { error: err });
+        failing = true;
+      }
+      await pause(dns.reconcileIntervalMs);
+    }
+  };
+
+  const highAvailability = async () => {
+    const state = createSupervisorState();
+    let failing = false;
+    while (!signal.aborted) {
+      try {
+        const failovers = await superviseHighAvailability(ctx, state);
+        if (failovers > 0) ctx.log.warn("failovers made", { count: failovers });
+        failing = false;
+      } catch (err) {
+        if (!failing) ctx.log.warn("high availability supervisor failed; will retry", { error: err });
+        failing = true;
+      }
+      await pause(ctx.cfg.haSuperviseIntervalMs);
+    }
+  };
+
   // Status events and usage samples relay apart: a billing that rejects one kind never holds up the other.
   return Promise.all([
     relay("status events", relayOutboxOnce),
     relay("usage samples", relayUsageOnce),
+    relay("storage mails", relayStorageNoticesOnce),
     sweeps(),
     backups(),
     samples(),
+    dnsRecords(),
+    highAvailability(),
   ]).then(() => {});
 }

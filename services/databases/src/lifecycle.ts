@@ -15,7 +15,9 @@ export type Operation =
   | "reset-password"
   | "backup"
   | "replicate"
-  | "promote";
+  | "promote"
+  | "add-standbys"
+  | "failover";
 
 export interface Transition {
   /** Statuses the operation may start from, or "any"; from another it is refused (409) naming the current one. */
@@ -29,7 +31,7 @@ export interface Transition {
 }
 
 /**
- * The transition table: DESIGN.md's "Allowed sources", plus docs/decisions.md's
+ * The transition table: docs/product.md's "Allowed sources" (Databases), plus docs/decisions.md's
  * additions (start, stop and restart also from failed, so a failed database can
  * be retried). Every handler that changes a database asks it; only an agent's
  * report (`onReport`) moves a database on from a transitional status `to` shows.
@@ -52,6 +54,11 @@ export const TRANSITIONS = {
   replicate: { from: ["running"], verb: "create a replica of" },
   // Of a replica: a running standby becomes a new database (replicas.ts), starting until it runs as a primary.
   promote: { from: ["running"], to: "starting", desired: "running", verb: "promote" },
+  // Standbys are seeded from a base backup of the running primary (high-availability.ts).
+  "add-standbys": { from: ["running"], verb: "add standbys to" },
+  // A planned switchover hands a running primary to a standby; it shows starting until the standby runs as
+  // the primary. (An automatic failover is the supervisor's, from whatever status the lost primary shows.)
+  failover: { from: ["running"], to: "starting", desired: "running", verb: "fail over" },
 } as const satisfies { readonly [op in Operation]: Transition };
 
 /** Whether `op` may start from `status`. */

@@ -1,17 +1,21 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { DATABASE_STATUS } from "@dbaas/kit";
+import { DATABASE_STATUS } from "@dbaas/catalogue";
 import {
   BackupSchema,
   BackupStatus,
   BackupType,
   DatabaseSchema,
   DatabaseStatus,
+  HighAvailabilityMemberSchema,
+  HighAvailabilitySchema,
+  LastFailoverSchema,
   OperationSchema,
   ReplicaSchema,
   RestoredFromSchema,
   type Backup,
   type Database,
+  type HighAvailability,
   type Operation,
   type Replica,
 } from "@dbaas/proto/databases";
@@ -19,7 +23,7 @@ import type { BackupRow } from "./db/backups.ts";
 import type { DatabaseRow } from "./db/databases.ts";
 import type { OperationRow } from "./db/operations.ts";
 
-/** What every instance has (DESIGN.md): one database and one user. */
+/** What every instance has (docs/product.md, Databases): one database and one user. */
 export const DATABASE_NAME = "defaultdb";
 export const USERNAME = "dbadmin";
 /** The password in every connection string but the one create and reset-password answer. */
@@ -29,14 +33,19 @@ export function hostOf(id: string, domain: string): string {
   return `${id}.${domain}`;
 }
 
+/** A database's pooler's host name (docs/product.md, Trusted sources and connection pooling). */
+export function poolerHost(id: string, domain: string): string {
+  return `${id}-pooler.${domain}`;
+}
+
 export function connectionString(row: Pick<DatabaseRow, "id" | "port">, domain: string, password: string): string {
   return `postgresql://${USERNAME}:${password}@${hostOf(row.id, domain)}:${row.port}/${DATABASE_NAME}?sslmode=require`;
 }
 
 /*
  * The status at the proto boundary, the one place it is converted: stored as
- * its name (statuses.ts), on the wire as DatabaseStatus through the kit's one
- * mapping (services/kit vocabulary.ts), with the deprecated name beside it for
+ * its name (statuses.ts), on the wire as DatabaseStatus through the catalogue's one
+ * mapping (services/catalogue/src/vocabulary.ts), with the deprecated name beside it for
  * callers that predate the enum.
  */
 
@@ -129,5 +138,56 @@ export function toOperation(row: OperationRow): Operation {
     startedAt: timestampFromDate(row.started_at),
     finishedAt: row.finished_at ? timestampFromDate(row.finished_at) : undefined,
     error: row.error,
+    reason: row.reason,
+    fromMember: row.from_member,
+    toMember: row.to_member,
+  });
+}
+
+/**
+ * How many bytes of WAL a standby trails its primary by: the primary's WAL position minus the standby's, as
+ * their agents last reported them (each before every heartbeat: seconds old at most while both are heard from).
+ * In asynchronous mode it bounds what a failover now would lose. Before either reported one: 0.
+ */
+export function standbyLag(
+  primary: Pick<DatabaseRow, "wal_position" | "wal_position_at">,
+  s: Pick<DatabaseRow, "wal_position" | "wal_position_at">,
+): bigint {
+  if (primary.wal_position_at === null || s.wal_position_at === null) return 0n;
+  const lag = BigInt(primary.wal_position) - BigInt(s.wal_position);
+  return lag > 0n ? lag : 0n;
+}
+
+/** A highly available database's record: its settings, the primary then the standbys, its last failover. */
+export function toHighAvailability(primary: DatabaseRow, standbys: readonly DatabaseRow[]): HighAvailability {
+  return create(HighAvailabilitySchema, {
+    standbys: primary.ha_standbys,
+    synchronous: primary.ha_synchronous,
+    members: [
+      create(HighAvailabilityMemberSchema, {
+        id: primary.node_id ?? primary.id,
+        role: "primary",
+        status: primary.status,
+        region: primary.region,
+        lagBytes: 0n,
+      }),
+      ...standbys.map((s) =>
+        create(HighAvailabilityMemberSchema, {
+          id: s.id,
+          role: "standby",
+          status: s.status,
+          region: s.region,
+          lagBytes: standbyLag(primary, s),
+        }),
+      ),
+    ],
+    lastFailover: primary.last_failover_at
+      ? create(LastFailoverSchema, {
+          at: timestampFromDate(primary.last_failover_at),
+          reason: primary.last_failover_reason,
+          fromMember: primary.last_failover_from,
+          toMember: primary.last_failover_to,
+        })
+      : undefined,
   });
 }

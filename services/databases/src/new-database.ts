@@ -1,13 +1,17 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { ID_MAX_LENGTH, REGIONS, TIERS, codePointLength, newId, withTransaction, type Validator } from "@dbaas/kit";
+import { ID_MAX_LENGTH, codePointLength, newId, withTransaction, type Validator } from "@dbaas/kit";
+import { REGIONS, TIERS, requireGoodStanding } from "@dbaas/catalogue";
 import type { Database } from "@dbaas/proto/databases";
 import { requireAllowance } from "./allowance.ts";
 import type { AppContext } from "./context.ts";
 import { insertDatabase, nameTaken, setStatus } from "./db/databases.ts";
+import { copyConfig } from "./db/config.ts";
+import { copyRoles } from "./db/inside.ts";
 import { notifyAgent } from "./db/notify.ts";
 import { startOperation } from "./db/operations.ts";
 import { TRANSITIONS } from "./lifecycle.ts";
 import { connectionString, toDatabase } from "./mappers.ts";
+import { type HaPlacement, insertStandby, placeWithStandbys } from "./high-availability.ts";
 import { placeDatabase } from "./placement.ts";
 import { generatePassword, scramVerifier } from "./scram.ts";
 import { validateName } from "./validation.ts";
@@ -22,6 +26,9 @@ export interface NewDatabase {
   version: string;
   /** The operation it is recorded under. */
   operation: "create" | "restore";
+  /** Standbys placed with it (high availability; 0 by default) and whether it commits synchronously. */
+  standbys?: number;
+  synchronous?: boolean;
   restoredFrom?: { databaseId: string; restoreTime: Date };
 }
 
@@ -63,14 +70,14 @@ export async function provisionDatabase(ctx: AppContext, n: NewDatabase): Promis
   const verifier = scramVerifier(password);
   const { to: status, desired } = TRANSITIONS.create;
   try {
+    const standbys = n.standbys ?? 0;
     const row = await withTransaction(ctx.pool, async (db) => {
       await requireAllowance(db, ctx.billing, ctx.log, n.organizationId, { tier: n.tier });
-      const placement = await placeDatabase(db, {
-        region: n.region,
-        version: n.version,
-        timeoutSeconds: ctx.cfg.agentTimeoutSeconds,
-        now: ctx.clock.now(),
-      });
+      // Standbys cost money whatever the free allowance.
+      if (standbys > 0) await requireGoodStanding(ctx.billing, ctx.log, n.organizationId, "run standbys (billed as compute)");
+      const candidates = { region: n.region, version: n.version, timeoutSeconds: ctx.cfg.agentTimeoutSeconds, now: ctx.clock.now() };
+      const placement: HaPlacement =
+        standbys > 0 ? await placeWithStandbys(db, candidates, standbys) : { ...(await placeDatabase(db, candidates)), standbyAgents: [] };
       const created = await insertDatabase(db, {
         id,
         organizationId: n.organizationId,
@@ -84,10 +91,19 @@ export async function provisionDatabase(ctx: AppContext, n: NewDatabase): Promis
         port: placement.port,
         scramVerifier: verifier,
         restoredFrom: n.restoredFrom,
+        ...(standbys > 0 && { ha: { standbys, synchronous: n.synchronous ?? false, nodeId: newId("node") } }),
       });
       await setStatus(db, created, status);
+      // The restored data holds the source's roles: their records (when each was made) come along.
+      if (n.restoredFrom) {
+        await copyRoles(db, n.restoredFrom.databaseId, id);
+        // And its configuration (docs/product.md, Inside the database).
+        await copyConfig(db, n.restoredFrom.databaseId, id);
+      }
       await startOperation(db, id, n.operation, created.generation);
       await notifyAgent(db, created.agent_id);
+      // Seeded once the primary runs (the backup schedule's pass and the report that it runs ask).
+      for (const agent of placement.standbyAgents) await insertStandby(db, created, agent);
       return created;
     });
     ctx.log.info(n.restoredFrom ? "database restored to a point in time" : "database created", {

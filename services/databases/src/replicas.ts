@@ -1,5 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { conflict, newId, notFound, requireGoodStanding, withTransaction } from "@dbaas/kit";
+import { conflict, newId, notFound, withTransaction } from "@dbaas/kit";
+import { requireGoodStanding } from "@dbaas/catalogue";
 import type pg from "pg";
 import { requireAllowance } from "./allowance.ts";
 import type { AppContext } from "./context.ts";
@@ -23,8 +24,9 @@ import {
 import { TRANSITIONS, transitionFrom } from "./lifecycle.ts";
 import { placeDatabase } from "./placement.ts";
 import { DELETED, PROMOTED } from "./statuses.ts";
+import { removeStaleRecordsSoon } from "./dns/records.ts";
 
-/** Live replicas a database may have (DESIGN.md, Read replicas). */
+/** Live replicas a database may have (docs/product.md, Read replicas). */
 export const MAX_REPLICAS = 5;
 /** Seed backups requested for a replica before it is failed. */
 export const SEED_ATTEMPTS = 3;
@@ -160,8 +162,8 @@ export async function coupleReplicas(db: pg.ClientBase, primaryId: string, op: "
   }
 }
 
-/** A replica deleted: hidden at once, its instance purged at once (a copy needs no retention), its slot gone from the primary's spec. */
-async function purgeReplica(ctx: AppContext, db: pg.ClientBase, r: DatabaseRow): Promise<void> {
+/** A replica (or standby) deleted: hidden at once, its instance purged at once (a copy needs no retention), its slot gone from the primary's spec. */
+export async function purgeReplica(ctx: AppContext, db: pg.ClientBase, r: DatabaseRow): Promise<void> {
   const deleted = await markDeleted(db, r.id, "purged", ctx.clock.now(), 0);
   await setStatus(db, deleted, DELETED);
   await startOperation(db, r.id, "delete", deleted.generation);
@@ -182,6 +184,7 @@ export async function removeReplica(ctx: AppContext, orgId: string, primaryId: s
     await purgeReplica(ctx, db, replica);
     await notifyAgent(db, primary.agent_id);
   });
+  await removeStaleRecordsSoon(ctx);
   ctx.log.info("replica deleted", { database_id: primaryId, replica_id: replicaId });
 }
 
@@ -228,6 +231,8 @@ export async function promoteReplica(ctx: AppContext, orgId: string, primaryId: 
       await notifyAgent(db, primary.agent_id);
       return created;
     });
+    // The replica's name goes; the new database's is published before it runs.
+    await removeStaleRecordsSoon(ctx);
     ctx.log.info("replica promoted", { database_id: primaryId, replica_id: replicaId, promoted_id: row.id });
     return row;
   } catch (err) {

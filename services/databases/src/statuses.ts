@@ -1,14 +1,14 @@
-import type { DATABASE_STATUSES, DatabaseStatusName } from "@dbaas/kit";
+import type { DATABASE_STATUSES, DatabaseStatusName } from "@dbaas/catalogue";
 
 /**
  * The databases service's vocabulary of states, in one place: what a database
  * shows (its status) and what its agent is to make of it (its desired state).
- * Strings, as stored. The statuses the API shows are the kit's catalogue
+ * Strings, as stored. The statuses the API shows are the shared catalogue's
  * (`DATABASE_STATUSES`, shared with the gateway); what only this service
  * records is here.
  */
 
-/** A status the API shows (DESIGN.md, Databases). */
+/** A status the API shows (docs/product.md, Databases). */
 export type Status = (typeof DATABASE_STATUSES)[number];
 
 /**

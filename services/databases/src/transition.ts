@@ -2,6 +2,7 @@ import { withTransaction } from "@dbaas/kit";
 import { requireAllowance } from "./allowance.ts";
 import type { AppContext } from "./context.ts";
 import { lockOwned, setStatus, updateSpec, type DatabaseRow } from "./db/databases.ts";
+import { lockStandbys } from "./db/high-availability.ts";
 import { notifyAgent } from "./db/notify.ts";
 import { startOperation } from "./db/operations.ts";
 import { transitionFrom } from "./lifecycle.ts";
@@ -32,8 +33,18 @@ export function transition(ctx: AppContext, orgId: string, id: string, op: Move,
     await setStatus(db, updated, status);
     await startOperation(db, id, op, updated.generation);
     await notifyAgent(db, updated.agent_id);
-    // Replicas follow their primary's stop and start; a restart or resize leaves them alone.
+    // Replicas and standbys follow their primary's stop and start; a restart leaves them alone.
     if (op === "stop" || op === "start") await coupleReplicas(db, id, op);
+    // A standby must carry the primary's load after a failover: it follows a resize (replicas keep their tier).
+    if (op === "resize" && tier !== undefined) {
+      for (const s of await lockStandbys(db, id)) {
+        if (s.tier === tier) continue;
+        const resized = await updateSpec(db, s.id, { tier });
+        // Billing meters it at the new tier from now (a status event carries the tier).
+        await setStatus(db, resized, resized.status, resized.status_reason);
+        await notifyAgent(db, s.agent_id);
+      }
+    }
     return { ...updated, status, status_reason: "" };
   });
 }

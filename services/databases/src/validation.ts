@@ -1,7 +1,7 @@
 import { DATABASE_NAME_MAX_LENGTH, DATABASE_NAME_MIN_LENGTH, FORBIDDEN_NAME_CHARACTERS, codePointLength, type Validator } from "@dbaas/kit";
 
 /**
- * A database name after trimming (DESIGN.md, Databases): 3–63 characters, none
+ * A database name after trimming (docs/product.md, Databases): 3–63 characters, none
  * of them control or format characters (bidi overrides, zero-width ones),
  * line breaks or lone surrogates — nothing that shows a name as another.
  */

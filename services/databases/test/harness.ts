@@ -109,6 +109,7 @@ export async function createHarness(env: Record<string, string> = {}): Promise<H
     DATABASE_URL: pgdb.url,
     INTERNAL_AUTH_SECRET: SECRET,
     BILLING_URL: "http://127.0.0.1:1",
+    IDENTITY_URL: "http://127.0.0.1:1",
     DATABASE_DOMAIN: DOMAIN,
     PASSWORD_APPLY_TIMEOUT_MS: "5000",
     ...env,
@@ -174,7 +175,7 @@ export function countingFeed(feed: ChangeFeed): { feed: ChangeFeed; active(): nu
 /** Empties every table, for files whose tests must not see each other's agents. */
 export async function resetTables(h: Harness): Promise<void> {
   await h.ctx.pool.query(
-    "TRUNCATE agents, databases, operations, outbox, backups, restore_windows, samples, sample_minutes, sample_rollups, replica_lags RESTART IDENTITY",
+    "TRUNCATE agents, databases, operations, outbox, backups, restore_windows, samples, sample_minutes, sample_rollups, replica_lags, ha_leases, ha_discards, database_roles, database_config RESTART IDENTITY",
   );
 }
 
@@ -183,6 +184,8 @@ export interface AgentOptions {
   capacity?: number;
   ports?: [number, number];
   versions?: string[];
+  /** AGENT_PUBLIC_ADDRESS as the agent registers it (default 127.0.0.1). */
+  addresses?: string[];
 }
 
 export async function registerAgent(h: Harness, agentId: string, o: AgentOptions = {}): Promise<string> {
@@ -194,6 +197,7 @@ export async function registerAgent(h: Harness, agentId: string, o: AgentOptions
     portRangeEnd: o.ports?.[1] ?? 20999,
     versions: o.versions ?? ["17"],
     caCertificatePem: CA_PEM,
+    publicAddresses: o.addresses ?? ["127.0.0.1"],
   });
   return agentId;
 }

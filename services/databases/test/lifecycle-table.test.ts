@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { DATABASE_STATUSES } from "@dbaas/kit";
+import { DATABASE_STATUSES } from "@dbaas/catalogue";
 import { ObservedState } from "@dbaas/proto/agent";
 import { describe, expect, it } from "vitest";
 import {
@@ -21,7 +21,7 @@ const OPERATIONS = Object.keys(TRANSITIONS) as Operation[];
 const TABLE: Readonly<Record<Operation, Transition>> = TRANSITIONS;
 
 describe("which status each operation may start from", () => {
-  // DESIGN.md "Allowed sources", plus decisions.md: start, stop and restart also from failed.
+  // docs/product.md, Databases, "Allowed sources", plus decisions.md: start, stop and restart also from failed.
   const expected: Record<Operation, readonly string[]> = {
     create: [],
     start: ["stopped", "failed"],
@@ -35,6 +35,9 @@ describe("which status each operation may start from", () => {
     backup: ["running"],
     replicate: ["running"],
     promote: ["running"],
+    // High availability: standbys are seeded from the running primary; a planned switchover hands a running one over.
+    "add-standbys": ["running"],
+    failover: ["running"],
   };
 
   it.each(OPERATIONS)("%s", (op) => {
@@ -79,6 +82,9 @@ describe("where each operation leads", () => {
       replicate: ["-", "-"],
       // The promoted replica's new database.
       promote: ["starting", "running"],
+      "add-standbys": ["-", "-"],
+      // A switchover: starting until the promoted standby runs as the primary.
+      failover: ["starting", "running"],
     });
     const shown = OPERATIONS.map((op) => TABLE[op].to).filter((s) => s !== undefined && s !== DELETED);
     expect(new Set(shown)).toEqual(new Set(TRANSITIONAL_STATUSES));

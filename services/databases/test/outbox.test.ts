@@ -206,6 +206,7 @@ describe("purgeDeliveredOutbox", () => {
         DATABASE_URL: "postgres://x",
         INTERNAL_AUTH_SECRET: "s",
         BILLING_URL: "http://billing",
+        IDENTITY_URL: "http://identity",
         OUTBOX_DELIVERED_RETENTION_HOURS: "24",
       }).outboxDeliveredRetentionHours,
     ).toBe(24);

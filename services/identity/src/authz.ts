@@ -1,9 +1,9 @@
-import { GRANTABLE_ROLES, ROLE, ROLES, SCOPES, type Scope } from "@dbaas/kit";
+import { GRANTABLE_ROLES, ROLE, ROLES, SCOPES, type Scope } from "@dbaas/catalogue";
 import type { Role } from "@dbaas/proto/identity";
 
 /**
  * The one place that says what each role may do: the permission matrix of
- * spec 2.7 expressed in the scope names of DESIGN.md. A principal's effective
+ * docs/product.md, Roles and permissions, expressed in its scope names. A principal's effective
  * permissions are what its role allows AND what its credential's scopes allow.
  */
 export { SCOPES };
@@ -43,7 +43,7 @@ export function canonicalScopes(scopes: readonly Scope[]): Scope[] {
   return SCOPES.filter((s) => scopes.includes(s));
 }
 
-/** The proto role of a role name (the kit's one mapping, services/kit vocabulary.ts). */
+/** The proto role of a role name (the catalogue's one mapping, services/catalogue/src/vocabulary.ts). */
 export function roleToProto(role: RoleName): Role {
   return ROLE.value(role)!;
 }

@@ -1,4 +1,4 @@
-import { ConfigError, envInt, envString, requireEnv } from "@dbaas/kit";
+import { ConfigError, envInt, envString, requireEnv, requireSecret } from "@dbaas/kit";
 import { DEFAULT_SCRYPT_N } from "./passwords.ts";
 
 export interface Config {
@@ -57,7 +57,7 @@ export function readConfig(env: Record<string, string | undefined> = process.env
     port,
     databaseUrl: requireEnv(env, "DATABASE_URL"),
     databaseSchema: envString(env, "DATABASE_SCHEMA", "identity"),
-    internalSecret: requireEnv(env, "INTERNAL_AUTH_SECRET"),
+    internalSecret: requireSecret(env, "INTERNAL_AUTH_SECRET"),
     tokenTtlSeconds,
     scryptN,
     smtpUrl,

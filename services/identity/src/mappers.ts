@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { PLAN } from "@dbaas/kit";
+import { PLAN } from "@dbaas/catalogue";
 import {
   ApiKeySchema,
   InvitationSchema,
@@ -21,7 +21,7 @@ import type { OrganizationRow } from "./db/organizations.ts";
 
 /**
  * Rows as the proto messages carry them. The vocabularies crossing the wire
- * (plan, role) go through the kit's one mapping (services/kit vocabulary.ts);
+ * (plan, role) go through the catalogue's one mapping (services/catalogue/src/vocabulary.ts);
  * a plan is written both as the enum and, for callers that predate it, by name.
  */
 

@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import pg from "pg";
 import type { Logger } from "@dbaas/kit";
 
@@ -13,6 +13,14 @@ import type { Logger } from "@dbaas/kit";
  * WatchRevocations streams. While that connection is down a replica holds no
  * streams at all: a gateway without a stream trusts nothing it cached, so a
  * notification lost with the connection can never leave a stale principal in use.
+ *
+ * With several replicas, a gateway may hold its stream on another replica than
+ * the one that made the change. Each replica's listener therefore names itself
+ * in `application_name` once it LISTENs (so `pg_stat_activity` lists the
+ * replicas that will hear a revocation), and a replica that hears a revocation
+ * another one published tells it (a NOTIFY on the acknowledgements channel)
+ * once its own streams acknowledged it or were cut for not doing so. The
+ * publishing replica's `delivered` waits for those peers too.
  */
 export interface Revocation {
   organizationId: string;
@@ -49,8 +57,10 @@ export interface RevocationHub {
    * Resolves once this replica's listener has heard the committed revocations
    * and every stream it handed them to has acknowledged them (AckRevocation)
    * — or has been closed for not acknowledging within ACK_WAIT_MS, which makes
-   * its gateway stop trusting its cache. At once while the feed is down: then
-   * there are no streams to tell. Bounded by timeouts, never rejects.
+   * its gateway stop trusting its cache — and every other replica listening
+   * when they were published has said the same of its own streams (or is gone,
+   * or PEER_WAIT_MS passed). At once while the feed is down: then there are no
+   * streams to tell. Bounded by timeouts, never rejects.
    */
   delivered(ids: string[]): Promise<void>;
   /** A subscriber has applied every revocation of its subscription up to `seq`. */
@@ -67,6 +77,14 @@ const DELIVERY_WAIT_MS = 2_000;
 const FORGET_AFTER_MS = 30_000;
 /** How long a revoking call waits for a gateway to acknowledge before cutting that gateway's stream. */
 const ACK_WAIT_MS = 1_000;
+/**
+ * How long a revoking call waits for the other replicas' word: theirs cut a
+ * gateway that does not acknowledge within ACK_WAIT_MS, so only a replica that
+ * hangs (or dies without its connection closing yet) makes a call wait this long.
+ */
+const PEER_WAIT_MS = 2 * ACK_WAIT_MS + 1_000;
+/** While waiting for peers, how often `pg_stat_activity` is asked whether they still listen. */
+const PEER_POLL_MS = 250;
 const MAX_RECONNECT_DELAY_MS = 5_000;
 const PING_INTERVAL_MS = 10_000;
 const PING_TIMEOUT_MS = 5_000;
@@ -147,6 +165,15 @@ class Queue implements Subscription {
   }
 }
 
+function parseAck(payload: string | undefined): { id: string; replica: string } | undefined {
+  try {
+    const p = JSON.parse(payload ?? "") as Record<string, unknown>;
+    return typeof p.id === "string" && typeof p.replica === "string" ? { id: p.id, replica: p.replica } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function parse(payload: string | undefined): { id: string; revocation: Revocation } | undefined {
   try {
     const p = JSON.parse(payload ?? "") as Record<string, unknown>;
@@ -164,6 +191,26 @@ export function createRevocationHub(databaseUrl: string, schema: string, log: Lo
   if (!/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error(`invalid schema name "${schema}"`);
   // Channels are per database, not per schema: two deployments sharing a database must not hear each other.
   const channel = `${schema}.revocations`;
+  /** Where a replica says that its streams applied a revocation another replica published. */
+  const ackChannel = `${schema}.revocation_acks`;
+  /** This replica, as its listener names itself once it LISTENs (application_name: at most 63 bytes, the id first). */
+  const replica = randomBytes(8).toString("hex");
+  const listenerName = (id: string) => `${id}:revocations:${schema}`.slice(0, 63);
+  /** The replicas (other than this one) whose listeners LISTEN now. */
+  const listeningPeers = async (db: Queryable): Promise<Set<string>> => {
+    const { rows } = await db.query<{ name: string }>(
+      "SELECT application_name AS name FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE '%:revocations:%'",
+    );
+    const peers = new Set<string>();
+    for (const { name } of rows) {
+      const id = name.split(":")[0]!;
+      // Another deployment's replicas (another schema) share the database, not the channel.
+      if (id !== replica && name === listenerName(id)) peers.add(id);
+    }
+    return peers;
+  };
+  /** Per revocation published here while other replicas listened: those that have not yet said their streams applied it. */
+  const peerWaits = new Map<string, { pending: Set<string>; done: Promise<void>; release: () => void }>();
   const subscribers = new Map<string, Queue>();
   /** Per revocation published here: heard by the listener, and which subscriber got it under which number. */
   const waiters = new Map<string, { heard: Promise<void>; release: () => void; handed: Array<[Queue, number]> }>();
@@ -175,6 +222,38 @@ export function createRevocationHub(databaseUrl: string, schema: string, log: Lo
 
   const releaseWaiters = () => {
     for (const waiter of waiters.values()) waiter.release();
+  };
+
+  /** Our streams' acknowledgements of a revocation published elsewhere (a stream that does not ack is cut), then the publisher is told. */
+  const confirmToPublisher = async (client: pg.Client, id: string, handed: Array<[Queue, number]>) => {
+    await Promise.all(
+      handed.map(async ([sub, seq]) => {
+        if (!(await sub.acknowledged(seq, ACK_WAIT_MS))) sub.push("closed");
+      }),
+    );
+    if (listener !== client) return; // our feed went down meanwhile: our streams are closed, the publisher stops waiting for us.
+    await client.query("SELECT pg_notify($1, $2)", [ackChannel, JSON.stringify({ id, replica })]).catch(() => {});
+  };
+
+  /** Until every peer of the revocation confirmed, left, or PEER_WAIT_MS passed. */
+  const awaitPeers = async (id: string) => {
+    const wait = peerWaits.get(id);
+    if (!wait) return;
+    const deadline = Date.now() + PEER_WAIT_MS;
+    try {
+      while (wait.pending.size > 0 && Date.now() < deadline) {
+        const tick = new Promise((r) => setTimeout(r, PEER_POLL_MS).unref());
+        await Promise.race([wait.done, tick]);
+        if (wait.pending.size === 0) break;
+        // A replica that died (its listener's connection gone) will not answer: stop waiting for it.
+        const client = listener;
+        if (!client) break;
+        const still = await listeningPeers(client).catch(() => undefined);
+        if (still) for (const peer of [...wait.pending]) if (!still.has(peer)) wait.pending.delete(peer);
+      }
+    } finally {
+      peerWaits.delete(id);
+    }
   };
 
   const goDown = (reason: unknown) => {
@@ -212,19 +291,35 @@ export function createRevocationHub(databaseUrl: string, schema: string, log: Lo
     client.on("error", (err) => goDown(err));
     client.on("end", () => goDown("connection ended"));
     client.on("notification", (msg) => {
+      if (msg.channel === ackChannel) {
+        const ack = parseAck(msg.payload);
+        const wait = ack && peerWaits.get(ack.id);
+        if (wait && ack) {
+          wait.pending.delete(ack.replica);
+          if (wait.pending.size === 0) wait.release();
+        }
+        return;
+      }
       if (msg.channel !== channel) return;
       const parsed = parse(msg.payload);
       if (!parsed) return;
       const waiter = waiters.get(parsed.id);
+      const handed: Array<[Queue, number]> = [];
       for (const sub of subscribers.values()) {
         const seq = sub.push(parsed.revocation);
+        handed.push([sub, seq]);
         waiter?.handed.push([sub, seq]);
       }
       waiter?.release();
+      // Published by another replica (or by this one before its feed was live): tell it once our streams applied it.
+      if (!waiter) void confirmToPublisher(client, parsed.id, handed);
     });
     try {
       await client.connect();
       await client.query(`LISTEN "${channel}"`);
+      await client.query(`LISTEN "${ackChannel}"`);
+      // Named only now: a replica listed in pg_stat_activity hears every revocation committed from here on.
+      await client.query("SELECT set_config('application_name', $1, false)", [listenerName(replica)]);
       if (closed || listener !== client) {
         await client.end().catch(() => {});
         return;
@@ -261,6 +356,14 @@ export function createRevocationHub(databaseUrl: string, schema: string, log: Lo
       // notification before the committing call asks), or, for a rolled-back transaction
       // whose call never asks, until FORGET_AFTER_MS.
       if (live) {
+        // The replicas that will hear it: their streams must apply it before the revoking call answers, as ours must.
+        const peers = await listeningPeers(db);
+        if (peers.size > 0) {
+          let releasePeers!: () => void;
+          const done = new Promise<void>((resolve) => (releasePeers = resolve));
+          peerWaits.set(id, { pending: peers, done, release: releasePeers });
+          setTimeout(() => peerWaits.delete(id), FORGET_AFTER_MS).unref();
+        }
         let release!: () => void;
         const heard = new Promise<void>((resolve) => (release = resolve));
         const timer = setTimeout(release, DELIVERY_WAIT_MS);
@@ -292,6 +395,7 @@ export function createRevocationHub(databaseUrl: string, schema: string, log: Lo
           }),
         ),
       );
+      await Promise.all(ids.map(awaitPeers));
     },
     ack(subscriptionId, seq) {
       subscribers.get(subscriptionId)?.ack(seq);

@@ -8,7 +8,7 @@ import {
   type Validator,
 } from "@dbaas/kit";
 import type { Actor, Plan, Role } from "@dbaas/proto/identity";
-import { PLAN, PLANS, ROLE, SUPPORT_PLANS, type PlanName, type Vocabulary } from "@dbaas/kit";
+import { PLAN, PLANS, ROLE, SUPPORT_PLANS, type PlanName, type Vocabulary } from "@dbaas/catalogue";
 import { GRANTABLE_ROLES, isScope, roleFromProto, type RoleName, type Scope } from "./authz.ts";
 
 // Pragmatic, not RFC 5322: one @, a dotted domain, no whitespace or control characters.

@@ -196,7 +196,7 @@ describe("CreateApiKey / Authenticate / RevokeApiKey", () => {
   });
 });
 
-describe("keys for every member (DESIGN.md, Identity)", () => {
+describe("keys for every member (docs/product.md, Identity)", () => {
   /** An organization with one member of each role, and the Actor of each one's login session. */
   async function team() {
     const owner = await signupUser(h);

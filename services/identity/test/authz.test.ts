@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { Role } from "@dbaas/proto/identity";
 import { effectivePermissions, roleScopes, roleToProto, SCOPES } from "../src/authz.ts";
 
-describe("role matrix (spec 2.7)", () => {
+describe("role matrix (docs/product.md, Roles and permissions)", () => {
   it("gives the owner every scope", () => {
     expect(roleScopes("owner")).toEqual([...SCOPES]);
     expect(SCOPES).toHaveLength(10);

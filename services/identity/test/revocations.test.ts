@@ -138,7 +138,8 @@ describe("WatchRevocations", () => {
       try {
         await admin.query(
           `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-           WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`,
+           WHERE datname = current_database() AND pid <> pg_backend_pid()
+             AND (query LIKE 'LISTEN%' OR application_name LIKE '%:revocations:%')`,
         );
       } finally {
         await admin.end();

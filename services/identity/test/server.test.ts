@@ -1,6 +1,7 @@
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { createInternalClient, createLogger, migrate, SCOPES, startServer, type RunningServer } from "@dbaas/kit";
+import { createInternalClient, createLogger, migrate, startServer, type RunningServer } from "@dbaas/kit";
+import { SCOPES } from "@dbaas/catalogue";
 import { IdentityService, Role } from "@dbaas/proto/identity";
 import { createTestDatabase, type TestDatabase } from "@dbaas/test/support/pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

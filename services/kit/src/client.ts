@@ -1,8 +1,9 @@
 import type { DescService } from "@bufbuild/protobuf";
-import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
-import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
 import { internalRpcFastPath } from "./fast-path.ts";
 import { fromStockTransportFailure, isSafeToRetry } from "./h2-errors.ts";
+import { createSessionManager } from "./h2-sessions.ts";
 import { internalCredentialInterceptor } from "./internal-auth.ts";
 import { clientTracingInterceptor } from "./telemetry.ts";
 import { createUnaryTransport } from "./unary-transport.ts";
@@ -16,6 +17,12 @@ export interface InternalClientOptions {
   retries?: number;
   /** Unary calls through unary-transport.ts (true) or connect-node's transport; default from INTERNAL_RPC_FAST_PATH. */
   fastPath?: boolean;
+  /** Deadline of a unary call whose caller set none (default DEFAULT_UNARY_TIMEOUT_MS). */
+  defaultTimeoutMs?: number;
+  /** Keepalive and idle-verification interval of the session (default PING_INTERVAL_MS, 10 s). */
+  pingIntervalMs?: number;
+  /** The local address the connection is made from (default: the kernel's choice). */
+  localAddress?: string;
 }
 
 /**
@@ -50,6 +57,21 @@ const stockTransportFailures: Interceptor = (next) => async (req) => {
 };
 
 /**
+ * The deadline of a unary internal call that names none: no call waits for
+ * ever (issue #26), and the callee learns it (Connect-Timeout-Ms) and gives
+ * up too. Far above what any of our calls takes; streams (the revocation
+ * feed) live as long as their caller wants and get none.
+ */
+export const DEFAULT_UNARY_TIMEOUT_MS = 30_000;
+
+function withDefaultDeadline(transport: Transport, defaultTimeoutMs: number): Transport {
+  return {
+    stream: (...args) => transport.stream(...args),
+    unary: (method, signal, timeoutMs, ...rest) => transport.unary(method, signal, timeoutMs ?? defaultTimeoutMs, ...rest),
+  };
+}
+
+/**
  * A client for an internal service over one HTTP/2 connection (Connect
  * protocol, binary), carrying internal credentials and trace context. Build it
  * once per process and share it. Unary calls take the lean transport of
@@ -64,7 +86,8 @@ export function createInternalClient<S extends DescService>(service: S, baseUrl:
     internalCredentialInterceptor(opts.secret, opts.caller),
     ...(fastPath ? [] : [stockTransportFailures]),
   ];
-  const sessionManager = new Http2SessionManager(baseUrl, { pingIntervalMs: 10_000 });
+  const sessionManager = createSessionManager(baseUrl, opts.pingIntervalMs, opts.localAddress);
   const streams = createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: true, sessionManager, interceptors });
-  return createClient(service, fastPath ? createUnaryTransport({ baseUrl, sessionManager, streams, interceptors }) : streams);
+  const transport = fastPath ? createUnaryTransport({ baseUrl, sessionManager, streams, interceptors }) : streams;
+  return createClient(service, withDefaultDeadline(transport, opts.defaultTimeoutMs ?? DEFAULT_UNARY_TIMEOUT_MS));
 }

@@ -41,3 +41,50 @@ export function envList(env: Env, name: string, fallback: string[]): string[] {
     .map((s) => s.trim())
     .filter((s) => s !== "");
 }
+
+/** The shortest secret a production deployment may use, in bytes. */
+export const MIN_SECRET_BYTES = 32;
+
+/**
+ * Values shipped in this repository as examples or development defaults
+ * (docker-compose.yml before its `.env`, deploy/k8s/secrets.env.example,
+ * .env.example, READMEs, the tests' backup key). A production deployment that
+ * kept one has a secret everyone knows. `secrets.test.ts` scans the shipped
+ * files and fails when one of theirs is missing here.
+ */
+export const EXAMPLE_SECRETS: ReadonlySet<string> = new Set([
+  "dev-only-internal-auth-secret-do-not-deploy",
+  "dev-only-agent-replication-secret-do-not-deploy",
+  "dbaas-dev-only",
+  "replace-with-a-long-random-secret",
+  "replace-with-another-long-random-secret",
+  "replace-with-the-output-of-openssl-rand-base64-32",
+  "replace-me",
+  "sk_test_replace-me",
+  "ZGJhYXMtYmFja3VwLXRlc3QtbWFzdGVyLWtleS0zMmI=",
+]);
+
+/** Whether the process runs as a production deployment (`NODE_ENV=production`). */
+export const isProduction = (env: Env) => env.NODE_ENV === "production";
+
+/**
+ * A required secret. With NODE_ENV=production it must be at least
+ * MIN_SECRET_BYTES long and none of the repository's example values: a
+ * service refuses to start rather than run with a guessable secret. The
+ * message names the variable, never the value.
+ */
+export function requireSecret(env: Env, name: string): string {
+  const value = requireEnv(env, name);
+  if (!isProduction(env)) return value;
+  if (EXAMPLE_SECRETS.has(value.trim())) {
+    throw new ConfigError(
+      `${name} is an example value from the repository; with NODE_ENV=production set a random one (npm run env:generate)`,
+    );
+  }
+  if (Buffer.byteLength(value, "utf8") < MIN_SECRET_BYTES) {
+    throw new ConfigError(
+      `${name} is shorter than ${MIN_SECRET_BYTES} bytes; with NODE_ENV=production set a random one (npm run env:generate)`,
+    );
+  }
+  return value;
+}

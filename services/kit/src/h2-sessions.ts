@@ -1,5 +1,6 @@
 import http2 from "node:http2";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { Http2SessionManager } from "@connectrpc/connect-node";
 import { errorFromNodeReason, errorFromResetCode, h2CodeName, notSentError } from "./h2-errors.ts";
 
 const { NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM } = http2.constants;
@@ -40,6 +41,72 @@ export class ResetBudget {
     this.tokens -= 1;
     return true;
   }
+}
+
+/** Keepalive PINGs on a session with calls in flight, and the idle time after which a session is verified before use. */
+export const PING_INTERVAL_MS = 10_000;
+
+/** The parts of connect-node's session manager (2.1.2, pinned exactly) that settleVerifyOnClose mends. */
+interface ReadyState {
+  conn: http2.ClientHttp2Session;
+  verify(): Promise<boolean>;
+}
+interface ManagerInternals {
+  verify(state: ReadyState): Promise<void>;
+}
+
+/**
+ * connect-node's Http2SessionManager, with its verification mended. Before a
+ * request on a session idle for longer than the ping interval the manager
+ * sends a PING and waits for it; that wait settles on the PING's answer or
+ * on the session's 'error', and not when the session just closes — which is
+ * what it does when the peer dies (SIGKILL: the kernel sends FIN) while the
+ * PING is in flight, and the close also clears the PING's own timeout. The
+ * manager keeps that never-settled promise as "the" verification: the
+ * request waiting on it hangs, and so does every later request that finds
+ * its session idle, for the life of the process (issue #26; upstream
+ * connect-es#1746, not released in 2.1.2). Here a close settles it as a
+ * failed verification, as upstream now does, so the manager dials a new
+ * session.
+ */
+export function createSessionManager(baseUrl: string, pingIntervalMs = PING_INTERVAL_MS, localAddress?: string): Http2SessionManager {
+  // A cleartext session's options reach net.connect: localAddress binds its source address.
+  const manager = new Http2SessionManager(
+    baseUrl,
+    { pingIntervalMs },
+    localAddress ? ({ localAddress } as http2.ClientSessionOptions) : undefined,
+  );
+  const internals = manager as unknown as ManagerInternals;
+  const verify = internals.verify;
+  if (typeof verify !== "function")
+    throw new Error("connect-node's Http2SessionManager has no verify(): re-check h2-sessions.ts after an upgrade");
+  internals.verify = function (this: ManagerInternals, state: ReadyState) {
+    settleVerifyOnClose(state);
+    return verify.call(this, state);
+  };
+  return manager;
+}
+
+const mended = new WeakSet<ReadyState>();
+
+function settleVerifyOnClose(state: ReadyState): void {
+  if (mended.has(state)) return;
+  mended.add(state);
+  const verify = state.verify;
+  state.verify = () =>
+    new Promise<boolean>((resolve) => {
+      const { conn } = state;
+      if (conn.closed || conn.destroyed) {
+        resolve(false);
+        return;
+      }
+      const onClose = () => resolve(false);
+      conn.once("close", onClose);
+      void verify.call(state).then((alive) => {
+        conn.off("close", onClose);
+        resolve(alive);
+      });
+    });
 }
 
 /** What the unary transport knows about one client session. */

@@ -5,10 +5,18 @@ import { Code, ConnectError, createContextKey, type Interceptor } from "@connect
  * Service-to-service authentication: every internal call carries a short-lived
  * credential, `v1.<caller>.<expiry unix s>.<hmac>`, signed with the secret all
  * services of one deployment share (INTERNAL_AUTH_SECRET). A service port
- * reached without a valid one answers UNAUTHENTICATED.
+ * reached without a valid one answers UNAUTHENTICATED. Every internal caller
+ * mints them here: the services, the agents, the operator tools.
+ *
+ * Credentials are minted for a minute and live at most MAX_LIFETIME_S: one
+ * whose expiry is further away than that is refused, whoever signed it, so a
+ * leaked credential is worth minutes, never more (a signer with a skewed clock
+ * gets up to MAX_LIFETIME_S − LIFETIME_S of slack).
  */
 export const INTERNAL_AUTH_HEADER = "x-dbaas-internal-auth";
 const LIFETIME_S = 60;
+/** The longest an internal credential may be valid for (5 minutes; docs/decisions.md, "Internal credentials"). */
+export const MAX_LIFETIME_S = 300;
 
 /** The authenticated calling service, available to handlers via `ctx.values.get(callerKey)`. */
 export const callerKey = createContextKey<string>("", { description: "internal caller" });
@@ -33,7 +41,9 @@ export function verifyInternalToken(secret: string, token: string | null, now = 
   const expected = Buffer.from(sign(secret, `v1.${caller}.${expRaw}`));
   const given = Buffer.from(mac);
   if (expected.length !== given.length || !timingSafeEqual(expected, given)) return undefined;
-  if (Number(expRaw) * 1000 < now) return undefined;
+  if (!/^\d{1,12}$/.test(expRaw)) return undefined;
+  const expMs = Number(expRaw) * 1000;
+  if (expMs < now || expMs > now + MAX_LIFETIME_S * 1000) return undefined;
   return caller;
 }
 
@@ -72,7 +82,7 @@ class VerifiedCredentials {
     if (!token) return undefined;
     const known = this.byToken.get(token);
     if (known !== undefined) {
-      if (known.expiresAtMs >= now) return known.caller;
+      if (known.expiresAtMs >= now && known.expiresAtMs <= now + MAX_LIFETIME_S * 1000) return known.caller;
       this.byToken.delete(token);
       return undefined;
     }

@@ -14,7 +14,7 @@ export const EMAIL_MAX_LENGTH = 254;
 export const PASSWORD_MIN_LENGTH = 8;
 export const PASSWORD_MAX_LENGTH = 256;
 
-/** A database's name (DESIGN.md, Databases: 3–63 characters after trimming). */
+/** A database's name (docs/product.md, Databases: 3–63 characters after trimming). */
 export const DATABASE_NAME_MIN_LENGTH = 3;
 export const DATABASE_NAME_MAX_LENGTH = 63;
 

@@ -15,10 +15,21 @@ export interface StackPort {
 }
 
 export interface LocalAgent {
-  /** `agent-<first region>`. */
+  /** `agent-<first region>`; the second agent with the same first region `agent-<region>-2`, and so on. */
   id: string;
+  /**
+   * AGENT_PUBLIC_ADDRESS: 127.0.0.1 for every agent, unless the stack keeps DNS
+   * records (DNS_PROVIDER=rfc2136): then each agent is a host of its own, the
+   * n-th publishing on 127.0.0.(n+1), all with the same instance ports.
+   */
+  publicAddress: string;
   /** Comma-separated regions it serves. */
   regions: string;
+  /**
+   * AGENT_POOLER_PORT_OFFSET: a database's pooler is published on its port plus this, past every
+   * agent's instance ports (on one address) or past its own (each agent on its own address).
+   */
+  poolerPortOffset: number;
   port: number;
   /** First and last port its PostgreSQL instances may take. */
   instancePorts: [number, number];
@@ -33,6 +44,19 @@ export interface LocalAgent {
  */
 export interface LocalStackLayout {
   dataDir: string;
+  /**
+   * LOCAL_REPLICAS: how many instances of each of gateway, identity, databases
+   * and billing run (default 1). With two or more, the service ports below are
+   * served by the runner's balancer (deploy/local/balancer.ts) and the
+   * instances listen on `instances` instead.
+   */
+  replicas: number;
+  /**
+   * Each scaled service's instances' ports, the first instance first. With one
+   * replica, the service's own port; with more, REPLICA_BASE_PORT (default
+   * PORT + 20) onwards: the gateways', then identity's, databases', billing's.
+   */
+  instances: Record<ScaledService, number[]>;
   gateway: number;
   identity: number;
   databases: number;
@@ -44,8 +68,20 @@ export interface LocalStackLayout {
   capacity: number;
 }
 
+/** The services the local stack can run several instances of (LOCAL_REPLICAS). */
+export const SCALED_SERVICES = ["gateway", "identity", "databases", "billing"] as const;
+export type ScaledService = (typeof SCALED_SERVICES)[number];
+
+/** The most instances of each service LOCAL_REPLICAS may ask for: the stack shares one machine. */
+export const MAX_LOCAL_REPLICAS = 4;
+
+/** The runner's name for instance `n` (1-based) of a service: `databases`, `databases-2`, … (its pid file, its log label). */
+export const instanceName = (service: ScaledService, n: number) => (n === 1 ? service : `${service}-${n}`);
+
 export function localStackLayout(env: Env = process.env): LocalStackLayout {
   const gateway = envInt(env, "PORT", 8080);
+  const replicas = envInt(env, "LOCAL_REPLICAS", 1);
+  const replicaBase = envInt(env, "REPLICA_BASE_PORT", gateway + 20);
   const agentBase = envInt(env, "AGENT_BASE_PORT", gateway + 10);
   const instanceBase = envInt(env, "INSTANCE_PORT_BASE", 15400);
   const capacity = envInt(env, "AGENT_CAPACITY", 200);
@@ -55,19 +91,37 @@ export function localStackLayout(env: Env = process.env): LocalStackLayout {
     .split(";")
     .map((s) => s.trim())
     .filter(Boolean);
-  return {
-    dataDir: resolve(envString(env, "DBAAS_DATA_DIR", join(REPO_ROOT, ".dbaas"))),
+  // Without a DNS server to follow them, every agent's databases must be reached at 127.0.0.1 (the
+  // `*.localhost` wildcard): one address, ports apart. With one, each agent is a simulated host.
+  const ownHosts = envString(env, "DNS_PROVIDER", "none") === "rfc2136";
+  const seen = new Map<string, number>();
+  const ports: Record<ScaledService, number> = {
     gateway,
     identity: envInt(env, "IDENTITY_PORT", gateway + 1),
     databases: envInt(env, "DATABASES_PORT", gateway + 2),
     billing: envInt(env, "BILLING_PORT", gateway + 3),
+  };
+  const count = Number.isInteger(replicas) && replicas >= 1 ? replicas : 1;
+  const instances = Object.fromEntries(
+    SCALED_SERVICES.map((s, i) => [s, count === 1 ? [ports[s]] : Array.from({ length: count }, (_, k) => replicaBase + i * count + k)]),
+  ) as Record<ScaledService, number[]>;
+  return {
+    dataDir: resolve(envString(env, "DBAAS_DATA_DIR", join(REPO_ROOT, ".dbaas"))),
+    replicas,
+    instances,
+    ...ports,
     metadata: envInt(env, "METADATA_PG_PORT", 5499),
     capacity,
     agents: groups.map((regions, i) => {
-      const first = instanceBase + i * capacity;
+      const first = instanceBase + (ownHosts ? 0 : i * capacity);
+      const region = regions.split(",")[0]!.trim();
+      const nth = (seen.get(region) ?? 0) + 1;
+      seen.set(region, nth);
       return {
-        id: `agent-${regions.split(",")[0]!.trim()}`,
+        id: nth === 1 ? `agent-${region}` : `agent-${region}-${nth}`,
+        publicAddress: ownHosts ? `127.0.0.${i + 2}` : "127.0.0.1",
         regions,
+        poolerPortOffset: ownHosts ? capacity : groups.length * capacity,
         port: agentBase + i,
         instancePorts: [first, first + capacity - 1] as [number, number],
       };
@@ -85,6 +139,11 @@ export function stackPorts(layout: LocalStackLayout, embeddedMetadata: boolean):
     { name: "identity", setting: "IDENTITY_PORT", port: layout.identity },
     { name: "databases", setting: "DATABASES_PORT", port: layout.databases },
     { name: "billing", setting: "BILLING_PORT", port: layout.billing },
+    ...(layout.replicas > 1
+      ? SCALED_SERVICES.flatMap((s) =>
+          layout.instances[s].map((port, k) => ({ name: `${instanceName(s, k + 1)} instance`, setting: "REPLICA_BASE_PORT", port })),
+        )
+      : []),
     ...layout.agents.map((a) => ({ name: a.id, setting: "AGENT_BASE_PORT", port: a.port })),
     ...(embeddedMetadata ? [{ name: "metadata PostgreSQL", setting: "METADATA_PG_PORT", port: layout.metadata }] : []),
   ];
@@ -98,6 +157,9 @@ export function stackPorts(layout: LocalStackLayout, embeddedMetadata: boolean):
  */
 export function layoutProblems(layout: LocalStackLayout, embeddedMetadata: boolean): string[] {
   const problems: string[] = [];
+  if (!Number.isInteger(layout.replicas) || layout.replicas < 1 || layout.replicas > MAX_LOCAL_REPLICAS) {
+    problems.push(`LOCAL_REPLICAS must be a whole number from 1 to ${MAX_LOCAL_REPLICAS}, got ${layout.replicas}`);
+  }
   const own = stackPorts(layout, embeddedMetadata);
   const range = `INSTANCE_PORT_BASE + AGENT_CAPACITY × ${layout.agents.length} agent(s)`;
   for (const p of own) {
@@ -112,6 +174,17 @@ export function layoutProblems(layout: LocalStackLayout, embeddedMetadata: boole
     const [first, last] = a.instancePorts;
     if (first < 1 || last > 65535)
       problems.push(`instance ports of ${a.id} (${first}–${last}) leave 1–65535: change INSTANCE_PORT_BASE or AGENT_CAPACITY`);
+    const [pFirst, pLast] = [first + a.poolerPortOffset, last + a.poolerPortOffset];
+    if (pLast > 65535)
+      problems.push(`pooler ports of ${a.id} (${pFirst}–${pLast}) leave 1–65535: lower INSTANCE_PORT_BASE or AGENT_CAPACITY`);
+    for (const p of own) {
+      if (p.port >= pFirst && p.port <= pLast) {
+        problems.push(
+          `${p.setting}=${p.port} (${p.name}) lies inside the pooler ports of ${a.id} (${pFirst}–${pLast}, the instance ports shifted by ${a.poolerPortOffset}): ` +
+            `move ${p.setting} or INSTANCE_PORT_BASE so they do not overlap`,
+        );
+      }
+    }
     for (const p of own) {
       if (p.port >= first && p.port <= last) {
         problems.push(

@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
@@ -54,6 +55,9 @@ export interface RunningServer {
 export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const host = opts.host ?? (process.env.HOST || "127.0.0.1");
   const shutdown = new AbortController();
+  // Every long-running loop of the service (an agent has a dozen: the watch, heartbeats, samples, leases,
+  // poolers, trusted sources, backups…) listens on this one signal; Node warns past 10 as if it leaked.
+  setMaxListeners(100, shutdown.signal);
   const interceptors = [
     // Outermost: a call refused by auth or the text guard is counted too.
     ...(opts.metrics ? [rpcMetricsInterceptor(opts.metrics)] : []),

@@ -195,7 +195,10 @@ async function answer(
     const ctx = handlerContext(headers, method.spec, controller.signal, timeout.timeoutMs, responseHeader, responseTrailer);
     if (timeout.error) throw timeout.error;
     const input = method.serialization.getI(true).parse(await readBody(stream, limits.readMaxBytes, headers["content-length"]));
-    const output = await invokeUnaryImplementation(method.spec, ctx, input, limits.interceptors);
+    const running = invokeUnaryImplementation(method.spec, ctx, input, limits.interceptors);
+    // The caller's deadline ends the call whether or not the handler heeds its signal: the answer goes out now.
+    if (deadline !== undefined) running.catch(() => {});
+    const output = deadline === undefined ? await running : await Promise.race([running, expiry(controller.signal)]);
     body = method.serialization.getO(true).serialize(output);
   } catch (e) {
     controller.abort(e);
@@ -257,6 +260,21 @@ function handlerContext(
     values: createContextValues(),
     url: new URL(path, `http://${headers[":authority"]}`).toString(),
   };
+}
+
+/**
+ * Rejects with the deadline's error once the call's signal is aborted by it;
+ * a handler still running then has its result dropped.
+ */
+function expiry(signal: AbortSignal): Promise<never> {
+  return new Promise((_, reject) => {
+    const expired = () => {
+      const reason: unknown = signal.reason;
+      if (reason instanceof ConnectError && reason.code === Code.DeadlineExceeded) reject(reason);
+    };
+    if (signal.aborted) expired();
+    else signal.addEventListener("abort", expired, { once: true });
+  });
 }
 
 /** Aborts with connect's deadline error when the caller's timeout passes. */

@@ -92,12 +92,7 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
   });
   if (remaining !== undefined) headers["connect-timeout-ms"] = String(remaining);
   const body = toBinary(req.method.input, req.message);
-  let stream: http2.ClientHttp2Stream;
-  try {
-    stream = await sessionManager.request("POST", path, headers, {});
-  } catch (err) {
-    throw requestFailure(err);
-  }
+  const stream = await openStream(sessionManager, path, headers, remaining, req.signal);
   const session = stream.session as http2.ClientHttp2Session;
   const outcome: StreamOutcome = { stream, session, state: sessionState(session), frameError: false };
   return await new Promise<UnaryResponse<I, O>>((resolve, reject) => {
@@ -163,6 +158,52 @@ async function exchange<I extends DescMessage, O extends DescMessage>(
     if (req.signal.aborted) onAbort();
     else stream.end(body);
   });
+}
+
+/**
+ * A stream of the shared session, waited for no longer than the call's
+ * deadline and its signal allow: the manager may first dial, or verify an
+ * idle session with a PING, and no wait of a call is left unbounded (issue
+ * #26: such a wait once never ended). A stream that arrives after the call
+ * gave up is cancelled unused.
+ */
+async function openStream(
+  sessionManager: Http2SessionManager,
+  path: string,
+  headers: http2.OutgoingHttpHeaders,
+  remaining: number | undefined,
+  signal: AbortSignal,
+): Promise<http2.ClientHttp2Stream> {
+  const opening = sessionManager.request("POST", path, headers, {}).catch((err: unknown) => {
+    throw requestFailure(err);
+  });
+  if (remaining === undefined && signal === neverAborted) return await opening;
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  const givenUp = new Promise<never>((_, reject) => {
+    if (remaining !== undefined) {
+      timer = setTimeout(
+        () => reject(new ConnectError("the operation timed out (waiting for a connection)", Code.DeadlineExceeded)),
+        remaining,
+      );
+    }
+    if (signal !== neverAborted) {
+      onAbort = () => reject(ConnectError.from(signal.reason, Code.Canceled));
+      signal.addEventListener("abort", onAbort, { once: true });
+    }
+  });
+  try {
+    return await Promise.race([opening, givenUp]);
+  } catch (err) {
+    opening.then(
+      (late) => abandonStream(late, sessionState(late.session as http2.ClientHttp2Session)),
+      () => {},
+    );
+    throw err;
+  } finally {
+    clearTimeout(timer);
+    if (onAbort) signal.removeEventListener("abort", onAbort);
+  }
 }
 
 /**

@@ -1,3 +1,4 @@
+import { createHmac, randomBytes } from "node:crypto";
 import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -6,6 +7,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { FieldViolationSchema } from "@dbaas/proto/common";
 import { createTestDatabase, type TestDatabase } from "@dbaas/test/support/pg";
 import {
+  checkPaging,
   ConfigError,
   Validator,
   createPool,
@@ -18,6 +20,8 @@ import {
   requireEnv,
   verifyInternalToken,
   withTransaction,
+  MAX_LIFETIME_S,
+  requireSecret,
 } from "../src/index.ts";
 
 describe("internal credentials", () => {
@@ -31,6 +35,42 @@ describe("internal credentials", () => {
     const old = mintInternalToken("s3cret", "gateway", Date.now() - 120_000);
     expect(verifyInternalToken("s3cret", old)).toBeUndefined();
     for (const bad of [null, "", "v1", "v2.a.1.b", "v1.a.b.c.d"]) expect(verifyInternalToken("s3cret", bad)).toBeUndefined();
+  });
+  it("refuses a credential valid for more than 5 minutes, even correctly signed", () => {
+    // What a holder of the secret (or a signer with a far-off clock) could mint: the lifetime is the verifier's to enforce.
+    const signed = (expS: number) => {
+      const payload = `v1.gateway.${expS}`;
+      return `${payload}.${createHmac("sha256", "s3cret").update(payload).digest("base64url")}`;
+    };
+    const now = Date.now();
+    const nowS = Math.floor(now / 1000);
+    expect(verifyInternalToken("s3cret", signed(nowS + MAX_LIFETIME_S - 5), now)).toBe("gateway");
+    expect(verifyInternalToken("s3cret", signed(nowS + MAX_LIFETIME_S + 5), now)).toBeUndefined();
+    expect(verifyInternalToken("s3cret", signed(nowS + 365 * 86_400), now)).toBeUndefined();
+    expect(MAX_LIFETIME_S).toBeLessThanOrEqual(300);
+    // What this kit mints is within it.
+    expect(verifyInternalToken("s3cret", mintInternalToken("s3cret", "gateway", now), now + 1000)).toBe("gateway");
+  });
+});
+
+describe("production secrets", () => {
+  const prod = (value: string) => ({ NODE_ENV: "production", INTERNAL_AUTH_SECRET: value });
+  it("refuses a short or example secret with NODE_ENV=production, naming the variable and not the value", () => {
+    expect(() => requireSecret(prod("x".repeat(31)), "INTERNAL_AUTH_SECRET")).toThrow(/INTERNAL_AUTH_SECRET is shorter than 32 bytes/);
+    expect(() => requireSecret(prod("dev-only-internal-auth-secret-do-not-deploy"), "INTERNAL_AUTH_SECRET")).toThrow(
+      /INTERNAL_AUTH_SECRET is an example value/,
+    );
+    try {
+      requireSecret(prod("short-secret"), "INTERNAL_AUTH_SECRET");
+    } catch (err) {
+      expect((err as Error).message).not.toContain("short-secret");
+    }
+    const good = randomBytes(32).toString("base64url");
+    expect(requireSecret(prod(good), "INTERNAL_AUTH_SECRET")).toBe(good);
+  });
+  it("takes any non-empty secret outside production, and none when missing", () => {
+    expect(requireSecret({ INTERNAL_AUTH_SECRET: "s" }, "INTERNAL_AUTH_SECRET")).toBe("s");
+    expect(() => requireSecret({ NODE_ENV: "production" }, "INTERNAL_AUTH_SECRET")).toThrow(/missing required environment variable/);
   });
 });
 
@@ -121,5 +161,21 @@ describe("migrate", () => {
 
   it("refuses a schema name that is not a plain identifier", () => {
     expect(() => createPool(db.url, "x; DROP TABLE y")).toThrow(/invalid schema name/);
+  });
+});
+
+describe("paging", () => {
+  const page = (p: number, pp: number) => {
+    const v = new Validator();
+    return { ...checkPaging(v, p, pp), violations: v.violations };
+  };
+  it("defaults proto3's zeros and checks the bounds per field", () => {
+    expect(page(0, 0)).toEqual({ page: 1, perPage: 20, violations: [] });
+    expect(page(3, 100)).toEqual({ page: 3, perPage: 100, violations: [] });
+    expect(page(-2, 101).violations).toEqual([
+      { field: "page", message: "must be at least 1" },
+      { field: "per_page", message: "must be between 1 and 100" },
+    ]);
+    expect(page(1_000_000_000, 1).violations).toEqual([{ field: "page", message: "must be at most 999999999" }]);
   });
 });

@@ -45,6 +45,8 @@ async function authenticate(req: { bearer: string }, ctx: HandlerContext) {
   if (req.bearer === "crash") throw new Error("boom");
   // HTTP/2 forbids connection-specific headers: writing the answer itself fails.
   if (req.bearer === "bad-header") ctx.responseHeader.set("connection", "close");
+  // Heeds no signal: only the server's own deadline can end the call in time.
+  if (req.bearer === "stuck") await new Promise((resolve) => setTimeout(resolve, 20_000).unref());
   if (req.bearer.startsWith("wait")) {
     entry.reason = await new Promise((resolve) => ctx.signal.addEventListener("abort", () => resolve(ctx.signal.reason)));
     throw entry.reason;
@@ -247,6 +249,14 @@ describe("bytes on the wire match connect-node's", () => {
     expect(fast.headers).toEqual(adapter.headers);
     expect(fast.body.toString("base64")).toBe(adapter.body.toString("base64"));
   });
+
+  it("the caller's deadline is answered (504 deadline_exceeded) even when the handler ignores its signal", async () => {
+    const started = performance.now();
+    const res = await raw(SERVICE_PATH, { ...proto, "connect-timeout-ms": "300", ...credential() }, request("stuck"));
+    expect([res.status, JSON.parse(res.body.toString()).code]).toEqual([504, "deadline_exceeded"]);
+    // The handler takes 20 s; the answer must not wait for it (bound generous for a loaded machine).
+    expect(performance.now() - started).toBeLessThan(10_000);
+  }, 30_000);
 
   it("an answer HTTP/2 refuses to write is an internal error, not a reset stream", async () => {
     const res = await raw(SERVICE_PATH, { ...proto, ...credential() }, request("bad-header"));

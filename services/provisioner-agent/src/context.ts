@@ -7,6 +7,7 @@ import { openBlobStore } from "./backups/open-store.ts";
 import type { Config } from "./config.ts";
 import { createInstanceManager } from "./instances/instance-manager.ts";
 import { createLocalProcessRuntime } from "./instances/local-runtime.ts";
+import { resolveRunAs } from "./instances/run-as.ts";
 import type { ConnectionProxy } from "./proxy/counters.ts";
 import { createConnectionMeter } from "./proxy/meter.ts";
 import type { InstanceRuntime } from "./runtime.ts";
@@ -22,8 +23,6 @@ export interface AppContext {
   control: Client<typeof AgentService>;
   /** Backups and archived WAL (BACKUP_STORE_URL); restores read other databases' backups from it. */
   store: BlobStore;
-  /** The instances' unix socket directory: base backups and the restore window's samples connect there. */
-  socketDir: string;
   /** Serves the databases' published ports (AGENT_LISTEN_ADDRESS) and counts their bytes (`counters(ids)`): nftables or the proxy (CONNECTION_METER). */
   proxy: ConnectionProxy;
   clock: Clock;
@@ -41,12 +40,17 @@ export function createContext(cfg: Config, overrides: Partial<AppContext> = {}):
       listenAddress: cfg.listenAddress,
       privateAddress: cfg.privateAddress,
       nftPath: cfg.nftPath,
+      privateNetwork: cfg.privateNetwork,
+      // The servers' own connections (a replica's walreceiver on this host) reach private ports directly: the
+      // template builder's uid and every tenant uid (each server runs as one of AGENT_TENANT_UID_RANGE).
+      localUids: [resolveRunAs(cfg.runAsUser).uid, cfg.tenantUidRange],
       log: (msg) => log.info(msg),
     });
   const instances = createInstanceManager({
     dataDir: cfg.dataDir,
     agentId: cfg.agentId,
     runAsUser: cfg.runAsUser,
+    tenantUidRange: cfg.tenantUidRange,
     listenAddress: cfg.listenAddress,
     store,
     proxy,
@@ -54,6 +58,8 @@ export function createContext(cfg: Config, overrides: Partial<AppContext> = {}):
     privateAddress: cfg.privateAddress,
     privateNetwork: cfg.privateNetwork,
     archiveTimeoutS: cfg.backup.archiveTimeoutS,
+    cgroupRoot: cfg.cgroupRoot,
+    pgbouncerPath: cfg.pgbouncerPath,
     log: (msg) => log.info(msg),
   });
   return {
@@ -61,10 +67,15 @@ export function createContext(cfg: Config, overrides: Partial<AppContext> = {}):
     log,
     runtime: overrides.runtime ?? createLocalProcessRuntime(instances),
     store,
-    socketDir: overrides.socketDir ?? instances.socketDir,
     proxy,
     clock: overrides.clock ?? systemClock,
     applied: overrides.applied ?? createAppliedStore(cfg.dataDir),
-    control: overrides.control ?? createInternalClient(AgentService, cfg.databasesUrl, { secret: cfg.internalSecret, caller: "agent" }),
+    control:
+      overrides.control ??
+      createInternalClient(AgentService, cfg.databasesUrl, {
+        secret: cfg.internalSecret,
+        caller: "agent",
+        localAddress: cfg.controlSourceAddress,
+      }),
   };
 }

@@ -1,21 +1,24 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import { TIER_NAMES } from "@dbaas/catalogue";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { InstanceObservation } from "@dbaas/proto/agent";
 import { createBackupManager } from "./backups/backup-manager.ts";
 import type { AppContext } from "./context.ts";
-import { walSpoolRoot } from "./instances/host.ts";
-import { resolveRunAs } from "./instances/run-as.ts";
+import { createLeaseKeeper } from "./leases.ts";
 import { createReconciler, type Reconciler } from "./reconciler.ts";
 import { createSampler } from "./samples/sampler.ts";
+import { createPoolerKeeper } from "./poolers.ts";
+import { createLogKeeper, LOG_PRUNE_INTERVAL_MS } from "./server-log/keeper.ts";
+import { createTrustKeeper } from "./trusted-sources.ts";
 
 /**
  * The agent's conversation with the control plane: register, watch desired
  * state, and report observations (immediately when something changed, and as
  * a periodic heartbeat), backups (news at once, the rest every few
- * seconds) and samples (every AGENT_SAMPLE_INTERVAL_MS). Every part retries with backoff, so the agent and the databases
- * service can restart in any order.
+ * seconds) and samples (every AGENT_SAMPLE_INTERVAL_MS), and renew the leases on highly available primaries
+ * (leases.ts). Every part retries with backoff, so the agent and the databases service can restart in any order.
  */
-export function startControlLoop(ctx: AppContext, signal: AbortSignal) {
+export function startControlLoop(ctx: AppContext, signal: AbortSignal, fencedAtStart: readonly string[] = []) {
   const { cfg, log, control, runtime } = ctx;
   const pending = new Map<string, InstanceObservation>();
   let flushing: Promise<void> | undefined;
@@ -64,10 +67,7 @@ export function startControlLoop(ctx: AppContext, signal: AbortSignal) {
   const backups = createBackupManager({
     store: ctx.store,
     runtime,
-    socketDir: ctx.socketDir,
     dataDir: cfg.dataDir,
-    spoolRoot: walSpoolRoot(cfg.dataDir),
-    runAs: resolveRunAs(cfg.runAsUser),
     log: log.child({ component: "backups" }),
     clock: ctx.clock,
     settings: cfg.backup,
@@ -82,7 +82,32 @@ export function startControlLoop(ctx: AppContext, signal: AbortSignal) {
     concurrency: cfg.concurrency,
     report,
     purgeBackups: (id) => backups.purge(id),
+    discardBackups: (id) => backups.purge(id, { keepStore: true }),
   });
+
+  // Highly available primaries: their leases renewed beside the watch stream, fenced when one runs out.
+  const leases = createLeaseKeeper({
+    runtime,
+    renew: () => control.renewLeases({ agentId: cfg.agentId }, { timeoutMs: Math.max(1000, cfg.leaseRenewMs) }),
+    log: log.child({ component: "leases" }),
+    dataDir: cfg.dataDir,
+    renewIntervalMs: cfg.leaseRenewMs,
+    fenceMarginMs: cfg.leaseFenceMarginMs,
+    fencedAtStart,
+    onFencingChanged: (id) => reconciler.touch(id),
+  });
+
+  const poolers = createPoolerKeeper({ runtime, log: log.child({ component: "poolers" }) });
+  const trust = createTrustKeeper({ proxy: ctx.proxy, clock: ctx.clock, log: log.child({ component: "trusted-sources" }) });
+
+  /** Where this agent publishes poolers, or why it runs none (the databases service shows the reason). */
+  const poolerRegistration = () => {
+    const support = runtime.poolerSupport ?? { available: false, reason: "this runtime runs no poolers" };
+    if (!support.available) return { poolerPortOffset: 0, poolerUnavailableReason: support.reason };
+    if (cfg.poolerPortOffset === 0)
+      return { poolerPortOffset: 0, poolerUnavailableReason: "poolers are off on this host (AGENT_POOLER_PORT_OFFSET=0)" };
+    return { poolerPortOffset: cfg.poolerPortOffset, poolerUnavailableReason: "" };
+  };
 
   const register = async () => {
     for (let attempt = 0; !signal.aborted; attempt++) {
@@ -96,10 +121,20 @@ export function startControlLoop(ctx: AppContext, signal: AbortSignal) {
             portRangeEnd: cfg.portRangeEnd,
             versions: [...runtime.versions],
             caCertificatePem: await runtime.caCertificatePem(),
+            publicAddresses: cfg.publicAddresses,
+            ...poolerRegistration(),
+            controlUrl: cfg.controlUrl,
+            // The defaults the configuration API shows: what this agent's servers run with before overrides.
+            tierSettings: TIER_NAMES.map((tier) => ({ tier, settings: runtime.serverDefaults(tier) })),
           },
           { timeoutMs: 10_000 },
         );
-        log.info("registered", { regions: cfg.regions, versions: runtime.versions, capacity: cfg.capacity });
+        log.info("registered", {
+          regions: cfg.regions,
+          public_addresses: cfg.publicAddresses,
+          versions: runtime.versions,
+          capacity: cfg.capacity,
+        });
         return;
       } catch (err) {
         if (attempt === 0 || attempt % 20 === 0) log.warn("registration failed; retrying", { error: err });
@@ -115,8 +150,14 @@ export function startControlLoop(ctx: AppContext, signal: AbortSignal) {
       try {
         for await (const msg of control.watchAssignments({ agentId: cfg.agentId }, { signal })) {
           attempt = 0;
+          // Fencing first: a primary that must not take writes is fenced before anything starts it.
+          leases.setDesired(msg.instances, msg.discardInstanceIds);
+          // Before the reconciler: a port it serves next already admits only the trusted sources.
+          trust.setDesired(msg.instances);
           reconciler.setDesired(msg.instances);
+          reconciler.setDiscards(msg.discardInstanceIds);
           backups.setDesired(msg.instances);
+          poolers.setDesired(msg.instances);
         }
       } catch (err) {
         if (signal.aborted) break;
@@ -133,6 +174,8 @@ export function startControlLoop(ctx: AppContext, signal: AbortSignal) {
       if (signal.aborted) break;
       reconciler.resync();
       try {
+        // Fresh WAL positions: failover compares the standbys' positions reported after the primary's lease ended.
+        await reconciler.refreshWalPositions();
         await control.reportInstances({ agentId: cfg.agentId, instances: reconciler.observations() }, { timeoutMs: 10_000 });
       } catch (err) {
         log.warn("heartbeat failed", { error: ConnectError.from(err).rawMessage });
@@ -141,7 +184,7 @@ export function startControlLoop(ctx: AppContext, signal: AbortSignal) {
   };
 
   const sampler = createSampler({
-    dataDir: cfg.dataDir,
+    instances: runtime,
     list: () => runtime.list(),
     counters: (ids) => ctx.proxy.counters(ids),
     send: async (samples) => {
@@ -151,9 +194,21 @@ export function startControlLoop(ctx: AppContext, signal: AbortSignal) {
     log: log.child({ component: "samples" }),
   });
 
-  const done = Promise.all([watch(), heartbeat(), sampler.run(cfg.sampleIntervalMs, signal)]);
+  const serverLogs = createLogKeeper({ access: runtime, list: () => runtime.list(), log: log.child({ component: "server-logs" }) });
+
+  const done = Promise.all([
+    watch(),
+    heartbeat(),
+    sampler.run(cfg.sampleIntervalMs, signal),
+    trust.run(cfg.trustRepairIntervalMs, signal),
+    poolers.run(signal),
+    leases.run(signal),
+    serverLogs.run(LOG_PRUNE_INTERVAL_MS, signal),
+  ]);
   return {
     reconciler,
+    trust,
+    poolers,
     backups,
     /** Resolves after the loops ended and in-flight instance and backup work finished (or was abandoned safely). */
     async stopped(): Promise<void> {

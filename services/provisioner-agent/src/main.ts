@@ -2,17 +2,43 @@ import { createMetricsRegistry, onShutdown, startServer, startTelemetry } from "
 import { readConfig } from "./config.ts";
 import { createContext } from "./context.ts";
 import { startControlLoop } from "./control-loop.ts";
+import { announceIsolation } from "./isolation.ts";
+import { fenceOnStart } from "./leases.ts";
 import { agentMetrics } from "./metrics.ts";
 import { routes } from "./routes.ts";
 
 const stopTelemetry = await startTelemetry("provisioner-agent");
 const config = readConfig();
 const ctx = createContext(config);
+// Shared-uid in production is refused here, before anything is started.
+try {
+  announceIsolation(config, ctx.runtime, ctx.log);
+} catch (e) {
+  ctx.log.error((e as Error).message);
+  await stopTelemetry();
+  process.exit(1);
+}
+// Highly available primaries a previous process left running are fenced before anything is served again:
+// this process does not know yet whether it still holds their leases.
+const fencedAtStart = await fenceOnStart(ctx.runtime, config.dataDir, ctx.log);
 // Crash leftovers cleared and templates built before the first assignment arrives.
 await ctx.runtime.prepare();
 const metrics = createMetricsRegistry();
-const server = await startServer({ port: config.port, routes: routes(ctx), internalSecret: config.internalSecret, log: ctx.log, metrics });
-const loop = startControlLoop(ctx, server.shutdownSignal);
+const limits = ctx.runtime.resourceLimits;
+const server = await startServer({
+  port: config.port,
+  routes: routes(ctx),
+  internalSecret: config.internalSecret,
+  log: ctx.log,
+  metrics,
+  // Servers without kernel limits are said so (instances/cgroups.ts).
+  health: async () => ({
+    isolation: ctx.runtime.isolation,
+    resource_limits: limits.enforced,
+    ...(limits.reason ? { resource_limits_reason: limits.reason } : {}),
+  }),
+});
+const loop = startControlLoop(ctx, server.shutdownSignal, fencedAtStart);
 agentMetrics(metrics, loop);
 // Hooks run last to first.
 onShutdown(

@@ -1,5 +1,6 @@
 import { Counter, Gauge, type Registry } from "@dbaas/kit";
 import { ObservedState } from "@dbaas/proto/agent";
+import { REJECT_REASONS } from "./backups/archiver.ts";
 import type { BackupManager } from "./backups/backup-manager.ts";
 import type { Reconciler } from "./reconciler.ts";
 
@@ -13,7 +14,10 @@ const STATES = Object.entries(ObservedState)
  * `instances{status}` from the reconciler's latest observations (every status
  * present, 0 included, so a series never vanishes), `reconcile_errors_total`,
  * `wal_spool_bytes`, the archived WAL waiting in the spools for the store, and
- * `base_backups_total{result}`, base backup attempts ended (completed / failed).
+ * `base_backups_total{result}`, base backup attempts ended (completed / failed),
+ * and `wal_files_refused_total{reason}`, WAL spool entries the uploader would
+ * not read (symlink / not_regular / foreign_owner: what a tenant's server may
+ * have planted to make the agent upload a file it cannot read itself).
  */
 export function agentMetrics(registry: Registry, loop: { reconciler: Reconciler; backups: BackupManager }): void {
   new Gauge({
@@ -56,6 +60,17 @@ export function agentMetrics(registry: Registry, loop: { reconciler: Reconciler;
       const o = loop.backups.outcomes();
       this.inc({ result: "completed" }, o.completed);
       this.inc({ result: "failed" }, o.failed);
+    },
+  });
+  new Counter({
+    name: "wal_files_refused_total",
+    help: "WAL spool entries not uploaded because they are not regular files of the database's server (symlinks, other owners)",
+    labelNames: ["reason"] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      const refused = loop.backups.walFilesRefused();
+      for (const reason of REJECT_REASONS) this.inc({ reason }, refused[reason]);
     },
   });
 }

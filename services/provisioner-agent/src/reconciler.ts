@@ -18,6 +18,8 @@ export interface ReconcilerOptions {
   report: (obs: InstanceObservation) => void;
   /** Removes a purged database's backups from the blob store; runs before its data goes, so a crash retries it. */
   purgeBackups?: (databaseId: string) => Promise<void>;
+  /** Removes what an old primary left on this host (its WAL spool) but not its backups: the database lives on elsewhere. */
+  discardBackups?: (databaseId: string) => Promise<void>;
 }
 
 /** A restored database's source and target, as the runtime takes them. */
@@ -43,6 +45,26 @@ function replicaConnection(spec: InstanceSpec): ReplicaConnection | string | und
   };
 }
 
+/** One pass of the steps toward a running instance (see `runningSteps`). */
+interface RunningPass {
+  spec: InstanceSpec;
+  id: string;
+  /** The spec generation last carried out, if any. */
+  prior: AppliedState | undefined;
+  upToDate: boolean;
+  credentialsCurrent: boolean;
+  /** A replica's primary, or why it cannot start yet. */
+  replica: ReplicaConnection | string | undefined;
+  settings: InstanceSettings;
+  work: TracedWork;
+  /** The latest observation of the instance. */
+  state: RuntimeObservation;
+  /** This pass moved a promoted replica's data in: nothing to provision. */
+  adopted?: boolean;
+  /** This pass started, restarted or resized the server: its configuration is read again. */
+  broughtUp?: boolean;
+}
+
 /**
  * Level-based reconciliation: desired state (the latest snapshot from the
  * databases service) against observed state (data dir, postmaster, readiness),
@@ -59,6 +81,18 @@ export function createReconciler(opts: ReconcilerOptions) {
   const failures = new Map<string, { generation: bigint; attempts: number }>();
   /** The replication slots each running primary was last made to hold (forgotten when its server restarts). */
   const slotsSynced = new Map<string, string>();
+  /** The read-only state each running primary was last given (ALTER SYSTEM keeps it across restarts; a new agent applies it once). */
+  const readOnlyApplied = new Map<string, boolean>();
+  /** The synchronous_standby_names each running primary was last given (forgotten when its server restarts). */
+  const standbysSynced = new Map<string, string>();
+  /** Old primaries' instances to remove (after a failover), from the latest snapshot. */
+  let discards = new Set<string>();
+  /**
+   * The config generation each instance's server has, and what waits there for a restart. Kept in
+   * memory: after an agent restart the first pass applies the configuration again (idempotent).
+   */
+  const configApplied = new Map<string, bigint>();
+  const pendingRestart = new Map<string, string[]>();
   let failedSteps = 0;
   const waiting: Array<() => void> = [];
   let active = 0;
@@ -75,19 +109,25 @@ export function createReconciler(opts: ReconcilerOptions) {
   };
 
   const observe = (spec: InstanceSpec, state: ObservedState, appliedCredentials: bigint, message = "", seen?: RuntimeObservation) => {
+    const running = state === ObservedState.RUNNING;
     const obs = create(InstanceObservationSchema, {
       databaseId: spec.databaseId,
       state,
       observedGeneration: spec.generation,
       appliedCredentialsGeneration: appliedCredentials,
       message,
-      ...(state === ObservedState.RUNNING && seen?.replicationPort
+      ...(running && seen?.replicationPort
         ? { replicationAddress: seen.replicationAddress ?? "", replicationPort: seen.replicationPort }
         : {}),
+      // High availability: how far its WAL goes (failover picks the standby with the most), whether it is fenced.
+      ...(running && seen?.walPosition !== undefined ? { walPosition: seen.walPosition } : {}),
+      fenced: running && runtime.isFenced(spec.databaseId),
+      appliedConfigGeneration: configApplied.get(spec.databaseId) ?? 0n,
+      pendingRestart: pendingRestart.get(spec.databaseId) ?? [],
     });
     const prev = observations.get(spec.databaseId);
     observations.set(spec.databaseId, obs);
-    // Only news is sent at once; the periodic heartbeat repeats the rest.
+    // Only news is sent at once (the WAL position is not news); the periodic heartbeat repeats the rest.
     if (
       !prev ||
       prev.state !== obs.state ||
@@ -95,21 +135,192 @@ export function createReconciler(opts: ReconcilerOptions) {
       prev.appliedCredentialsGeneration !== obs.appliedCredentialsGeneration ||
       prev.message !== obs.message ||
       prev.replicationAddress !== obs.replicationAddress ||
-      prev.replicationPort !== obs.replicationPort
+      prev.replicationPort !== obs.replicationPort ||
+      prev.fenced !== obs.fenced ||
+      prev.appliedConfigGeneration !== obs.appliedConfigGeneration ||
+      prev.pendingRestart.join() !== obs.pendingRestart.join()
     ) {
       opts.report(obs);
     }
   };
 
+  /**
+   * What brings a database desired running there, in order. Each step looks at
+   * the pass (`state` is the latest observation; a step that changes the
+   * instance observes it again) and either does its one thing or nothing;
+   * "wait" ends the pass without the instance running yet (not a failure).
+   */
+  const runningSteps: ReadonlyArray<(c: RunningPass) => Promise<"next" | "wait">> = [
+    awaitPrimary,
+    finishAdoption,
+    provision,
+    bringUp,
+    applyConfig,
+    syncSlots,
+    syncReadOnly,
+    syncStandbys,
+  ];
+
+  /**
+   * A replica whose primary's address is not known yet waits: the databases service fills it in once the primary
+   * is observed and the seed backup completed. A replica already running as wanted keeps running meanwhile (its
+   * primary is restarting).
+   */
+  async function awaitPrimary(c: RunningPass): Promise<"next" | "wait"> {
+    if (typeof c.replica !== "string" || (c.state.state === "running" && c.upToDate)) return "next";
+    observe(c.spec, ObservedState.PROGRESSING, 0n, c.replica);
+    return "wait";
+  }
+
+  /**
+   * Until its first start is recorded, an adopting database finishes the adoption again (an agent killed after the
+   * rename, before the replica's archive and applied record were removed); adopt is idempotent.
+   */
+  async function finishAdoption(c: RunningPass): Promise<"next" | "wait"> {
+    const from = c.spec.adoptInstanceId;
+    if (!from || (c.state.state !== "absent" && c.prior !== undefined)) return "next";
+    await c.work.step("adopt", async () => {
+      await runtime.adopt(c.id, from);
+      // What the promoted standby archived under the replica's id is of no use to anyone.
+      await opts.purgeBackups?.(from);
+      await applied.remove(from);
+    });
+    c.adopted = true;
+    c.state = await runtime.observe(c.id);
+    return "next";
+  }
+
+  /** An absent instance is created: empty, from a restore's source backups, or a replica from its seed. */
+  async function provision(c: RunningPass): Promise<"next" | "wait"> {
+    if (c.adopted || c.state.state !== "absent") return "next";
+    const { spec } = c;
+    if (c.prior) throw new Error("the data directory of this database is missing on its host");
+    if (spec.replicaOf && !spec.replicaOf.seedBackupId) {
+      observe(spec, ObservedState.PROGRESSING, 0n, "waiting for the seed backup of its primary");
+      return "wait";
+    }
+    // A restored database is created from its source's backups; its first start replays them. A replica, from its seed.
+    const restore = restoreRequest(spec);
+    const r = spec.replicaOf;
+    const seed = r ? { primaryDatabaseId: r.primaryDatabaseId, backupId: r.seedBackupId } : undefined;
+    await c.work.step("provision", () =>
+      runtime.create(c.id, { version: spec.version, ...(restore ? { restore } : {}), ...(seed ? { seed } : {}) }),
+    );
+    c.state = await runtime.observe(c.id);
+    return "next";
+  }
+
+  /**
+   * The server runs with the spec's settings and verifier: started when it is not running (a crash included); a new
+   * generation of a running one is a resize (its tier changed) or a restart; only a new verifier, a password change.
+   */
+  async function bringUp(c: RunningPass): Promise<"next" | "wait"> {
+    const { id, settings, work } = c;
+    if (c.state.state !== "running" || !c.upToDate) {
+      slotsSynced.delete(id);
+      // A start writes the spec's synchronous standbys itself.
+      standbysSynced.delete(id);
+    }
+    if (c.state.state === "running" && !c.upToDate) {
+      if (c.prior !== undefined && c.prior.tier !== c.spec.tier) await work.step("resize", () => runtime.resize(id, settings));
+      else await work.step("restart", () => runtime.restart(id, settings));
+      c.broughtUp = true;
+    } else if (c.state.state !== "running") {
+      if (c.state.state === "crashed") log.warn("instance found dead; starting it again", { database_id: id });
+      await work.step("start", () => runtime.start(id, settings));
+      c.broughtUp = true;
+    } else if (!c.credentialsCurrent) {
+      await work.step("set password", () => runtime.setPassword(id, c.spec.scramVerifier));
+    }
+    return "next";
+  }
+
+  /**
+   * The server has the spec's configuration overrides (docs/product.md, Inside the database): a new
+   * config generation is applied with ALTER SYSTEM and a reload; after a start, restart or resize (which
+   * wrote them before the server started) only what waits for a restart is read again.
+   */
+  async function applyConfig(c: RunningPass): Promise<"next" | "wait"> {
+    if (!c.broughtUp && configApplied.get(c.id) === c.spec.configGeneration) return "next";
+    const pending = await c.work.step("configuration", () => runtime.setParameters(c.id, c.spec.parameters));
+    configApplied.set(c.id, c.spec.configGeneration);
+    pendingRestart.set(c.id, pending);
+    return "next";
+  }
+
+  /** A primary holds exactly its replicas' slots: a slot of a replica that is gone would keep WAL forever. */
+  async function syncSlots(c: RunningPass): Promise<"next" | "wait"> {
+    const slots = c.spec.replicationSlots.join(",");
+    if (c.spec.replicaOf || slotsSynced.get(c.id) === slots) return "next";
+    await c.work.step("replication slots", () => runtime.syncReplicationSlots(c.id, c.spec.replicationSlots));
+    slotsSynced.set(c.id, slots);
+    return "next";
+  }
+
+  /** Storage full (the databases service decides from the samples): a primary is read-only until it is not. */
+  async function syncReadOnly(c: RunningPass): Promise<"next" | "wait"> {
+    if (c.spec.replicaOf || readOnlyApplied.get(c.id) === c.spec.readOnly) return "next";
+    await c.work.step("read only", () => runtime.setReadOnly(c.id, c.spec.readOnly));
+    readOnlyApplied.set(c.id, c.spec.readOnly);
+    return "next";
+  }
+
+  /**
+   * A highly available primary commits only once one of its streaming standbys has the WAL (in synchronous
+   * mode): its synchronous_standby_names are the spec's standbys that stream from it now, by a reload, looked at
+   * again every pass (each heartbeat) while the spec names any — a standby joins once it streams here.
+   */
+  async function syncStandbys(c: RunningPass): Promise<"next" | "wait"> {
+    const names = c.spec.synchronousStandbyNames;
+    if (c.spec.replicaOf || (names === "" && standbysSynced.get(c.id) === names)) return "next";
+    await c.work.step("synchronous standbys", () => runtime.setSynchronousStandbys(c.id, names));
+    standbysSynced.set(c.id, names);
+    return "next";
+  }
+
+  /**
+   * An old primary left here by a failover (its database runs on another agent now): fenced, its data and WAL
+   * spool removed — never its backups, which the database keeps — and PURGED reported under its id.
+   */
+  async function discard(id: string): Promise<void> {
+    const work = tracedWork("discard", {}, { "dbaas.database_id": id });
+    try {
+      await work.step("discard", async () => {
+        await runtime.fence(id);
+        await opts.discardBackups?.(id);
+        await runtime.destroy(id);
+        await applied.remove(id);
+      });
+      work.end();
+    } catch (err) {
+      work.end(err);
+      throw err;
+    }
+    slotsSynced.delete(id);
+    standbysSynced.delete(id);
+    log.warn("old primary discarded after a failover: its data (with anything it wrote that its standby had not received) is gone", {
+      database_id: id,
+    });
+    opts.report(
+      create(InstanceObservationSchema, {
+        databaseId: id,
+        state: ObservedState.PURGED,
+        observedGeneration: 0n,
+        appliedCredentialsGeneration: 0n,
+      }),
+    );
+  }
+
   async function converge(spec: InstanceSpec): Promise<void> {
     const prior = await applied.read(spec.databaseId);
     const upToDate = prior !== undefined && BigInt(prior.generation) >= spec.generation;
-    // A replica's password arrives by replication: there is never one to set.
-    const credentialsCurrent =
-      prior !== undefined && (spec.replicaOf !== undefined || BigInt(prior.credentialsGeneration) >= spec.credentialsGeneration);
+    // A replica's password arrives by replication; a new credentials generation of a replica (its primary's
+    // reset) has its runtime wait for that and end the sessions opened with the old one.
+    const credentialsCurrent = prior !== undefined && BigInt(prior.credentialsGeneration) >= spec.credentialsGeneration;
     // Work on a change joins the trace of the request that made it; work on an applied spec (a crashed
     // instance started again) is a trace of its own. A converge with nothing to do makes no span.
-    const work = tracedWork("reconcile", upToDate && credentialsCurrent ? {} : spec.traceContext, {
+    const configCurrent = configApplied.get(spec.databaseId) === spec.configGeneration;
+    const work = tracedWork("reconcile", upToDate && credentialsCurrent && configCurrent ? {} : spec.traceContext, {
       "dbaas.database_id": spec.databaseId,
       "dbaas.generation": String(spec.generation),
     });
@@ -138,6 +349,8 @@ export function createReconciler(opts: ReconcilerOptions) {
       hostname: spec.host,
       scramVerifier: spec.scramVerifier,
       ...(typeof replica === "object" ? { replica } : {}),
+      ...(spec.standby ? { unpublished: true } : {}),
+      parameters: spec.parameters,
     };
     const record = async () => {
       if (upToDate && credentialsCurrent) return;
@@ -150,56 +363,8 @@ export function createReconciler(opts: ReconcilerOptions) {
 
     switch (spec.desiredState) {
       case DesiredState.RUNNING: {
-        let state = await runtime.observe(id);
-        // Not failures: the databases service fills these in once the primary is observed and the seed backup
-        // completed. A replica already running as wanted keeps running meanwhile (its primary is restarting).
-        if (typeof replica === "string" && !(state.state === "running" && upToDate)) {
-          observe(spec, ObservedState.PROGRESSING, 0n, replica);
-          return;
-        }
-        // Until its first start is recorded, an adopting database finishes the adoption again (an agent killed
-        // after the rename, before the replica's archive and applied record were removed); adopt is idempotent.
-        if (spec.adoptInstanceId && (state.state === "absent" || prior === undefined)) {
-          const from = spec.adoptInstanceId;
-          await work.step("adopt", async () => {
-            await runtime.adopt(id, from);
-            // What the promoted standby archived under the replica's id is of no use to anyone.
-            await opts.purgeBackups?.(from);
-            await applied.remove(from);
-          });
-          state = await runtime.observe(id);
-        } else if (state.state === "absent") {
-          if (prior) throw new Error("the data directory of this database is missing on its host");
-          if (spec.replicaOf && !spec.replicaOf.seedBackupId) {
-            observe(spec, ObservedState.PROGRESSING, 0n, "waiting for the seed backup of its primary");
-            return;
-          }
-          // A restored database is created from its source's backups; its first start replays them. A replica, from its seed.
-          const restore = restoreRequest(spec);
-          const r = spec.replicaOf;
-          const seed = r ? { primaryDatabaseId: r.primaryDatabaseId, backupId: r.seedBackupId } : undefined;
-          await work.step("provision", () =>
-            runtime.create(id, { version: spec.version, ...(restore ? { restore } : {}), ...(seed ? { seed } : {}) }),
-          );
-          state = await runtime.observe(id);
-        }
-        if (state.state !== "running" || !upToDate) slotsSynced.delete(id);
-        if (state.state === "running" && !upToDate) {
-          // A new generation of a running instance is a resize (its tier changed) or a restart.
-          if (prior !== undefined && prior.tier !== spec.tier) await work.step("resize", () => runtime.resize(id, settings));
-          else await work.step("restart", () => runtime.restart(id, settings));
-        } else if (state.state !== "running") {
-          if (state.state === "crashed") log.warn("instance found dead; starting it again", { database_id: id });
-          await work.step("start", () => runtime.start(id, settings));
-        } else if (!credentialsCurrent) {
-          await work.step("set password", () => runtime.setPassword(id, spec.scramVerifier));
-        }
-        // A primary holds exactly its replicas' slots: a slot of a replica that is gone would keep WAL forever.
-        const slots = spec.replicationSlots.join(",");
-        if (!spec.replicaOf && slotsSynced.get(id) !== slots) {
-          await work.step("replication slots", () => runtime.syncReplicationSlots(id, spec.replicationSlots));
-          slotsSynced.set(id, slots);
-        }
+        const c: RunningPass = { spec, id, prior, upToDate, credentialsCurrent, replica, settings, work, state: await runtime.observe(id) };
+        for (const step of runningSteps) if ((await step(c)) === "wait") return;
         await record();
         observe(spec, ObservedState.RUNNING, spec.credentialsGeneration, "", await runtime.observe(id));
         work.mark("instance ready");
@@ -217,13 +382,19 @@ export function createReconciler(opts: ReconcilerOptions) {
           throw new Error("the data directory of this database is missing on its host");
         }
         if (state.state === "running") await work.step("stop", () => runtime.stop(id));
-        // A stopped instance takes the current verifier (and tier) when it next starts.
+        // A stopped instance takes the current verifier (and tier, and configuration) when it next starts.
+        configApplied.set(id, spec.configGeneration);
+        pendingRestart.delete(id);
         await record();
         observe(spec, ObservedState.STOPPED, spec.credentialsGeneration);
         return;
       }
       case DesiredState.PURGED: {
         slotsSynced.delete(id);
+        readOnlyApplied.delete(id);
+        standbysSynced.delete(id);
+        configApplied.delete(id);
+        pendingRestart.delete(id);
         await work.step("purge", async () => {
           await opts.purgeBackups?.(id);
           await runtime.destroy(id);
@@ -247,7 +418,21 @@ export function createReconciler(opts: ReconcilerOptions) {
       do {
         dirty.delete(id);
         const spec = specs.get(id);
-        if (!spec || stopped) break;
+        if (stopped) break;
+        if (!spec) {
+          if (!discards.has(id)) break;
+          await acquire();
+          try {
+            await discard(id);
+            discards.delete(id);
+          } catch (err) {
+            failedSteps++;
+            log.warn("discarding an old primary failed; will retry", { database_id: id, error: (err as Error).message });
+          } finally {
+            release();
+          }
+          break;
+        }
         await acquire();
         try {
           await converge(spec);
@@ -280,10 +465,33 @@ export function createReconciler(opts: ReconcilerOptions) {
       received = true;
       for (const id of specs.keys()) void run(id);
     },
-    /** Re-observes everything (a crashed postmaster is noticed and restarted here). */
+    /** Old primaries to remove (the snapshot's discards); each is removed once, then reported PURGED. */
+    setDiscards(ids: readonly string[]): void {
+      discards = new Set(ids.filter((id) => !specs.has(id)));
+      for (const id of discards) void run(id);
+    },
+    /** Re-observes everything (a crashed postmaster is noticed and restarted here); old primaries left are retried. */
     resync(): void {
       if (!received) return;
       for (const id of specs.keys()) void run(id);
+      for (const id of discards) void run(id);
+    },
+    /** Re-observes one instance now (its fencing changed: the report says so at once). */
+    touch(id: string): void {
+      if (specs.has(id)) void run(id);
+    },
+    /**
+     * The running standbys' and highly available primaries' WAL positions measured again, into their
+     * observations, for the heartbeat (failover compares standbys by what they reported after the lease ended).
+     */
+    async refreshWalPositions(): Promise<void> {
+      for (const spec of specs.values()) {
+        if (!spec.standby && !spec.leaseRequired) continue;
+        const obs = observations.get(spec.databaseId);
+        if (!obs || obs.state !== ObservedState.RUNNING) continue;
+        const seen = await runtime.observe(spec.databaseId).catch(() => undefined);
+        if (seen?.state === "running" && seen.walPosition !== undefined) obs.walPosition = seen.walPosition;
+      }
     },
     /** Failed convergence attempts since the process started (reconcile_errors_total). */
     failedSteps(): number {

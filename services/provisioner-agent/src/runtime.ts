@@ -1,11 +1,21 @@
+import type { InstanceAccess } from "./instance-access.ts";
+
 /**
  * The boundary between the reconciler and wherever PostgreSQL instances
  * actually run. The reconciler (and the agent's status RPC) speak only this
- * interface; today's implementation runs local processes
- * (`instances/local-runtime.ts`). A runtime that drives Kubernetes
- * (CloudNativePG `Cluster` resources) for hosts beyond one machine is meant to
- * plug in here, and backups, the connection proxy and replicas beside it.
+ * interface; backups and samples speak it and its {@link InstanceAccess}
+ * (instance-access.ts), never the runtime's own modules. Today's
+ * implementation runs local processes (`instances/local-runtime.ts`). A
+ * runtime that drives Kubernetes (CloudNativePG `Cluster` resources) for
+ * hosts beyond one machine is meant to plug in here.
  */
+
+/**
+ * How a runtime's servers are kept apart: `per-tenant-uid`, each its own OS
+ * user (or, for a runtime of pods, its own pod); `shared-uid`, every server
+ * runs as the agent (it cannot switch users), isolated only by PostgreSQL.
+ */
+export type Isolation = "per-tenant-uid" | "shared-uid";
 
 /** What an instance is started with. Every start and resize carries all of it. */
 export interface InstanceSettings {
@@ -23,6 +33,16 @@ export interface InstanceSettings {
    * replication) and its start is done once its WAL receiver streams.
    */
   replica?: ReplicaConnection;
+  /**
+   * A standby of a highly available database: its port is never served to
+   * clients (its start probes the server's private address instead).
+   */
+  unpublished?: boolean;
+  /**
+   * The customer's configuration overrides (PostgreSQL's notation, allowlisted by the databases
+   * service): the server starts with them (they outrank the tier's settings).
+   */
+  parameters?: Readonly<Record<string, string>>;
 }
 
 /** Where a replica streams from (the spec's ReplicaSource, less the seed). */
@@ -63,6 +83,26 @@ export interface RestoreRequest {
  * - `running`: a server runs (see `message` for one that does not accept connections yet).
  * - `crashed`: the server died without a stop; `start` recovers it with its data.
  */
+/** A database's connection pooler (docs/product.md, Trusted sources and connection pooling). */
+export interface PoolerSettings {
+  mode: "transaction" | "session";
+  poolSize: number;
+  maxClientConnections: number;
+  /** Its published port (the meter serves it, accounted to the database). */
+  port: number;
+  /** Its host name: its certificate's. */
+  host: string;
+  /** dbadmin's verifier: clients log in with the database's password (SCRAM), checked against it. */
+  scramVerifier: string;
+}
+
+export interface PoolerStatus {
+  running: boolean;
+  pid?: number;
+  /** Why it does not run although asked to. */
+  message?: string;
+}
+
 export type InstanceState = "absent" | "stopped" | "running" | "crashed";
 
 /** What `observe` saw. */
@@ -77,6 +117,16 @@ export interface RuntimeObservation {
   /** Where the running server listens for replication (its private address and port), when running. */
   replicationAddress?: string;
   replicationPort?: number;
+  /** How far its WAL goes, in bytes (a primary: written; a standby: received), when running. */
+  walPosition?: bigint;
+}
+
+/** Whether a runtime holds each server to its tier's CPU, memory and pids, how, and why not. */
+export interface ResourceLimits {
+  enforced: boolean;
+  /** "cgroup v1", "cgroup v2", or "none". */
+  how: string;
+  reason?: string;
 }
 
 /**
@@ -120,9 +170,13 @@ export interface RuntimeObservation {
  * - **`observe` never throws for a known state** and is cheap enough to call
  *   for every instance on every heartbeat.
  */
-export interface InstanceRuntime {
+export interface InstanceRuntime extends InstanceAccess {
   /** PostgreSQL major versions this runtime can create, newest first (what the agent registers). */
   readonly versions: readonly string[];
+  /** How its servers are isolated from each other (start-up line, agent status, /healthz). */
+  readonly isolation: Isolation;
+  /** The kernel limits its servers run under (the agent's start-up line, status and /healthz say so). */
+  readonly resourceLimits: ResourceLimits;
   /**
    * Makes the runtime ready before any other call: clears what an agent
    * crash left half-done, builds what creates copy from. Idempotent.
@@ -148,6 +202,21 @@ export interface InstanceRuntime {
    * are missing and drops (ending their walsenders) every other `dbaas_` slot.
    */
   syncReplicationSlots(id: string, slots: readonly string[]): Promise<void>;
+  /**
+   * Fences the instance: no client session (the agent's and replication
+   * connections only) until `unfence`, whatever starts it meanwhile — a start
+   * of a fenced instance ends without admitting clients. Resolves once
+   * running client sessions are gone and new ones are refused; idempotent,
+   * answers at once for an instance that does not run (it comes up fenced).
+   * Takes no turn: it must not wait behind a slow start (a lease is ending).
+   */
+  fence(id: string): Promise<void>;
+  /** Lets clients in again (a running instance's access rules reopened); idempotent. */
+  unfence(id: string): Promise<void>;
+  /** Whether the instance is fenced now (as `fence` left it). */
+  isFenced(id: string): boolean;
+  /** On a running primary: its synchronous_standby_names, applied by a reload (never a restart). */
+  setSynchronousStandbys(id: string, names: string): Promise<void>;
   /** Starts a created, stopped or crashed instance; on a running one see the contract above. */
   start(id: string, settings: InstanceSettings): Promise<void>;
   /** Stops the server, keeping the data. A crashed instance is cleaned up to `stopped`. */
@@ -156,14 +225,42 @@ export interface InstanceRuntime {
   restart(id: string, settings: InstanceSettings): Promise<void>;
   /** Applies a new tier; restarts the server only if the settings it runs with change. */
   resize(id: string, settings: InstanceSettings): Promise<void>;
-  /** Replaces dbadmin's verifier on a running instance; fails if it is not running. */
+  /**
+   * Replaces dbadmin's verifier on a running instance and ends dbadmin's open
+   * sessions; fails if it is not running. A replica takes it by replication:
+   * the call waits until it has, then ends the sessions there.
+   */
   setPassword(id: string, scramVerifier: string): Promise<void>;
+  /**
+   * Makes a running primary read-only (`default_transaction_read_only` for
+   * every session, kept across restarts) or writable again: its tier's
+   * storage is full, or no longer. A session may still opt back into writes.
+   */
+  setReadOnly(id: string, readOnly: boolean): Promise<void>;
+  /**
+   * Makes the customer's overrides of a running server exactly `parameters` (ALTER SYSTEM, then a
+   * reload: done once the server has reloaded) and answers the names of the parameters waiting for a
+   * restart (pg_settings.pending_restart). Fails if it is not running.
+   */
+  setParameters(id: string, parameters: Readonly<Record<string, string>>): Promise<string[]>;
+  /** What a server of `tier` runs with before any override: the tier's settings and those set whatever the tier. */
+  serverDefaults(tier: string): Record<string, string>;
   /** The instance's current state, read from the real system, never from a cache. */
   observe(id: string): Promise<RuntimeObservation>;
   /** Stops the instance if needed and removes its data for good. */
   destroy(id: string): Promise<void>;
   /** Ids of every instance that exists (complete data), sorted. */
   list(): Promise<string[]>;
+  /**
+   * Connection poolers, where the runtime has them: whether it can run one (and why not), and the
+   * pooler of instance `id` made to run with `settings` while its server runs (undefined: stopped
+   * and unpublished). Idempotent; a pooler found running (started before an agent restart) is kept.
+   */
+  readonly poolerSupport?: { available: boolean; reason: string };
+  syncPooler?(id: string, settings: PoolerSettings | undefined): Promise<PoolerStatus>;
+  /** Instances with pooler state (running or not), and the removal of one's (its database purged). */
+  listPoolers?(): Promise<string[]>;
+  removePooler?(id: string): Promise<void>;
   /** PEM of the CA that signs every instance's server certificate (clients pin it for verify-full). */
   caCertificatePem(): Promise<string>;
   /**

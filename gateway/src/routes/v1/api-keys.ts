@@ -1,5 +1,5 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { SCOPES } from "@dbaas/kit";
+import { SCOPES } from "@dbaas/catalogue";
 import type { ApiKey } from "@dbaas/proto/identity";
 import { created, noContent, type Reply } from "../../middleware/envelope.ts";
 import { Type } from "@sinclair/typebox";

@@ -1,4 +1,5 @@
-import { ALERT_CHANNELS, PAYMENT_METHOD_TYPES, TOKEN_MAX_LENGTH } from "@dbaas/kit";
+import { TOKEN_MAX_LENGTH } from "@dbaas/kit";
+import { ALERT_CHANNELS, PAYMENT_METHOD_TYPES } from "@dbaas/catalogue";
 import type { Alert, Invoice, PaymentMethod, UsageLine } from "@dbaas/proto/billing";
 import { Type } from "@sinclair/typebox";
 import { created, file, noContent, ok, type Reply } from "../../middleware/envelope.ts";
@@ -35,7 +36,7 @@ export const listQuery = PAGINATION_QUERY;
 
 const line = (l: UsageLine | undefined) => ({ quantity: l?.quantity ?? 0, amount: l?.amount ?? 0 });
 
-/** Month-to-date usage of the caller's organization (spec 2.4). */
+/** Month-to-date usage of the caller's organization (docs/product.md, Billing). */
 export async function getUsage({ ctx, principal }: AuthedCall<unknown>): Promise<Reply> {
   const res = await ctx.billing.getUsage({ organizationId: principal.organizationId });
   const compute = line(res.computeHours);
@@ -103,7 +104,7 @@ export async function deletePaymentMethod(call: AuthedCall<unknown>): Promise<Re
   return noContent();
 }
 
-/** Spec 2.5. The PDF is served by this gateway, so pdf_url is under its public base URL. */
+/** docs/product.md, Billing. The PDF is served by this gateway, so pdf_url is under its public base URL. */
 function invoice(inv: Invoice, publicBaseUrl: string) {
   return {
     id: inv.id,

@@ -1,13 +1,7 @@
-import {
-  DATABASE_NAME_MAX_LENGTH,
-  DATABASE_NAME_MIN_LENGTH,
-  DATABASE_STATUSES,
-  DEFAULT_POSTGRES_VERSION,
-  POSTGRES_VERSIONS,
-  REGIONS,
-  TIERS,
-} from "@dbaas/kit";
+import { DATABASE_NAME_MAX_LENGTH, DATABASE_NAME_MIN_LENGTH } from "@dbaas/kit";
+import { DATABASE_STATUSES, DEFAULT_POSTGRES_VERSION, POSTGRES_VERSIONS, REGIONS, TIERS } from "@dbaas/catalogue";
 import type { CreateDatabaseResponse, Database, Operation } from "@dbaas/proto/databases";
+import { Type } from "@sinclair/typebox";
 import { created, file, list, noContent, ok, type Reply } from "../../middleware/envelope.ts";
 import { body, displayText, oneOf, optional, pagination, PAGINATION, PAGINATION_QUERY, query, type Infer } from "../../schema.ts";
 import {
@@ -41,6 +35,16 @@ export const createBody = body({
   version: optional(
     oneOf(POSTGRES_VERSIONS, `PostgreSQL major version (GET /v1/versions lists those with capacity); default ${DEFAULT_POSTGRES_VERSION}.`),
   ),
+  standbys: optional(
+    Type.Integer({
+      minimum: 0,
+      maximum: 2,
+      description:
+        "Standbys on other hosts of the region (high availability; GET …/high-availability), default 0; " +
+        "409 when the region has too few hosts, 402 without a payment method in good standing.",
+    }),
+  ),
+  synchronous: optional(Type.Boolean({ description: "Commit only once a standby has the WAL (needs standbys ≥ 1), default false." })),
 });
 
 export const updateBody = body({
@@ -96,7 +100,7 @@ export function databaseRecord(db: Database) {
 }
 
 /**
- * Spec 2.1: "The list response items carry only: id, name, region, tier,
+ * docs/product.md, Databases: "List items carry only id, name, region, tier,
  * version, status, created_at" — a restored database's `restored_from` is on
  * its full record (GET), not here.
  */
@@ -136,7 +140,8 @@ export function createdRecord(res: Pick<CreateDatabaseResponse, "database" | "pa
   };
 }
 
-function operation(op: Operation) {
+/** An operation; a failover's also says why and which members (`from`, `to`). */
+export function operation(op: Operation) {
   return {
     id: op.id,
     type: operationTypeName(op.type),
@@ -144,6 +149,7 @@ function operation(op: Operation) {
     started_at: iso(op.startedAt),
     finished_at: iso(op.finishedAt),
     error: orNull(op.error),
+    ...(op.type === "failover" && { reason: op.reason, from: op.fromMember, to: op.toMember }),
   };
 }
 
@@ -157,6 +163,8 @@ export async function createDatabase(call: AuthedCall<Infer<typeof createBody>>)
     region: body.region,
     tier: body.tier,
     version: body.version ?? "",
+    standbys: body.standbys ?? 0,
+    synchronous: body.synchronous ?? false,
   });
   return created(createdRecord(res));
 }

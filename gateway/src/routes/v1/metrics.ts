@@ -8,7 +8,7 @@ import type { AuthedCall } from "../route.ts";
 /** The largest step GetMetrics can carry (int32 seconds, some 68 years). */
 export const STEP_MAX_SECONDS = 2_147_483_647;
 
-/** DESIGN.md, Metrics. The databases service checks the rest (the names, start after end, at most 1,000 points) and names the field. */
+/** docs/product.md, Metrics. The databases service checks the rest (the names, start after end, at most 1,000 points) and names the field. */
 export const metricsQuery = query({
   start: optional(timestamp("Start of the range (ISO 8601); default: an hour before end.")),
   end: optional(timestamp("End of the range (ISO 8601); default: now.")),

@@ -1,4 +1,5 @@
-import { GRANTABLE_ROLES, PLANS, TOKEN_MAX_LENGTH } from "@dbaas/kit";
+import { TOKEN_MAX_LENGTH } from "@dbaas/kit";
+import { GRANTABLE_ROLES, PLANS } from "@dbaas/catalogue";
 import type { Invitation, Member } from "@dbaas/proto/identity";
 import { created, noContent, ok, type Reply } from "../../middleware/envelope.ts";
 import { body, describe, emailAddress, oneOf, optional, PAGINATION_QUERY, text, type Infer } from "../../schema.ts";
@@ -38,7 +39,7 @@ export const acceptBody = body({
 
 export const listQuery = PAGINATION_QUERY;
 
-/** Spec 2.2. */
+/** The Member schema of /v1/openapi.json. */
 function member(m: Member) {
   const user = present(m.user, "member.user");
   return {
@@ -49,7 +50,7 @@ function member(m: Member) {
   };
 }
 
-/** Spec 2.3. */
+/** The Invitation schema of /v1/openapi.json. */
 function invitation(i: Invitation) {
   return {
     id: i.id,
@@ -70,7 +71,7 @@ export async function getOrganization(call: AuthedCall<unknown>): Promise<Reply>
 }
 
 /**
- * The route needs settings:write (spec 2.7: change settings); the plan is
+ * The route needs settings:write (docs/product.md, Roles and permissions: change settings); the plan is
  * billing, which only billing:write (the owner) may change: identity decides
  * that from the actor's permissions (403 insufficient_permissions).
  */

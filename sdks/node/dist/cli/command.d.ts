@@ -42,8 +42,10 @@ export interface Command {
 }
 export interface Group {
     summary: string;
-    commands: Record<string, Command>;
+    /** Commands, and groups of their own one level down (`databases trusted-sources list`). */
+    commands: Record<string, Command | Group>;
 }
+export declare const isGroup: (x: Group | Command) => x is Group;
 export declare const WAIT: OptionSpec;
 /** A required option's value, or a usage error naming it. */
 export declare function need(args: Args, name: string): string;

@@ -5,6 +5,7 @@ export class UsageError extends Error {
 /** A failure found by the CLI itself (not logged in, psql missing, …): exit code 1. */
 export class CliError extends Error {
 }
+export const isGroup = (x) => "commands" in x;
 export const WAIT = { type: "boolean", description: "Wait until the change is done, showing progress." };
 /** A required option's value, or a usage error naming it. */
 export function need(args, name) {
@@ -69,7 +70,7 @@ export function commandHelp(path, cmd) {
 /** A group's commands and, as its examples, the first example of each. */
 export function groupHelp(name, group) {
     const width = Math.max(...Object.keys(group.commands).map((c) => c.length));
-    const examples = Object.values(group.commands).flatMap((cmd) => cmd.examples.slice(0, 1));
+    const examples = Object.values(group.commands).flatMap((cmd) => isGroup(cmd) ? Object.values(cmd.commands).flatMap((c) => (isGroup(c) ? [] : c.examples.slice(0, 1))) : cmd.examples.slice(0, 1));
     return [
         group.summary,
         "",

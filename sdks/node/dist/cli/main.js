@@ -8,7 +8,7 @@ import { parseArgs } from "node:util";
 import { DbaasClient } from "../client.js";
 import { DbaasConnectionError, DbaasError, DbaasWaitError } from "../errors.js";
 import { DEFAULT_BASE_URL } from "../transport.js";
-import { CliError, commandHelp, GLOBAL_OPTIONS, groupHelp, UsageError } from "./command.js";
+import { CliError, commandHelp, GLOBAL_OPTIONS, groupHelp, isGroup, UsageError, } from "./command.js";
 import { auth } from "./commands/auth.js";
 import { backups, restore } from "./commands/backups.js";
 import { billing } from "./commands/billing.js";
@@ -17,7 +17,6 @@ import { apiKeys, members } from "./commands/organization.js";
 import { replicas } from "./commands/replicas.js";
 import { configPath, readConfig } from "./config.js";
 const TOP = { auth, databases, backups, restore, replicas, members, "api-keys": apiKeys, billing };
-const isGroup = (x) => "commands" in x;
 const EXIT = { ok: 0, api: 1, usage: 2, network: 3 };
 function topHelp() {
     const width = Math.max(...Object.keys(TOP).map((k) => k.length));
@@ -43,6 +42,15 @@ function topHelp() {
         "",
     ].join("\n");
 }
+/** Whether the words so far name a group, so the next word names one of its commands (or subgroups). */
+function takesWord(words) {
+    if (words.length === 0)
+        return true;
+    let at = TOP[words[0]];
+    for (const w of words.slice(1))
+        at = at && isGroup(at) ? at.commands[w] : undefined;
+    return at !== undefined && isGroup(at);
+}
 /** The command words (`databases create`) out of argv, skipping global options and their values. */
 function splitWords(argv) {
     const words = [];
@@ -53,7 +61,7 @@ function splitWords(argv) {
             rest.push(...argv.slice(i));
             break;
         }
-        if (words.length < 2 && !a.startsWith("-") && (words.length === 0 || isGroup(TOP[words[0]] ?? { commands: {}, summary: "" }))) {
+        if (!a.startsWith("-") && takesWord(words)) {
             words.push(a);
             continue;
         }
@@ -65,20 +73,24 @@ function splitWords(argv) {
     return { words, rest };
 }
 function resolve(words) {
-    const [first, second] = words;
+    const [first, ...more] = words;
     if (!first)
         return { path: "" };
     const top = TOP[first];
     if (!top)
         throw new UsageError(`unknown command '${first}'`);
-    if (!isGroup(top))
-        return { path: first, command: top };
-    if (!second)
-        return { path: first, group: top };
-    const command = top.commands[second];
-    if (!command)
-        throw new UsageError(`unknown command '${first} ${second}'; run 'dbaas ${first} --help'`);
-    return { path: `${first} ${second}`, command };
+    let at = top;
+    let path = first;
+    for (const w of more) {
+        if (!isGroup(at))
+            break;
+        const next = at.commands[w];
+        if (!next)
+            throw new UsageError(`unknown command '${path} ${w}'; run 'dbaas ${path} --help'`);
+        at = next;
+        path = `${path} ${w}`;
+    }
+    return isGroup(at) ? { path, group: at } : { path, command: at };
 }
 async function main(argv) {
     const { words, rest } = splitWords(argv);

@@ -294,6 +294,285 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/databases/{id}/trusted-sources": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the addresses allowed to connect to the database (its port, its pooler and its replicas), oldest first. An empty list admits every address. */
+        get: operations["listTrustedSources"];
+        put?: never;
+        /** Allow an IPv4 or IPv6 address or network (CIDR) to connect. Once a database has trusted sources, connections from any other address are refused before they reach PostgreSQL, within 5 seconds. With `expires_at` the entry stops admitting at that instant and leaves the list. At most 50 per database (409); a CIDR with host bits set is a 422 naming the network meant; one already listed is a 409. */
+        post: operations["createTrustedSource"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/databases/{id}/trusted-sources/{tsid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove a trusted source: its address stops being admitted within 5 seconds (unless another entry covers it). */
+        delete: operations["deleteTrustedSource"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/databases/{id}/pooler": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The database's connection pooler (PgBouncer): its own host name and port, the database's username and password. `enabled: false` with a `reason` where the database's host cannot run one. */
+        get: operations["getPooler"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /** Change the pooler: enable or disable it, its mode (`transaction`, the default, or `session`) and its pool size (1 … the tier's max_connections − 5; 422 naming the field otherwise). 409 when its host cannot run a pooler. */
+        patch: operations["updatePooler"];
+        trace?: never;
+    };
+    "/v1/databases/{id}/high-availability": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A database's high availability: its standbys and mode, its members (the primary first) and its last failover. */
+        get: operations["getHighAvailability"];
+        /** Set a database's standbys (0, 1 or 2) and synchronous mode. Each standby runs on another host of the region (409 naming the reason when the region has too few), streams from the primary, is promoted automatically when the primary is lost, and is billed as compute at the database's tier (402 without a payment method in good standing). Adding standbys needs a running database (409 otherwise); `synchronous` needs at least one (422). */
+        put: operations["setHighAvailability"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/databases/{id}/failover": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A planned switchover (for maintenance): the primary stops taking writes, the healthiest standby receives all of its WAL and is promoted; the connection string stays the same. 202 with the operation (`failover`, running); 409 without a healthy standby, when the database is not running, or while a switchover is under way. */
+        post: operations["failover"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/databases/{id}/roles": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the database's roles (dbadmin included, and roles made in SQL), by name; never a password. */
+        get: operations["listRoles"];
+        put?: never;
+        /** Create a LOGIN role (never superuser, replication or bypassrls) with a generated password, shown this once. dbadmin may grant it privileges, alter or drop it. At most 50 roles per database (409 beyond); a taken name is 409. */
+        post: operations["createRole"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/databases/{id}/roles/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Drop a role and end its sessions. dbadmin cannot be deleted; a role that still owns objects or holds privileges is 409 saying in which databases (REASSIGN OWNED / DROP OWNED there first). */
+        delete: operations["deleteRole"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/databases/{id}/roles/{name}/reset-password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Give a role a new password (shown this once): when the answer arrives the old one no longer works and the role's open sessions, on the read replicas too, have ended. For dbadmin this is the database's reset-password. */
+        post: operations["resetRolePassword"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/databases/{id}/dbs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the server's logical databases (defaultdb included), by name, with owner and size. */
+        get: operations["listDbs"];
+        put?: never;
+        /** Create a logical database owned by a role (default dbadmin); at most 50; a taken name is 409. */
+        post: operations["createDb"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/databases/{id}/dbs/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Drop a logical database; defaultdb cannot be deleted, nor one with open connections (409 saying how many). */
+        delete: operations["deleteDb"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/databases/{id}/config": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The database's configuration: every parameter that can be changed, with its value, default (the tier's, else PostgreSQL's), unit, type, bounds on the database's tier, and whether a restart applies it or is awaited. */
+        get: operations["getConfig"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /** Change parameters of the allowlist, all or nothing (422 naming each refused one). A running database answers once its server has them (a new session sees them); restart-only ones show pending_restart until a restart. Kept across restart, resize (a tier they do not fit is refused) and restore. */
+        patch: operations["updateConfig"];
+        trace?: never;
+    };
+    "/v1/databases/{id}/extensions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the extensions the server's binaries offer (pg_available_extensions), with versions, whether the logical database (`db`, default defaultdb) has each, whether it is trusted, and whether it can be installed here (`allowed`). */
+        get: operations["listExtensions"];
+        put?: never;
+        /** Install an extension of the allowlist (pg_stat_statements, pgcrypto, pg_trgm, citext, hstore, uuid-ossp, btree_gin, btree_gist, …) as superuser in a logical database (default defaultdb); any other (an untrusted language, one reaching outside the server) is 422. Installing one already installed changes nothing. */
+        post: operations["installExtension"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/databases/{id}/extensions/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Drop an extension from a logical database (`db`, default defaultdb); 409 while objects depend on it, 404 when not installed. */
+        delete: operations["deleteExtension"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/databases/{id}/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The server's log (jsonlog), newest last: without a cursor the newest `limit` entries matching the filters (`since`, `until`, `severity` and worse, `q` in the text); `next_cursor` gives what was written after them (poll it to tail), `prev_cursor` the entries before. Kept 7 days or the tier's log quota; never a password. Any status. */
+        get: operations["listLogs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/databases/{id}/queries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Query insights from pg_stat_statements: the statements of your roles in normalized text (constants as $1), ordered by total_time, mean_time or calls (descending), with calls, times, rows and cache hit ratio. While running (409 otherwise). */
+        get: operations["listQueries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/databases/{id}/queries/reset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Start the query statistics again from nothing (pg_stat_statements_reset). While running (409 otherwise). A change: databases:write, where reading them is metrics:read. */
+        post: operations["resetQueries"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/databases/{id}/metrics": {
         parameters: {
             query?: never;
@@ -748,7 +1027,7 @@ export interface components {
             /** Format: date-time */
             created_at: string;
         };
-        /** @description A database as lists show it: exactly these fields (spec 2.1). */
+        /** @description A database as lists show it: exactly these fields. */
         DatabaseListItem: {
             /** @description Identifier, prefix `db-`. */
             id: string;
@@ -839,10 +1118,70 @@ export interface components {
              * @description When it completed or failed; null while running.
              */
             completed_at: string | null;
-            /** @description Compressed bytes stored; 0 until completed. */
+            /**
+             * Format: int64
+             * @description Compressed bytes stored; 0 until completed.
+             */
             size_bytes: number;
             /** @description Why it failed; null otherwise. */
             failure_reason: string | null;
+        };
+        /**
+         * @description An address range allowed to connect to a database, its pooler and its replicas.
+         * @example {
+         *       "id": "ts-4b8r2k9q",
+         *       "cidr": "203.0.113.0/24",
+         *       "description": "office",
+         *       "expires_at": null,
+         *       "created_at": "2026-01-05T10:00:00Z"
+         *     }
+         */
+        TrustedSource: {
+            /** @description Identifier, prefix `ts-`. */
+            id: string;
+            /** @description IPv4 or IPv6 network in CIDR form, normalized (`203.0.113.0/24`, `198.51.100.7/32`, `2001:db8::/32`). */
+            cidr: string;
+            /** @description What the entry is for; empty when none was given. */
+            description: string;
+            /**
+             * Format: date-time
+             * @description When the entry stops admitting and leaves the list; null: never.
+             */
+            expires_at: string | null;
+            /** Format: date-time */
+            created_at: string;
+        };
+        /**
+         * @description A database's connection pooler (PgBouncer) with its own host name and port; the database's username and password log in.
+         * @example {
+         *       "enabled": true,
+         *       "mode": "transaction",
+         *       "pool_size": 20,
+         *       "max_client_connections": 1000,
+         *       "host": "db-3f9a1c2e-pooler.db.example.com",
+         *       "port": 16400,
+         *       "connection_string": "postgresql://dbadmin:********@db-3f9a1c2e-pooler.db.example.com:16400/defaultdb?sslmode=require"
+         *     }
+         */
+        Pooler: {
+            /** @description Whether the pooler runs (false where its host cannot run one: see `reason`). */
+            enabled: boolean;
+            /**
+             * @description Pool mode: `transaction` (default) or `session`.
+             * @enum {string}
+             */
+            mode: "transaction" | "session";
+            /** @description Server connections per database and user. */
+            pool_size: number;
+            /** @description Client connections the pooler accepts at once. */
+            max_client_connections: number;
+            /** @description `<database id>-pooler.<database domain>`: its certificate's name (sslmode=verify-full with the CA certificate). */
+            host?: string;
+            port?: number;
+            /** @description `postgresql://<username>:********@<host>:<port>/<database>?sslmode=require`. */
+            connection_string?: string;
+            /** @description Why there is no pooler; absent when there can be one. */
+            reason?: string;
         };
         /**
          * @description A read replica of a database: a hot standby streaming from it, read-only, reached with the database's own username and password.
@@ -895,12 +1234,15 @@ export interface components {
             username: string;
             /** @description `postgresql://<username>:********@<host>:<port>/<database>?sslmode=require`. */
             connection_string: string;
-            /** @description Bytes of WAL not yet replayed, as last measured; 0 until measured. */
+            /**
+             * Format: int64
+             * @description Bytes of WAL not yet replayed, as last measured; 0 until measured.
+             */
             lag_bytes: number;
             /** Format: date-time */
             created_at: string;
         };
-        /** @description A database's metrics (DESIGN.md, Metrics). */
+        /** @description A database's metrics. */
         Metrics: {
             /** Format: date-time */
             start: string;
@@ -968,10 +1310,10 @@ export interface components {
             /** @description Identifier, prefix `op-`. */
             id: string;
             /**
-             * @description `restore`: a deleted database brought back, or a database made from another's backups; `promote`: the database a promoted read replica became; `backup`: a base backup; `wal_archive`: WAL archiving started failing (failed, with why) or resumed (succeeded).
+             * @description `restore`: a deleted database brought back, or a database made from another's backups; `promote`: the database a promoted read replica became; `backup`: a base backup; `wal_archive`: WAL archiving started failing (failed, with why) or resumed (succeeded); `storage_full`: the database reached its tier's storage and was made read-only (a session may still `SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE` to delete data); `storage_ok`: below 95 % again, writable; `failover`: a standby promoted, automatically or by a planned switchover (succeeded once it runs as the primary).
              * @enum {string}
              */
-            type: "create" | "start" | "stop" | "restart" | "resize" | "delete" | "restore" | "promote" | "backup" | "wal_archive";
+            type: "create" | "start" | "stop" | "restart" | "resize" | "delete" | "restore" | "promote" | "backup" | "wal_archive" | "storage_full" | "storage_ok" | "failover";
             /** @enum {string} */
             status: "running" | "succeeded" | "failed";
             /** Format: date-time */
@@ -983,6 +1325,85 @@ export interface components {
             finished_at: string | null;
             /** @description Why it failed; null otherwise. */
             error: string | null;
+            /** @description A `failover`'s only: why it happened (the lost lease, the failed server, or a planned switchover) and what became of the old primary's data. */
+            reason?: string;
+            /** @description A `failover`'s only: the member that was the primary (`node-…`). */
+            from?: string;
+            /** @description A `failover`'s only: the standby promoted (`node-…`), the primary from then on. */
+            to?: string;
+        };
+        /**
+         * @description A database's high availability: its standbys (streaming replicas on other hosts of its region, promoted automatically when the primary is lost) and their mode, its members now, and its last failover.
+         * @example {
+         *       "standbys": 1,
+         *       "synchronous": true,
+         *       "members": [
+         *         {
+         *           "id": "node-2k7x9m4q1a8c3e5f",
+         *           "role": "primary",
+         *           "status": "running",
+         *           "region": "fsn1",
+         *           "lag_bytes": 0
+         *         },
+         *         {
+         *           "id": "node-8h3j5n2p7r4t6v1w",
+         *           "role": "standby",
+         *           "status": "running",
+         *           "region": "fsn1",
+         *           "lag_bytes": 0
+         *         }
+         *       ],
+         *       "last_failover": {
+         *         "at": "2026-01-05T10:00:12Z",
+         *         "reason": "agent-fsn1 stopped renewing the primary's lease (it ended 2026-01-05T10:00:00.000Z); promoted the standby with the most WAL (50331648 bytes, synchronous mode)",
+         *         "from": "node-5d1f7g3h9k2m4n6p",
+         *         "to": "node-2k7x9m4q1a8c3e5f"
+         *       }
+         *     }
+         */
+        HighAvailability: {
+            /** @description Standbys kept. */
+            standbys: number;
+            /** @description Whether a commit returns only once a standby has its WAL (no acknowledged commit lost on failover). */
+            synchronous: boolean;
+            members: {
+                /** @description Identifier, prefix `node-`. */
+                id: string;
+                /**
+                 * @description The primary takes the connections; a standby streams from it and is not reachable by clients.
+                 * @enum {string}
+                 */
+                role: "primary" | "standby";
+                /**
+                 * @description Lifecycle status.
+                 * @enum {string}
+                 */
+                status: "provisioning" | "running" | "starting" | "stopping" | "stopped" | "restarting" | "resizing" | "failed";
+                /**
+                 * @description Region code.
+                 * @enum {string}
+                 */
+                region: "fsn1" | "nbg1" | "hel1";
+                /**
+                 * Format: int64
+                 * @description A standby's WAL not yet replayed, as last measured; 0 for the primary.
+                 */
+                lag_bytes: number;
+            }[];
+            /**
+             * LastFailover
+             * @description The last failover or switchover; null before the first.
+             */
+            last_failover: {
+                /** Format: date-time */
+                at: string;
+                /** @description Why it happened. */
+                reason: string;
+                /** @description The member that was the primary. */
+                from: string;
+                /** @description The standby promoted. */
+                to: string;
+            } | null;
         };
         /** @description Regions a database can be created in. */
         Regions: {
@@ -1019,7 +1440,7 @@ export interface components {
                 default: boolean;
             }[];
         };
-        /** @description Month-to-date usage of the organization and its price (spec 2.4). */
+        /** @description Month-to-date usage of the organization and its price. */
         Usage: {
             /** @description The billing period, half-open. */
             period: {
@@ -1033,23 +1454,35 @@ export interface components {
             };
             /** @description Quantities and amounts per meter. */
             usage: {
-                /** @description Running time. */
+                /**
+                 * UsageHours
+                 * @description Running time.
+                 */
                 compute: {
                     hours: number;
                     amount: number;
                 };
-                /** @description Stored data. */
+                /**
+                 * UsageGB
+                 * @description Stored data.
+                 */
                 storage: {
                     /** @description GB-months. */
                     gb: number;
                     amount: number;
                 };
-                /** @description Data transferred. */
+                /**
+                 * UsageGB
+                 * @description Data transferred.
+                 */
                 data_transfer: {
                     gb: number;
                     amount: number;
                 };
-                /** @description Replica running time. */
+                /**
+                 * UsageHours
+                 * @description Replica running time.
+                 */
                 replicas: {
                     hours: number;
                     amount: number;
@@ -1076,7 +1509,7 @@ export interface components {
             /** Format: date-time */
             created_at: string;
         };
-        /** @description The bill of one calendar month (UTC), issued after the month ended and charged to the default payment method (spec 2.5). */
+        /** @description The bill of one calendar month (UTC), issued after the month ended and charged to the default payment method. */
         Invoice: {
             /** @description Identifier, prefix `inv-`. */
             id: string;
@@ -1118,7 +1551,7 @@ export interface components {
                 amount: number;
             }[];
         };
-        /** @description A spending alert (spec 4.2): fires at most once per calendar month (UTC). */
+        /** @description A spending alert: fires at most once per calendar month (UTC). */
         Alert: {
             /** @description Identifier, prefix `alr-`. */
             id: string;
@@ -1136,7 +1569,7 @@ export interface components {
             id: string;
             name: string;
             /**
-             * @description Rate limits follow the plan (spec 8).
+             * @description Rate limits follow the plan.
              * @enum {string}
              */
             plan: "free" | "pro" | "enterprise" | "internal";
@@ -1150,7 +1583,7 @@ export interface components {
             email: string;
             name: string;
         };
-        /** @description A member of the organization (spec 2.2). */
+        /** @description A member of the organization. */
         Member: {
             /** @description Identifier, prefix `member-`. */
             id: string;
@@ -1160,7 +1593,7 @@ export interface components {
             /** Format: date-time */
             joined_at: string;
         };
-        /** @description An invitation (spec 2.3). */
+        /** @description An invitation. */
         Invitation: {
             /** @description Identifier, prefix `invite-`. */
             id: string;
@@ -1266,6 +1699,167 @@ export interface components {
              * @description When the token stops working (1 hour after issue).
              */
             expires_at: string;
+        };
+        /** @description A role of the database: never superuser, replication or bypassrls; never a password. */
+        Role: {
+            /** @description A plain identifier. */
+            name: string;
+            /** @description Whether it may log in (roles made through the API always may). */
+            login: boolean;
+            create_db: boolean;
+            create_role: boolean;
+            /** @description The database's own role (`dbadmin`): it cannot be deleted. */
+            builtin: boolean;
+            /**
+             * Format: date-time
+             * @description When it was made through the API; null for dbadmin and roles made in SQL.
+             */
+            created_at: string | null;
+        };
+        /** @description A role with its password: shown this once (a reset-password gives a new one). */
+        CreatedRole: {
+            /** @description A plain identifier. */
+            name: string;
+            /** @description Whether it may log in (roles made through the API always may). */
+            login: boolean;
+            create_db: boolean;
+            create_role: boolean;
+            /** @description The database's own role (`dbadmin`): it cannot be deleted. */
+            builtin: boolean;
+            /**
+             * Format: date-time
+             * @description When it was made through the API; null for dbadmin and roles made in SQL.
+             */
+            created_at: string | null;
+            password: string;
+            /** @description To defaultdb as this role, with the password in clear. */
+            connection_string: string;
+        };
+        /** @description A logical database of the server (not `postgres`, not the templates). */
+        LogicalDb: {
+            /** @description A plain identifier. */
+            name: string;
+            /** @description The role that owns it. */
+            owner: string;
+            /**
+             * Format: int64
+             * @description Its size on disk (pg_database_size).
+             */
+            size_bytes: number;
+            /** @description The database every server has (`defaultdb`): it cannot be deleted. */
+            builtin: boolean;
+        };
+        /** @description An extension the server's binaries offer, and whether a logical database has it. */
+        Extension: {
+            name: string;
+            /** @description The version an install gets. */
+            default_version: string;
+            /** @description The version installed in the logical database asked about; null when it is not. */
+            installed_version: string | null;
+            installed: boolean;
+            /** @description PostgreSQL's trusted flag: a database owner could install it without a superuser. */
+            trusted: boolean;
+            /** @description Whether POST …/extensions installs it (the allowlist); others are refused. */
+            allowed: boolean;
+            description: string;
+        };
+        /** @description A database's configuration: every parameter that can be changed. */
+        Config: {
+            parameters: {
+                /** @description PostgreSQL's name of the parameter. */
+                name: string;
+                /** @description What the database runs with (or will at its next restart): the override, else the default. */
+                value: number | string | boolean | string[];
+                /** @description Its value without an override: the tier's, else PostgreSQL's. */
+                default: number | string | boolean | string[];
+                /** @description `kB`, `ms` or `s`: the unit of a number (a string value may name another: `64MB`, `30s`); null for others. */
+                unit: string | null;
+                /** @enum {string} */
+                type: "integer" | "real" | "bool" | "enum" | "string" | "list";
+                /** @description The least value on the database's tier; null when unbounded or not a number. */
+                min: number | null;
+                /** @description The greatest value on the database's tier; null when unbounded or not a number. */
+                max: number | null;
+                /** @description An enum's values, a list's possible members; null for others. */
+                allowed: string[] | null;
+                /** @description Only a restart applies a change. */
+                requires_restart: boolean;
+                /** @description Changed, waiting for the next restart to take effect. */
+                pending_restart: boolean;
+                /** @description Set by you (PATCH it to null for the default). */
+                overridden: boolean;
+                description: string;
+            }[];
+        };
+        /** @description A page of the server's log, oldest first (newest last). */
+        LogPage: {
+            entries: {
+                /** Format: date-time */
+                time: string;
+                /** @description PostgreSQL's: DEBUG1…5, INFO, LOG, NOTICE, WARNING, ERROR, FATAL or PANIC. */
+                severity: string;
+                message: string;
+                /** @description PostgreSQL's DETAIL; null when none. */
+                detail: string | null;
+                /** @description PostgreSQL's HINT; null when none. */
+                hint: string | null;
+                /** @description Where it happened (a function, a COPY line); null when none. */
+                context: string | null;
+                /** @description The statement that failed (ERROR and worse); null when none. */
+                statement: string | null;
+                /** @description SQLSTATE (e.g. 42P01: undefined table); null for 00000. */
+                sql_state: string | null;
+                /** @description The role of the session; null for background processes. */
+                user: string | null;
+                /** @description The logical database of the session; null for background processes. */
+                database: string | null;
+                /** @description The session's application_name; null when none. */
+                application_name: string | null;
+                /** @description The process: client backend, checkpointer, autovacuum worker, … */
+                backend_type: string;
+                /** @description The server process. */
+                pid: number;
+            }[];
+            /** @description Pass as `cursor` for the entries written after these (what a tail polls with). */
+            next_cursor: string;
+            /** @description Pass as `cursor` for the entries before these; null at the beginning of the log. */
+            prev_cursor: string | null;
+        };
+        /** @description Query insights from pg_stat_statements: the customer's roles' statements, normalized. */
+        QueryPage: {
+            queries: {
+                /** @description pg_stat_statements' queryid (a 64-bit integer, as a string). */
+                query_id: string;
+                /** @description Normalized text: constants as $1, $2, … */
+                query: string;
+                /**
+                 * Format: int64
+                 * @description Times it ran.
+                 */
+                calls: number;
+                /** @description Planning and execution, in milliseconds, over all calls. */
+                total_time_ms: number;
+                mean_time_ms: number;
+                /** @description Fastest execution. */
+                min_time_ms: number;
+                /** @description Slowest execution. */
+                max_time_ms: number;
+                /**
+                 * Format: int64
+                 * @description Rows returned or affected, over all calls.
+                 */
+                rows: number;
+                /** @description Shared blocks found in the buffer cache / blocks needed; null when it read none. */
+                cache_hit_ratio: number | null;
+                user: string;
+                /** @description Null when the logical database was dropped. */
+                database: string | null;
+            }[];
+            /**
+             * Format: date-time
+             * @description Since when the statistics count (the last reset).
+             */
+            stats_reset: string | null;
         };
         /** @description An OpenAPI 3.1 document. */
         OpenApiDocument: {
@@ -1421,7 +2015,7 @@ export interface components {
                 } & components["schemas"]["Error"];
             };
         };
-        /** @description Rate limit exceeded (spec 8); the X-RateLimit-* headers describe the exhausted window. */
+        /** @description Rate limit exceeded; the X-RateLimit-* headers describe the exhausted window. */
         TooManyRequests: {
             headers: {
                 "X-Request-Id": components["headers"]["RequestId"];
@@ -1801,6 +2395,10 @@ export interface operations {
                      * @enum {string}
                      */
                     version?: "17" | "16";
+                    /** @description Standbys on other hosts of the region (high availability; GET …/high-availability), default 0; 409 when the region has too few hosts, 402 without a payment method in good standing. */
+                    standbys?: number;
+                    /** @description Commit only once a standby has the WAL (needs standbys ≥ 1), default false. */
+                    synchronous?: boolean;
                 };
             };
         };
@@ -2670,6 +3268,1122 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    listTrustedSources: {
+        parameters: {
+            query?: {
+                /** @description Page number. */
+                page?: number;
+                /** @description Items per page. */
+                per_page?: number;
+            };
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description List the addresses allowed to connect to the database (its port, its pooler and its replicas), oldest first. An empty list admits every address. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            trusted_sources: components["schemas"]["TrustedSource"][];
+                        };
+                        meta: components["schemas"]["ListMeta"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    createTrustedSource: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+                /** @description Makes a retry safe: the first response is stored for 24 h and replayed (Idempotent-Replayed: true); the same key with a different request is 422, while the first is still running 409. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description An IPv4 or IPv6 address (admitted alone: /32, /128) or network in CIDR form, e.g. `203.0.113.0/24` or `2001:db8::/32`. Stored in network form; host bits set (`10.1.2.3/8`) are a 422 suggesting the network (`10.0.0.0/8`). */
+                    cidr: string;
+                    /** @description What the entry is for (at most 255 characters), e.g. `office` or `CI runner`. */
+                    description?: string;
+                    /**
+                     * Format: date-time
+                     * @description When the entry stops admitting and leaves the list (in the future); default: never.
+                     */
+                    expires_at?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Allow an IPv4 or IPv6 address or network (CIDR) to connect. Once a database has trusted sources, connections from any other address are refused before they reach PostgreSQL, within 5 seconds. With `expires_at` the entry stops admitting at that instant and leaves the list. At most 50 per database (409); a CIDR with host bits set is a 422 naming the network meant; one already listed is a 409. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["TrustedSource"];
+                        meta: components["schemas"]["Meta"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    deleteTrustedSource: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+                /** @description The trusted source's id (`ts-…`). */
+                tsid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    getPooler: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The database's connection pooler (PgBouncer): its own host name and port, the database's username and password. `enabled: false` with a `reason` where the database's host cannot run one. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Pooler"];
+                        meta: components["schemas"]["Meta"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    updatePooler: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description false stops the pooler (its port refuses connections); true starts it again. */
+                    enabled?: boolean;
+                    /**
+                     * @description `transaction` (default): a server connection per transaction, so SET, LISTEN, advisory locks held across transactions and protocol-level prepared statements do not carry over; `session`: one per client connection.
+                     * @enum {string}
+                     */
+                    mode?: "transaction" | "session";
+                    /** @description Server connections per database and user: 1 … the tier's max_connections − 5. */
+                    pool_size?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Change the pooler: enable or disable it, its mode (`transaction`, the default, or `session`) and its pool size (1 … the tier's max_connections − 5; 422 naming the field otherwise). 409 when its host cannot run a pooler. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Pooler"];
+                        meta: components["schemas"]["Meta"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    getHighAvailability: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A database's high availability: its standbys and mode, its members (the primary first) and its last failover. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["HighAvailability"];
+                        meta: components["schemas"]["Meta"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    setHighAvailability: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Standbys to keep: 0, 1 or 2, each a streaming replica on another host of the database's region at its port, not reachable by clients, billed as compute at the database's tier. */
+                    standbys: number;
+                    /** @description true: a commit returns only once a standby has its WAL, so a failover loses no acknowledged commit (needs at least 1 standby). */
+                    synchronous: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description Set a database's standbys (0, 1 or 2) and synchronous mode. Each standby runs on another host of the region (409 naming the reason when the region has too few), streams from the primary, is promoted automatically when the primary is lost, and is billed as compute at the database's tier (402 without a payment method in good standing). Adding standbys needs a running database (409 otherwise); `synchronous` needs at least one (422). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["HighAvailability"];
+                        meta: components["schemas"]["Meta"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            402: components["responses"]["PaymentRequired"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    failover: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+                /** @description Makes a retry safe: the first response is stored for 24 h and replayed (Idempotent-Replayed: true); the same key with a different request is 422, while the first is still running 409. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A planned switchover (for maintenance): the primary stops taking writes, the healthiest standby receives all of its WAL and is promoted; the connection string stays the same. 202 with the operation (`failover`, running); 409 without a healthy standby, when the database is not running, or while a switchover is under way. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Operation"];
+                        meta: components["schemas"]["Meta"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    listRoles: {
+        parameters: {
+            query?: {
+                /** @description Page number. */
+                page?: number;
+                /** @description Items per page. */
+                per_page?: number;
+            };
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description List the database's roles (dbadmin included, and roles made in SQL), by name; never a password. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            roles: components["schemas"]["Role"][];
+                        };
+                        meta: components["schemas"]["ListMeta"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    createRole: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+                /** @description Makes a retry safe: the first response is stored for 24 h and replayed (Idempotent-Replayed: true); the same key with a different request is 422, while the first is still running 409. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The role's name. A plain identifier: a lowercase letter or _, then lowercase letters, digits or _ (at most 63); not pg_… or dbaas_…. */
+                    name: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Create a LOGIN role (never superuser, replication or bypassrls) with a generated password, shown this once. dbadmin may grant it privileges, alter or drop it. At most 50 roles per database (409 beyond); a taken name is 409. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["CreatedRole"];
+                        meta: components["schemas"]["Meta"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    deleteRole: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+                /** @description The role's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    resetRolePassword: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+                /** @description Makes a retry safe: the first response is stored for 24 h and replayed (Idempotent-Replayed: true); the same key with a different request is 422, while the first is still running 409. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+                /** @description The role's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Give a role a new password (shown this once): when the answer arrives the old one no longer works and the role's open sessions, on the read replicas too, have ended. For dbadmin this is the database's reset-password. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["CreatedRole"];
+                        meta: components["schemas"]["Meta"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    listDbs: {
+        parameters: {
+            query?: {
+                /** @description Page number. */
+                page?: number;
+                /** @description Items per page. */
+                per_page?: number;
+            };
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description List the server's logical databases (defaultdb included), by name, with owner and size. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            dbs: components["schemas"]["LogicalDb"][];
+                        };
+                        meta: components["schemas"]["ListMeta"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    createDb: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+                /** @description Makes a retry safe: the first response is stored for 24 h and replayed (Idempotent-Replayed: true); the same key with a different request is 422, while the first is still running 409. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The database's name. A plain identifier: a lowercase letter or _, then lowercase letters, digits or _ (at most 63); not pg_… or dbaas_…. */
+                    name: string;
+                    /** @description The role that owns it; default dbadmin. A plain identifier: a lowercase letter or _, then lowercase letters, digits or _ (at most 63); not pg_… or dbaas_…. */
+                    owner?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Create a logical database owned by a role (default dbadmin); at most 50; a taken name is 409. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["LogicalDb"];
+                        meta: components["schemas"]["Meta"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    deleteDb: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+                /** @description The logical database's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    getConfig: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The database's configuration: every parameter that can be changed, with its value, default (the tier's, else PostgreSQL's), unit, type, bounds on the database's tier, and whether a restart applies it or is awaited. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Config"];
+                        meta: components["schemas"]["Meta"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    updateConfig: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Parameter name → its new value (a number in its unit, a string with a unit such as `64MB` or `30s`, a boolean, a list), or null for its default. All or nothing: one refused parameter refuses the change. */
+                    parameters: {
+                        [key: string]: number | string | boolean | null | string[];
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Change parameters of the allowlist, all or nothing (422 naming each refused one). A running database answers once its server has them (a new session sees them); restart-only ones show pending_restart until a restart. Kept across restart, resize (a tier they do not fit is refused) and restore. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Config"];
+                        meta: components["schemas"]["Meta"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    listExtensions: {
+        parameters: {
+            query?: {
+                /** @description Page number. */
+                page?: number;
+                /** @description Items per page. */
+                per_page?: number;
+                /** @description The logical database; default defaultdb. A plain identifier: a lowercase letter or _, then lowercase letters, digits or _ (at most 63); not pg_… or dbaas_…. */
+                db?: string;
+            };
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description List the extensions the server's binaries offer (pg_available_extensions), with versions, whether the logical database (`db`, default defaultdb) has each, whether it is trusted, and whether it can be installed here (`allowed`). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            extensions: components["schemas"]["Extension"][];
+                        };
+                        meta: components["schemas"]["ListMeta"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    installExtension: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+                /** @description Makes a retry safe: the first response is stored for 24 h and replayed (Idempotent-Replayed: true); the same key with a different request is 422, while the first is still running 409. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The extension (GET …/extensions marks those that can be installed: `allowed`). */
+                    name: string;
+                    /** @description The logical database; default defaultdb. A plain identifier: a lowercase letter or _, then lowercase letters, digits or _ (at most 63); not pg_… or dbaas_…. */
+                    db?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Install an extension of the allowlist (pg_stat_statements, pgcrypto, pg_trgm, citext, hstore, uuid-ossp, btree_gin, btree_gist, …) as superuser in a logical database (default defaultdb); any other (an untrusted language, one reaching outside the server) is 422. Installing one already installed changes nothing. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Extension"];
+                        meta: components["schemas"]["Meta"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    deleteExtension: {
+        parameters: {
+            query?: {
+                /** @description The logical database; default defaultdb. A plain identifier: a lowercase letter or _, then lowercase letters, digits or _ (at most 63); not pg_… or dbaas_…. */
+                db?: string;
+            };
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+                /** @description The extension's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    listLogs: {
+        parameters: {
+            query?: {
+                /** @description Entries at or after this instant (RFC 3339). */
+                since?: string;
+                /** @description Entries before this instant (RFC 3339). */
+                until?: string;
+                /** @description The least severe level returned: ERROR returns ERROR, FATAL and PANIC. */
+                severity?: "DEBUG" | "INFO" | "LOG" | "NOTICE" | "WARNING" | "ERROR" | "FATAL" | "PANIC" | "debug" | "info" | "log" | "notice" | "warning" | "error" | "fatal" | "panic";
+                /** @description Text in the message, detail, hint or statement (any case). */
+                q?: string;
+                /** @description At most this many entries (default 100). */
+                limit?: number;
+                /** @description `next_cursor` (entries after) or `prev_cursor` (entries before) of an earlier page. */
+                cursor?: string;
+            };
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The server's log (jsonlog), newest last: without a cursor the newest `limit` entries matching the filters (`since`, `until`, `severity` and worse, `q` in the text); `next_cursor` gives what was written after them (poll it to tail), `prev_cursor` the entries before. Kept 7 days or the tier's log quota; never a password. Any status. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["LogPage"];
+                        meta: components["schemas"]["Meta"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    listQueries: {
+        parameters: {
+            query?: {
+                /** @description Descending; default total_time. */
+                order_by?: "total_time" | "mean_time" | "calls";
+                /** @description At most this many statements (default 20). */
+                limit?: number;
+            };
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Query insights from pg_stat_statements: the statements of your roles in normalized text (constants as $1), ordered by total_time, mean_time or calls (descending), with calls, times, rows and cache hit ratio. While running (409 otherwise). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["QueryPage"];
+                        meta: components["schemas"]["Meta"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    resetQueries: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for the request, echoed in X-Request-Id and `meta.request_id` (otherwise a new one is made). */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+                /** @description Makes a retry safe: the first response is stored for 24 h and replayed (Idempotent-Replayed: true); the same key with a different request is 422, while the first is still running 409. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description The database's id (`db-…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];

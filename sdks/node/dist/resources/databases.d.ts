@@ -37,6 +37,19 @@ export declare class Databases extends Resource {
     getMetrics(id: string, query?: Query<"getMetrics">, opts?: RequestOptions): Promise<Schemas["Metrics"]>;
     /** The CA certificate (PEM) that signs the database's server certificate, for `sslmode=verify-full`. */
     getCaCertificate(id: string, opts?: RequestOptions): Promise<string>;
+    /** The database's high availability: its standbys and mode, its members (the primary first), its last failover. */
+    getHighAvailability(id: string, opts?: RequestOptions): Promise<Schemas["HighAvailability"]>;
+    /**
+     * Sets the standbys (0, 1 or 2, each on another host of the region, billed
+     * as compute) and synchronous mode (a commit returns once a standby has it).
+     */
+    setHighAvailability(id: string, body: Body<"setHighAvailability">, opts?: RequestOptions): Promise<Schemas["HighAvailability"]>;
+    /**
+     * A planned switchover to the healthiest standby (the connection string
+     * stays the same); answers the `failover` operation, running until the
+     * standby runs as the primary.
+     */
+    failover(id: string, opts?: RequestOptions): Promise<Schemas["Operation"]>;
     /**
      * Polls the database until its status is `status`. Throws `DbaasWaitError`
      * on timeout, when it becomes `failed` (unless that is what is awaited) or

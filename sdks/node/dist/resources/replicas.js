@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { DbaasError, DbaasWaitError } from "../errors.js";
-import { Resource, seg } from "./base.js";
+import { data, none, paged, Resource, seg } from "./base.js";
 const path = (databaseId, replicaId) => `/v1/databases/${seg(databaseId)}/replicas${replicaId === undefined ? "" : `/${seg(replicaId)}`}`;
 /**
  * Read replicas of a database: `client.replicas`. A replica is a read-only
@@ -9,7 +9,7 @@ const path = (databaseId, replicaId) => `/v1/databases/${seg(databaseId)}/replic
 export class Replicas extends Resource {
     /** A database's replicas, each with its replication lag: `await` for a page, `for await` for all of them. */
     list(databaseId, query, opts) {
-        return this.paged(path(databaseId), "replicas", query, opts);
+        return paged(this, path(databaseId), "replicas", query, opts);
     }
     /**
      * Creates a replica of a running database (status `provisioning`; tier and
@@ -17,21 +17,21 @@ export class Replicas extends Resource {
      * organization needs a payment method.
      */
     create(databaseId, body, opts) {
-        return this.data("POST", path(databaseId), body, opts);
+        return data(this, "POST", path(databaseId), body, opts);
     }
     get(databaseId, replicaId, opts) {
-        return this.data("GET", path(databaseId, replicaId), undefined, opts);
+        return data(this, "GET", path(databaseId, replicaId), undefined, opts);
     }
     /** Deletes a replica; its data goes at once. */
     delete(databaseId, replicaId, opts) {
-        return this.none("DELETE", path(databaseId, replicaId), opts);
+        return none(this, "DELETE", path(databaseId, replicaId), opts);
     }
     /**
      * Promotes a running replica to an independent, writable database (a new
      * `db-` id, the primary's credentials); the replica is gone.
      */
     promote(databaseId, replicaId, opts) {
-        return this.data("POST", `${path(databaseId, replicaId)}/promote`, undefined, opts);
+        return data(this, "POST", `${path(databaseId, replicaId)}/promote`, undefined, opts);
     }
     /**
      * Polls the replica until its status is `status`. Throws `DbaasWaitError`

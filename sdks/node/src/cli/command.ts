@@ -47,8 +47,11 @@ export interface Command {
 
 export interface Group {
   summary: string;
-  commands: Record<string, Command>;
+  /** Commands, and groups of their own one level down (`databases trusted-sources list`). */
+  commands: Record<string, Command | Group>;
 }
+
+export const isGroup = (x: Group | Command): x is Group => "commands" in x;
 
 export const WAIT: OptionSpec = { type: "boolean", description: "Wait until the change is done, showing progress." };
 
@@ -116,7 +119,9 @@ export function commandHelp(path: string, cmd: Command): string {
 /** A group's commands and, as its examples, the first example of each. */
 export function groupHelp(name: string, group: Group): string {
   const width = Math.max(...Object.keys(group.commands).map((c) => c.length));
-  const examples = Object.values(group.commands).flatMap((cmd) => cmd.examples.slice(0, 1));
+  const examples = Object.values(group.commands).flatMap((cmd) =>
+    isGroup(cmd) ? Object.values(cmd.commands).flatMap((c) => (isGroup(c) ? [] : c.examples.slice(0, 1))) : cmd.examples.slice(0, 1),
+  );
   return [
     group.summary,
     "",

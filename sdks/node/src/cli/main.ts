@@ -8,7 +8,17 @@ import { type ParseArgsConfig, parseArgs } from "node:util";
 import { DbaasClient } from "../client.ts";
 import { DbaasConnectionError, DbaasError, DbaasWaitError } from "../errors.ts";
 import { DEFAULT_BASE_URL } from "../transport.ts";
-import { CliError, type Command, type Context, commandHelp, GLOBAL_OPTIONS, type Group, groupHelp, UsageError } from "./command.ts";
+import {
+  CliError,
+  type Command,
+  type Context,
+  commandHelp,
+  GLOBAL_OPTIONS,
+  type Group,
+  groupHelp,
+  isGroup,
+  UsageError,
+} from "./command.ts";
 import { auth } from "./commands/auth.ts";
 import { backups, restore } from "./commands/backups.ts";
 import { billing } from "./commands/billing.ts";
@@ -18,8 +28,6 @@ import { replicas } from "./commands/replicas.ts";
 import { configPath, readConfig } from "./config.ts";
 
 const TOP: Record<string, Group | Command> = { auth, databases, backups, restore, replicas, members, "api-keys": apiKeys, billing };
-
-const isGroup = (x: Group | Command): x is Group => "commands" in x;
 
 const EXIT = { ok: 0, api: 1, usage: 2, network: 3 } as const;
 
@@ -48,6 +56,14 @@ function topHelp(): string {
   ].join("\n");
 }
 
+/** Whether the words so far name a group, so the next word names one of its commands (or subgroups). */
+function takesWord(words: string[]): boolean {
+  if (words.length === 0) return true;
+  let at: Group | Command | undefined = TOP[words[0]!];
+  for (const w of words.slice(1)) at = at && isGroup(at) ? at.commands[w] : undefined;
+  return at !== undefined && isGroup(at);
+}
+
 /** The command words (`databases create`) out of argv, skipping global options and their values. */
 function splitWords(argv: string[]): { words: string[]; rest: string[] } {
   const words: string[] = [];
@@ -58,7 +74,7 @@ function splitWords(argv: string[]): { words: string[]; rest: string[] } {
       rest.push(...argv.slice(i));
       break;
     }
-    if (words.length < 2 && !a.startsWith("-") && (words.length === 0 || isGroup(TOP[words[0]!] ?? { commands: {}, summary: "" }))) {
+    if (!a.startsWith("-") && takesWord(words)) {
       words.push(a);
       continue;
     }
@@ -70,15 +86,20 @@ function splitWords(argv: string[]): { words: string[]; rest: string[] } {
 }
 
 function resolve(words: string[]): { path: string; command?: Command; group?: Group } {
-  const [first, second] = words;
+  const [first, ...more] = words;
   if (!first) return { path: "" };
   const top = TOP[first];
   if (!top) throw new UsageError(`unknown command '${first}'`);
-  if (!isGroup(top)) return { path: first, command: top };
-  if (!second) return { path: first, group: top };
-  const command = top.commands[second];
-  if (!command) throw new UsageError(`unknown command '${first} ${second}'; run 'dbaas ${first} --help'`);
-  return { path: `${first} ${second}`, command };
+  let at: Group | Command = top;
+  let path = first;
+  for (const w of more) {
+    if (!isGroup(at)) break;
+    const next: Group | Command | undefined = at.commands[w];
+    if (!next) throw new UsageError(`unknown command '${path} ${w}'; run 'dbaas ${path} --help'`);
+    at = next;
+    path = `${path} ${w}`;
+  }
+  return isGroup(at) ? { path, group: at } : { path, command: at };
 }
 
 async function main(argv: string[]): Promise<number> {

@@ -1,7 +1,7 @@
 import type { PageIterator } from "../pages.ts";
 import type { RequestOptions } from "../transport.ts";
 import type { Body, Query, Schemas } from "../types.ts";
-import { Resource, seg } from "./base.ts";
+import { data, none, paged, Resource, seg } from "./base.ts";
 
 /**
  * Sign-up, log-in and joining by invitation (no credential needed):
@@ -11,65 +11,65 @@ import { Resource, seg } from "./base.ts";
 export class Auth extends Resource {
   /** Creates a user and an organization (plan free) owned by it. */
   signup(body: Body<"signup">, opts?: RequestOptions): Promise<Schemas["Signup"]> {
-    return this.data("POST", "/v1/auth/signup", body, opts);
+    return data(this, "POST", "/v1/auth/signup", body, opts);
   }
 
   /** Logs in with e-mail and password. */
   login(body: Body<"token">, opts?: RequestOptions): Promise<Schemas["Token"]> {
-    return this.data("POST", "/v1/auth/token", body, opts);
+    return data(this, "POST", "/v1/auth/token", body, opts);
   }
 
   /** Accepts an invitation with its one-time token: joins (creating the user if new). */
   acceptInvitation(body: Body<"acceptInvitation">, opts?: RequestOptions): Promise<Schemas["Acceptance"]> {
-    return this.data("POST", "/v1/invitations/accept", body, opts);
+    return data(this, "POST", "/v1/invitations/accept", body, opts);
   }
 }
 
 /** The caller's organization, its members and invitations: `client.organization`. */
 export class Organization extends Resource {
   get(opts?: RequestOptions): Promise<Schemas["Organization"]> {
-    return this.data("GET", "/v1/organization", undefined, opts);
+    return data(this, "GET", "/v1/organization", undefined, opts);
   }
 
   /** Renames the organization or changes its plan. */
   update(body: Body<"updateOrganization">, opts?: RequestOptions): Promise<Schemas["Organization"]> {
-    return this.data("PATCH", "/v1/organization", body, opts);
+    return data(this, "PATCH", "/v1/organization", body, opts);
   }
 
   /** Deletes the organization (owner only, without live databases). */
   delete(opts?: RequestOptions): Promise<void> {
-    return this.none("DELETE", "/v1/organization", opts);
+    return none(this, "DELETE", "/v1/organization", opts);
   }
 
   listMembers(query?: Query<"listMembers">, opts?: RequestOptions): PageIterator<Schemas["Member"]> {
-    return this.paged("/v1/organization/members", "members", query, opts);
+    return paged(this, "/v1/organization/members", "members", query, opts);
   }
 
   /** Invites someone by e-mail; returns the pending invitation. */
   inviteMember(body: Body<"inviteMember">, opts?: RequestOptions): Promise<Schemas["Invitation"]> {
-    return this.data("POST", "/v1/organization/members", body, opts);
+    return data(this, "POST", "/v1/organization/members", body, opts);
   }
 
   /** Changes a member's role. */
   updateMember(memberId: string, body: Body<"updateMember">, opts?: RequestOptions): Promise<Schemas["Member"]> {
-    return this.data("PATCH", `/v1/organization/members/${seg(memberId)}`, body, opts);
+    return data(this, "PATCH", `/v1/organization/members/${seg(memberId)}`, body, opts);
   }
 
   removeMember(memberId: string, opts?: RequestOptions): Promise<void> {
-    return this.none("DELETE", `/v1/organization/members/${seg(memberId)}`, opts);
+    return none(this, "DELETE", `/v1/organization/members/${seg(memberId)}`, opts);
   }
 
   listInvitations(query?: Query<"listInvitations">, opts?: RequestOptions): PageIterator<Schemas["Invitation"]> {
-    return this.paged("/v1/organization/invitations", "invitations", query, opts);
+    return paged(this, "/v1/organization/invitations", "invitations", query, opts);
   }
 
   cancelInvitation(invitationId: string, opts?: RequestOptions): Promise<void> {
-    return this.none("DELETE", `/v1/organization/invitations/${seg(invitationId)}`, opts);
+    return none(this, "DELETE", `/v1/organization/invitations/${seg(invitationId)}`, opts);
   }
 
   /** Owner only: makes another member owner (the caller becomes admin). */
   transferOwnership(body: Body<"transferOwnership">, opts?: RequestOptions): Promise<Schemas["Transfer"]> {
-    return this.data("POST", "/v1/organization/transfer", body, opts);
+    return data(this, "POST", "/v1/organization/transfer", body, opts);
   }
 }
 
@@ -77,16 +77,16 @@ export class Organization extends Resource {
 export class ApiKeys extends Resource {
   /** The caller's keys (every key of the organization for owner and admin), never their secrets. */
   list(query?: Query<"listApiKeys">, opts?: RequestOptions): PageIterator<Schemas["ApiKey"]> {
-    return this.paged("/v1/organization/api-keys", "api_keys", query, opts);
+    return paged(this, "/v1/organization/api-keys", "api_keys", query, opts);
   }
 
   /** Creates a key; its `secret` is in this answer only. */
   create(body: Body<"createApiKey">, opts?: RequestOptions): Promise<Schemas["CreatedApiKey"]> {
-    return this.data("POST", "/v1/organization/api-keys", body, opts);
+    return data(this, "POST", "/v1/organization/api-keys", body, opts);
   }
 
   /** Revokes a key at once. */
   revoke(keyId: string, opts?: RequestOptions): Promise<void> {
-    return this.none("DELETE", `/v1/organization/api-keys/${seg(keyId)}`, opts);
+    return none(this, "DELETE", `/v1/organization/api-keys/${seg(keyId)}`, opts);
   }
 }

@@ -3,7 +3,7 @@ import { DbaasError, DbaasWaitError } from "../errors.ts";
 import type { PageIterator } from "../pages.ts";
 import type { RequestOptions } from "../transport.ts";
 import type { Body, DatabaseStatus, ListData, Query, Schemas } from "../types.ts";
-import { Resource, seg } from "./base.ts";
+import { bytes, data, none, paged, Resource, seg } from "./base.ts";
 
 /** How `waitForStatus` polls; `S`: the statuses of what it waits for (a database's by default, or a replica's). */
 export interface WaitOptions<S extends string = DatabaseStatus> {
@@ -20,64 +20,86 @@ export interface WaitOptions<S extends string = DatabaseStatus> {
 export class Databases extends Resource {
   /** Creates a database; the answer carries its password, shown this once. Status starts at `provisioning`. */
   create(body: Body<"createDatabase">, opts?: RequestOptions): Promise<Schemas["CreatedDatabase"]> {
-    return this.data("POST", "/v1/databases", body, opts);
+    return data(this, "POST", "/v1/databases", body, opts);
   }
 
   /** The organization's databases: `await` for a page, `for await` for all of them. */
   list(query?: Query<"listDatabases">, opts?: RequestOptions): PageIterator<Schemas["DatabaseListItem"]> {
-    return this.paged("/v1/databases", "databases", query, opts);
+    return paged(this, "/v1/databases", "databases", query, opts);
   }
 
   /** A database (its connection string's password masked). */
   get(id: string, opts?: RequestOptions): Promise<Schemas["Database"]> {
-    return this.data("GET", `/v1/databases/${seg(id)}`, undefined, opts);
+    return data(this, "GET", `/v1/databases/${seg(id)}`, undefined, opts);
   }
 
   /** Renames a database. */
   update(id: string, body: Body<"updateDatabase">, opts?: RequestOptions): Promise<Schemas["Database"]> {
-    return this.data("PATCH", `/v1/databases/${seg(id)}`, body, opts);
+    return data(this, "PATCH", `/v1/databases/${seg(id)}`, body, opts);
   }
 
   /** Deletes a database (its data is retained 7 days). */
   delete(id: string, opts?: RequestOptions): Promise<void> {
-    return this.none("DELETE", `/v1/databases/${seg(id)}`, opts);
+    return none(this, "DELETE", `/v1/databases/${seg(id)}`, opts);
   }
 
   start(id: string, opts?: RequestOptions): Promise<Schemas["DatabaseStatus"]> {
-    return this.data("POST", `/v1/databases/${seg(id)}/start`, undefined, opts);
+    return data(this, "POST", `/v1/databases/${seg(id)}/start`, undefined, opts);
   }
 
   stop(id: string, opts?: RequestOptions): Promise<Schemas["DatabaseStatus"]> {
-    return this.data("POST", `/v1/databases/${seg(id)}/stop`, undefined, opts);
+    return data(this, "POST", `/v1/databases/${seg(id)}/stop`, undefined, opts);
   }
 
   restart(id: string, opts?: RequestOptions): Promise<Schemas["DatabaseStatus"]> {
-    return this.data("POST", `/v1/databases/${seg(id)}/restart`, undefined, opts);
+    return data(this, "POST", `/v1/databases/${seg(id)}/restart`, undefined, opts);
   }
 
   /** Moves a database to another tier. */
   resize(id: string, body: Body<"resizeDatabase">, opts?: RequestOptions): Promise<Schemas["ResizedDatabase"]> {
-    return this.data("POST", `/v1/databases/${seg(id)}/resize`, body, opts);
+    return data(this, "POST", `/v1/databases/${seg(id)}/resize`, body, opts);
   }
 
   /** Replaces the password; the old one stops working at once. */
   resetPassword(id: string, opts?: RequestOptions): Promise<Schemas["Credentials"]> {
-    return this.data("POST", `/v1/databases/${seg(id)}/reset-password`, undefined, opts);
+    return data(this, "POST", `/v1/databases/${seg(id)}/reset-password`, undefined, opts);
   }
 
   /** The operations run on a database, newest first. */
   listOperations(id: string, query?: Query<"listOperations">, opts?: RequestOptions): PageIterator<Schemas["Operation"]> {
-    return this.paged(`/v1/databases/${seg(id)}/operations`, "operations", query, opts);
+    return paged(this, `/v1/databases/${seg(id)}/operations`, "operations", query, opts);
   }
 
   /** Metrics over [start, end] at `step` seconds. */
   getMetrics(id: string, query?: Query<"getMetrics">, opts?: RequestOptions): Promise<Schemas["Metrics"]> {
-    return this.data("GET", `/v1/databases/${seg(id)}/metrics`, undefined, opts, query);
+    return data(this, "GET", `/v1/databases/${seg(id)}/metrics`, undefined, opts, query);
   }
 
   /** The CA certificate (PEM) that signs the database's server certificate, for `sslmode=verify-full`. */
   async getCaCertificate(id: string, opts?: RequestOptions): Promise<string> {
-    return new TextDecoder().decode(await this.bytes(`/v1/databases/${seg(id)}/ca-certificate`, opts));
+    return new TextDecoder().decode(await bytes(this, `/v1/databases/${seg(id)}/ca-certificate`, opts));
+  }
+
+  /** The database's high availability: its standbys and mode, its members (the primary first), its last failover. */
+  getHighAvailability(id: string, opts?: RequestOptions): Promise<Schemas["HighAvailability"]> {
+    return data(this, "GET", `/v1/databases/${seg(id)}/high-availability`, undefined, opts);
+  }
+
+  /**
+   * Sets the standbys (0, 1 or 2, each on another host of the region, billed
+   * as compute) and synchronous mode (a commit returns once a standby has it).
+   */
+  setHighAvailability(id: string, body: Body<"setHighAvailability">, opts?: RequestOptions): Promise<Schemas["HighAvailability"]> {
+    return data(this, "PUT", `/v1/databases/${seg(id)}/high-availability`, body, opts);
+  }
+
+  /**
+   * A planned switchover to the healthiest standby (the connection string
+   * stays the same); answers the `failover` operation, running until the
+   * standby runs as the primary.
+   */
+  failover(id: string, opts?: RequestOptions): Promise<Schemas["Operation"]> {
+    return data(this, "POST", `/v1/databases/${seg(id)}/failover`, undefined, opts);
   }
 
   /**
@@ -117,16 +139,16 @@ export class Backups extends Resource {
     query?: Query<"listBackups">,
     opts?: RequestOptions,
   ): PageIterator<Schemas["Backup"], Omit<ListData<"listBackups">, "backups">> {
-    return this.paged(`/v1/databases/${seg(databaseId)}/backups`, "backups", query, opts);
+    return paged(this, `/v1/databases/${seg(databaseId)}/backups`, "backups", query, opts);
   }
 
   /** Takes a base backup now (status `running`); one at a time, of a running database. */
   create(databaseId: string, opts?: RequestOptions): Promise<Schemas["Backup"]> {
-    return this.data("POST", `/v1/databases/${seg(databaseId)}/backups`, undefined, opts);
+    return data(this, "POST", `/v1/databases/${seg(databaseId)}/backups`, undefined, opts);
   }
 
   /** Restores to a point in time as a NEW database (its own id and password, shown this once). */
   restore(databaseId: string, body: Body<"restoreDatabase">, opts?: RequestOptions): Promise<Schemas["RestoredDatabase"]> {
-    return this.data("POST", `/v1/databases/${seg(databaseId)}/restore`, body, opts);
+    return data(this, "POST", `/v1/databases/${seg(databaseId)}/restore`, body, opts);
   }
 }

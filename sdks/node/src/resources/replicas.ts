@@ -3,7 +3,7 @@ import { DbaasError, DbaasWaitError } from "../errors.ts";
 import type { PageIterator } from "../pages.ts";
 import type { RequestOptions } from "../transport.ts";
 import type { Body, Query, ReplicaStatus, Schemas } from "../types.ts";
-import { Resource, seg } from "./base.ts";
+import { data, none, paged, Resource, seg } from "./base.ts";
 import type { WaitOptions } from "./databases.ts";
 
 const path = (databaseId: string, replicaId?: string) =>
@@ -16,7 +16,7 @@ const path = (databaseId: string, replicaId?: string) =>
 export class Replicas extends Resource {
   /** A database's replicas, each with its replication lag: `await` for a page, `for await` for all of them. */
   list(databaseId: string, query?: Query<"listReplicas">, opts?: RequestOptions): PageIterator<Schemas["Replica"]> {
-    return this.paged(path(databaseId), "replicas", query, opts);
+    return paged(this, path(databaseId), "replicas", query, opts);
   }
 
   /**
@@ -25,16 +25,16 @@ export class Replicas extends Resource {
    * organization needs a payment method.
    */
   create(databaseId: string, body: Body<"createReplica">, opts?: RequestOptions): Promise<Schemas["Replica"]> {
-    return this.data("POST", path(databaseId), body, opts);
+    return data(this, "POST", path(databaseId), body, opts);
   }
 
   get(databaseId: string, replicaId: string, opts?: RequestOptions): Promise<Schemas["Replica"]> {
-    return this.data("GET", path(databaseId, replicaId), undefined, opts);
+    return data(this, "GET", path(databaseId, replicaId), undefined, opts);
   }
 
   /** Deletes a replica; its data goes at once. */
   delete(databaseId: string, replicaId: string, opts?: RequestOptions): Promise<void> {
-    return this.none("DELETE", path(databaseId, replicaId), opts);
+    return none(this, "DELETE", path(databaseId, replicaId), opts);
   }
 
   /**
@@ -42,7 +42,7 @@ export class Replicas extends Resource {
    * `db-` id, the primary's credentials); the replica is gone.
    */
   promote(databaseId: string, replicaId: string, opts?: RequestOptions): Promise<Schemas["Database"]> {
-    return this.data("POST", `${path(databaseId, replicaId)}/promote`, undefined, opts);
+    return data(this, "POST", `${path(databaseId, replicaId)}/promote`, undefined, opts);
   }
 
   /**

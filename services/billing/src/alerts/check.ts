@@ -1,4 +1,5 @@
-import { CURRENCY, withTransaction } from "@dbaas/kit";
+import { withTransaction } from "@dbaas/kit";
+import { CURRENCY } from "@dbaas/catalogue";
 import type { AppContext } from "../context.ts";
 import { fireAlerts, insertNotification, lockAlerts, organizationsWithUnfiredAlerts, type FiredAlert } from "../db/alerts.ts";
 import { monthOf, periodName } from "../months.ts";

@@ -1,5 +1,5 @@
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
-import type { Scope } from "@dbaas/kit";
+import type { Scope } from "@dbaas/catalogue";
 import type { IdentityService } from "@dbaas/proto/identity";
 import type { AppContext } from "../context.ts";
 import { claimDueNotification, markAbandoned, markDelivered, markFailed } from "../db/alerts.ts";

@@ -1,5 +1,6 @@
 import { create } from "@bufbuild/protobuf";
-import { ALERT_CHANNELS, conflict, CURRENCY, newId, Validator, withTransaction } from "@dbaas/kit";
+import { conflict, newId, Validator, withTransaction } from "@dbaas/kit";
+import { ALERT_CHANNELS, CURRENCY } from "@dbaas/catalogue";
 import { CreateAlertResponseSchema, type CreateAlertRequest, type CreateAlertResponse } from "@dbaas/proto/billing";
 import type { AppContext } from "../context.ts";
 import { countAlerts, insertAlert, lockAlerts, type AlertRow } from "../db/alerts.ts";

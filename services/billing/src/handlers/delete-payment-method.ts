@@ -1,18 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import {
-  conflict,
-  dependencyUnavailable,
-  fitsFreeAllowance,
-  FREE_RUNNING,
-  FREE_TIER,
-  isPaidPlan,
-  notEnabled,
-  notFound,
-  PLAN,
-  Validator,
-  withTransaction,
-} from "@dbaas/kit";
+import { conflict, dependencyUnavailable, notEnabled, notFound, Validator, withTransaction } from "@dbaas/kit";
+import { fitsFreeAllowance, FREE_RUNNING, FREE_TIER, isPaidPlan, PLAN } from "@dbaas/catalogue";
 import { DeletePaymentMethodResponseSchema, type DeletePaymentMethodRequest, type DeletePaymentMethodResponse } from "@dbaas/proto/billing";
 import type pg from "pg";
 import type { AppContext } from "../context.ts";
@@ -52,7 +41,7 @@ async function planOf(ctx: AppContext, organizationId: string): Promise<string |
 
 /**
  * Refuses (FAILED_PRECONDITION, the API's 409) to let the default go while
- * anything needs it, saying what to do first. DESIGN.md, Billing: without a
+ * anything needs it, saying what to do first. docs/product.md, Billing: without a
  * default payment method an organization runs at most 2 micro databases and
  * stays on the free plan; a read replica is never free. What runs is what
  * billing's own status events say (they are how it meters); the plan is identity's.

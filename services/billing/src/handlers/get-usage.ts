@@ -1,6 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { CURRENCY, Validator } from "@dbaas/kit";
+import { Validator } from "@dbaas/kit";
+import { CURRENCY } from "@dbaas/catalogue";
 import { GetUsageResponseSchema, type GetUsageRequest, type GetUsageResponse } from "@dbaas/proto/billing";
 import type { AppContext } from "../context.ts";
 import { readMonthToDate } from "../usage.ts";

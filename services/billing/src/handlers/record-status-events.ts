@@ -1,7 +1,8 @@
 import type { HandlerContext } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { callerKey, TIERS, Validator } from "@dbaas/kit";
+import { callerKey, Validator } from "@dbaas/kit";
+import { TIERS } from "@dbaas/catalogue";
 import { RecordStatusEventsResponseSchema, type RecordStatusEventsRequest, type RecordStatusEventsResponse } from "@dbaas/proto/billing";
 import type { AppContext } from "../context.ts";
 import { insertStatusChanges, type InstanceKind, type StatusChange } from "../db/status-events.ts";

@@ -1,5 +1,6 @@
 import type pg from "pg";
-import { CURRENCY, newId, TRANSFER_FREE_GB_PER_MONTH, withTransaction } from "@dbaas/kit";
+import { newId, withTransaction } from "@dbaas/kit";
+import { CURRENCY, TRANSFER_FREE_GB_PER_MONTH } from "@dbaas/catalogue";
 import type { AppContext } from "../context.ts";
 import { claimScheduledOrganization, insertInvoice, setNextPeriod, type InvoiceLineRecord } from "../db/invoices.ts";
 import { listStatusChangesForPeriod } from "../db/status-events.ts";

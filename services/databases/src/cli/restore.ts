@@ -9,7 +9,8 @@
  * "support"; the public gateway has no such route.
  */
 import { ConnectError } from "@connectrpc/connect";
-import { DATABASE_STATUS, localStackLayout, localUrl, operatorClient } from "@dbaas/kit";
+import { localStackLayout, localUrl, operatorClient } from "@dbaas/kit";
+import { DATABASE_STATUS } from "@dbaas/catalogue";
 import { DatabasesService } from "@dbaas/proto/databases";
 
 const id = process.argv[2];

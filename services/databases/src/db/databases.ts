@@ -1,6 +1,6 @@
 // All SQL of the `databases` table: its rows, loads, locks and the changes the lifecycle makes.
 import type pg from "pg";
-import { notFound, traceContext } from "@dbaas/kit";
+import { newId, notFound, traceContext } from "@dbaas/kit";
 import type { DesiredState, RecordedStatus } from "../statuses.ts";
 import { insertStatusEvent } from "./outbox.ts";
 
@@ -32,6 +32,8 @@ export interface DatabaseRow {
   restore_time: Date | null;
   /** Set on a read replica ("rep-…"): its primary. Every query about databases excludes these rows. */
   primary_id: string | null;
+  /** At its tier's storage: the agent keeps it read-only (storage.ts). */
+  storage_full: boolean;
   /** A replica's seed: the primary's backup requested for it, how many were, and whether its spec carries it. */
   seed_backup_id: string | null;
   seed_attempts: number;
@@ -42,8 +44,30 @@ export interface DatabaseRow {
   /** A replica's latest lag, as its primary's agent measured it (0 until then). */
   lag_bytes: string;
   lag_sampled_at: Date | null;
-  /** A promoted replica's database: the replica whose instance it takes over. */
+  /** A promoted replica's database (or a database after a failover): the replica or standby whose instance it takes over. */
   adopt_instance_id: string | null;
+  /** A standby of a highly available database ("node-…", primary_id set): never published, billed as compute. */
+  standby: boolean;
+  /** A primary's wanted standbys (0-2) and whether it commits synchronously. */
+  ha_standbys: number;
+  ha_synchronous: boolean;
+  /** A highly available primary's member id: the server it runs on now (null before it had standbys). */
+  node_id: string | null;
+  /** The instance's WAL position (bytes) as its agent last reported it, and when that report arrived. */
+  wal_position: string;
+  wal_position_at: Date | null;
+  /** Whether the agent reports the primary fenced (no client sessions). */
+  fenced: boolean;
+  /** A planned switchover under way: the standby it hands over to, since when. */
+  switchover_to: string | null;
+  switchover_started_at: Date | null;
+  /** Since when the switchover fences the primary (null while the standby is still catching up). */
+  switchover_fenced_at: Date | null;
+  /** The last failover (null / "" before the first). */
+  last_failover_at: Date | null;
+  last_failover_reason: string;
+  last_failover_from: string;
+  last_failover_to: string;
 }
 
 /**
@@ -84,6 +108,21 @@ const DATABASE_COLUMNS = [
   "lag_bytes",
   "lag_sampled_at",
   "adopt_instance_id",
+  "storage_full",
+  "standby",
+  "ha_standbys",
+  "ha_synchronous",
+  "node_id",
+  "wal_position",
+  "wal_position_at",
+  "fenced",
+  "switchover_to",
+  "switchover_started_at",
+  "switchover_fenced_at",
+  "last_failover_at",
+  "last_failover_reason",
+  "last_failover_from",
+  "last_failover_to",
 ] as const satisfies readonly (keyof DatabaseRow)[];
 // Fails to compile when DatabaseRow gains a field the list above lacks.
 type OnlyNever<T extends never> = T;
@@ -203,13 +242,18 @@ export interface NewDatabase {
   primaryId?: string;
   /** A promoted replica's database: takes over that replica's instance. */
   adoptInstanceId?: string;
+  /** A standby of the primary `primaryId` (high availability). */
+  standby?: boolean;
+  /** A primary's high availability: its standbys wanted, synchronous commits, its member id. */
+  ha?: { standbys: number; synchronous: boolean; nodeId: string };
 }
 
 export async function insertDatabase(db: pg.ClientBase, d: NewDatabase): Promise<DatabaseRow> {
   const { rows } = await db.query<DatabaseRow>(
     `INSERT INTO databases (id, organization_id, name, region, tier, version, status, agent_id, port,
-       desired_state, scram_verifier, restored_from_id, restore_time, trace_context, primary_id, adopt_instance_id)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING *`,
+       desired_state, scram_verifier, restored_from_id, restore_time, trace_context, primary_id, adopt_instance_id,
+       standby, ha_standbys, ha_synchronous, node_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) RETURNING *`,
     [
       d.id,
       d.organizationId,
@@ -227,6 +271,10 @@ export async function insertDatabase(db: pg.ClientBase, d: NewDatabase): Promise
       traceContext(),
       d.primaryId ?? null,
       d.adoptInstanceId ?? null,
+      d.standby ?? false,
+      d.ha?.standbys ?? 0,
+      d.ha?.synchronous ?? false,
+      d.ha?.nodeId ?? (d.primaryId ? null : newId("node")),
     ],
   );
   return rows[0]!;
@@ -292,7 +340,7 @@ export async function undelete(db: pg.ClientBase, id: string, desired: DesiredSt
  */
 export async function setStatus(
   db: pg.ClientBase,
-  row: Pick<DatabaseRow, "id" | "organization_id" | "tier" | "primary_id">,
+  row: Pick<DatabaseRow, "id" | "organization_id" | "tier" | "primary_id" | "standby">,
   status: RecordedStatus,
   reason = "",
 ): Promise<void> {
@@ -306,7 +354,8 @@ export async function setStatus(
     tier: row.tier,
     status,
     occurredAt: rows[0]!.updated_at,
-    kind: row.primary_id === null ? "database" : "replica",
+    // A standby is billed as compute, like the primary it may become (docs/product.md, High availability).
+    kind: row.primary_id === null || row.standby ? "database" : "replica",
   });
 }
 
@@ -318,6 +367,20 @@ export async function setVerifier(db: pg.ClientBase, id: string, verifier: strin
     [id, verifier, traceContext()],
   );
   return rows[0]!;
+}
+
+/**
+ * The primary's new verifier for its replicas, under a new credentials
+ * generation each: their agents wait until it has arrived by replication and
+ * end the sessions opened with the old password. Returns their agents.
+ */
+export async function setReplicaVerifiers(db: pg.ClientBase, primaryId: string, verifier: string): Promise<string[]> {
+  const { rows } = await db.query<{ agent_id: string }>(
+    `UPDATE databases SET scram_verifier = $2, credentials_generation = credentials_generation + 1, updated_at = now()
+     WHERE primary_id = $1 AND deleted_at IS NULL RETURNING agent_id`,
+    [primaryId, verifier],
+  );
+  return [...new Set(rows.map((r) => r.agent_id))];
 }
 
 /** The credentials generation the agent last confirmed for database `id`. */
@@ -353,6 +416,11 @@ export type AssignedRow = DatabaseRow & {
   primary_address: string | null;
   primary_port: number | null;
   primary_ca_pem: string | null;
+  /** Of a primary: its standbys that run (stream) on an agent heard from lately: the synchronous ones in synchronous mode. */
+  running_standby_ids: string[];
+  /** The configuration overrides it runs (a replica: its primary's) and their generation. */
+  config_parameters: Record<string, string>;
+  config_generation: string;
 };
 
 /**
@@ -361,7 +429,7 @@ export type AssignedRow = DatabaseRow & {
  * replicas and a replica's primary; purged instances whose purge it confirmed
  * are history, and a promoted replica's instance belongs to its new database.
  */
-export async function assignedTo(db: Db, agentId: string): Promise<AssignedRow[]> {
+export async function assignedTo(db: Db, agentId: string, standbysLiveSince: Date = new Date(0)): Promise<AssignedRow[]> {
   const { rows } = await db.query<AssignedRow>(
     `SELECT d.*, ARRAY(SELECT b.id FROM backups b WHERE b.database_id = d.id AND b.status = 'running' AND d.desired_state = 'running'
                        ORDER BY b.id) AS backup_ids,
@@ -369,15 +437,20 @@ export async function assignedTo(db: Db, agentId: string): Promise<AssignedRow[]
                    AND d.desired_state = 'running' AND b.created_at > d.trace_context_at),
                 d.trace_context) AS spec_trace_context,
        ARRAY(SELECT r.id FROM databases r WHERE r.primary_id = d.id AND r.deleted_at IS NULL ORDER BY r.id) AS replica_ids,
-       p.replication_address AS primary_address, p.replication_port AS primary_port, pa.ca_certificate_pem AS primary_ca_pem
+       ARRAY(SELECT s.id FROM databases s JOIN agents sa ON sa.id = s.agent_id
+             WHERE s.primary_id = d.id AND s.standby AND s.deleted_at IS NULL AND s.status = 'running' AND sa.last_seen_at > $2
+             ORDER BY s.id) AS running_standby_ids,
+       p.replication_address AS primary_address, p.replication_port AS primary_port, pa.ca_certificate_pem AS primary_ca_pem,
+       COALESCE(cfg.parameters, '{}'::jsonb) AS config_parameters, COALESCE(cfg.generation, 0) AS config_generation
      FROM databases d
        LEFT JOIN databases p ON p.id = d.primary_id
        LEFT JOIN agents pa ON pa.id = p.agent_id
+       LEFT JOIN database_config cfg ON cfg.database_id = COALESCE(d.primary_id, d.id)
      WHERE d.agent_id = $1
        AND NOT (d.desired_state = 'purged' AND d.observed_generation >= d.generation)
        AND d.status <> 'promoted'
      ORDER BY d.id`,
-    [agentId],
+    [agentId, standbysLiveSince],
   );
   return rows;
 }

@@ -11,7 +11,7 @@ export function replicaNameTaken(err: unknown): boolean {
   return e.code === "23505" && e.constraint === "databases_live_replica_name";
 }
 
-/** The primary's live replicas, oldest first, locked FOR UPDATE for the caller's transaction. */
+/** The primary's live replicas and standbys, oldest first, locked FOR UPDATE for the caller's transaction. */
 export async function lockLiveReplicas(db: pg.ClientBase, primaryId: string): Promise<DatabaseRow[]> {
   const { rows } = await db.query<DatabaseRow>(
     "SELECT * FROM databases WHERE primary_id = $1 AND deleted_at IS NULL ORDER BY created_at, id FOR UPDATE",
@@ -21,33 +21,34 @@ export async function lockLiveReplicas(db: pg.ClientBase, primaryId: string): Pr
 }
 
 export async function countLiveReplicas(db: Db, primaryId: string): Promise<number> {
-  const { rows } = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM databases WHERE primary_id = $1 AND deleted_at IS NULL", [
-    primaryId,
-  ]);
+  const { rows } = await db.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM databases WHERE primary_id = $1 AND deleted_at IS NULL AND NOT standby",
+    [primaryId],
+  );
   return rows[0]!.n;
 }
 
-/** The live replica `id` of the primary, locked FOR UPDATE; undefined when there is none. */
+/** The live (read) replica `id` of the primary, locked FOR UPDATE; undefined when there is none (standbys are not replicas). */
 export async function lockReplica(db: pg.ClientBase, primaryId: string, id: string): Promise<DatabaseRow | undefined> {
   const { rows } = await db.query<DatabaseRow>(
-    "SELECT * FROM databases WHERE id = $1 AND primary_id = $2 AND deleted_at IS NULL FOR UPDATE",
+    "SELECT * FROM databases WHERE id = $1 AND primary_id = $2 AND deleted_at IS NULL AND NOT standby FOR UPDATE",
     [id, primaryId],
   );
   return rows[0];
 }
 
-/** The organization's live replica `id` of its live database `primaryId`; undefined when there is none. */
+/** The organization's live read replica `id` of its live database `primaryId`; undefined when there is none. */
 export async function findReplica(db: Db, orgId: string, primaryId: string, id: string): Promise<DatabaseRow | undefined> {
   const { rows } = await db.query<DatabaseRow>(
     `SELECT r.* FROM databases r JOIN databases p ON p.id = r.primary_id
-     WHERE r.id = $1 AND r.primary_id = $2 AND r.organization_id = $3 AND r.deleted_at IS NULL
+     WHERE r.id = $1 AND r.primary_id = $2 AND r.organization_id = $3 AND r.deleted_at IS NULL AND NOT r.standby
        AND p.organization_id = $3 AND p.deleted_at IS NULL`,
     [id, primaryId, orgId],
   );
   return rows[0];
 }
 
-/** One page of the primary's live replicas, oldest first (there are at most a few), and how many there are. */
+/** One page of the primary's live read replicas, oldest first (there are at most a few), and how many there are. */
 export async function listLiveReplicas(
   db: Db,
   primaryId: string,
@@ -56,7 +57,7 @@ export async function listLiveReplicas(
 ): Promise<{ rows: DatabaseRow[]; total: number }> {
   const [{ rows }, total] = await Promise.all([
     db.query<DatabaseRow>(
-      "SELECT * FROM databases WHERE primary_id = $1 AND deleted_at IS NULL ORDER BY created_at, id LIMIT $2 OFFSET $3",
+      "SELECT * FROM databases WHERE primary_id = $1 AND deleted_at IS NULL AND NOT standby ORDER BY created_at, id LIMIT $2 OFFSET $3",
       [primaryId, limit, offset],
     ),
     countLiveReplicas(db, primaryId),

@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { REGIONS, TIERS } from "@dbaas/kit";
+import { REGIONS, TIERS } from "@dbaas/catalogue";
 import {
   ListRegionsResponseSchema,
   ListTiersResponseSchema,

@@ -6,6 +6,7 @@ import type { AppContext } from "../context.ts";
 import { lockDeleted, lockOwned, markDeleted, nameTaken, setStatus, undelete } from "../db/databases.ts";
 import { notifyAgent } from "../db/notify.ts";
 import { startOperation } from "../db/operations.ts";
+import { removeStaleRecordsSoon } from "../dns/records.ts";
 import { TRANSITIONS, transitionFrom } from "../lifecycle.ts";
 import { toDatabase } from "../mappers.ts";
 import { purgeReplicasOf } from "../replicas.ts";
@@ -14,7 +15,8 @@ import { purgeReplicasOf } from "../replicas.ts";
  * Deletes a database (from any status): gone from get and list at once, its
  * instance stopped, its data kept for the retention window (by the context's
  * clock) and then purged. Its replicas are deleted with it and purged at
- * once: a copy needs no retention.
+ * once: a copy needs no retention. Their host names' DNS records go once
+ * the delete committed.
  */
 export function deleteDatabase(ctx: AppContext) {
   return async (req: DeleteDatabaseRequest) => {
@@ -28,6 +30,7 @@ export function deleteDatabase(ctx: AppContext) {
       await notifyAgent(db, row.agent_id);
       await purgeReplicasOf(ctx, db, row.id);
     });
+    await removeStaleRecordsSoon(ctx);
     return create(DeleteDatabaseResponseSchema, {});
   };
 }

@@ -3,7 +3,7 @@ import type { AppContext } from "../context.ts";
 import { queryMetrics } from "../metrics/query.ts";
 
 /**
- * A live database's metrics over a time range (DESIGN.md, Metrics); INVALID_ARGUMENT names the field at fault.
+ * A live database's metrics over a time range (docs/product.md, Metrics); INVALID_ARGUMENT names the field at fault.
  * The points go out as the packed columns, never as MetricPoint messages: a week at a 605 s step is 18,000
  * points, and encoding one message each took more of the RPC's time than the query (docs/benchmarks.md, Metrics).
  */

@@ -1,5 +1,6 @@
 import { create } from "@bufbuild/protobuf";
-import { checkPaging, DATABASE_STATUSES, REGIONS, Validator } from "@dbaas/kit";
+import { checkPaging, Validator } from "@dbaas/kit";
+import { DATABASE_STATUSES, REGIONS } from "@dbaas/catalogue";
 import { ListDatabasesResponseSchema, type ListDatabasesRequest, type ListDatabasesResponse } from "@dbaas/proto/databases";
 import type { AppContext } from "../context.ts";
 import { listLive } from "../db/databases.ts";

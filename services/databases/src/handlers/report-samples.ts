@@ -5,6 +5,7 @@ import { touchAgent } from "../db/agents.ts";
 import { insertUsageEvents } from "../db/outbox.ts";
 import { recordReplicaLags } from "../db/replicas.ts";
 import { insertSamples } from "../db/samples.ts";
+import { applyStorageSamples } from "../storage.ts";
 
 /**
  * An agent's measurements of its instances. Only samples of databases placed
@@ -25,6 +26,8 @@ export function reportSamples(ctx: AppContext) {
         fresh.filter((s) => s.billable),
       );
       await recordReplicaLags(db, req.agentId, req.samples);
+      // A database at its tier's storage turns read-only, and writable again below 95 %.
+      await applyStorageSamples(ctx, db, fresh);
     });
     return {};
   };

@@ -4,7 +4,7 @@ import { notConfirmedInTime, withTransaction } from "@dbaas/kit";
 import { ResetPasswordResponseSchema, type ResetPasswordRequest, type ResetPasswordResponse } from "@dbaas/proto/databases";
 import type { AppContext } from "../context.ts";
 import { NOT_CONFIRMED, waitForCredentials } from "../credentials.ts";
-import { lockOwned, setVerifier } from "../db/databases.ts";
+import { lockOwned, setReplicaVerifiers, setVerifier } from "../db/databases.ts";
 import { notifyAgent } from "../db/notify.ts";
 import { transitionFrom } from "../lifecycle.ts";
 import { connectionString } from "../mappers.ts";
@@ -26,6 +26,7 @@ export function resetPassword(ctx: AppContext) {
       transitionFrom("reset-password", current.status);
       const updated = await setVerifier(db, req.id, verifier);
       await notifyAgent(db, current.agent_id);
+      for (const agent of await setReplicaVerifiers(db, req.id, verifier)) if (agent !== current.agent_id) await notifyAgent(db, agent);
       return updated;
     });
     try {

@@ -6,6 +6,7 @@ import { restorable } from "../backups.ts";
 import type { AppContext } from "../context.ts";
 import { windowOf } from "../db/backups.ts";
 import { findOwned } from "../db/databases.ts";
+import { configFitsTier } from "../inside/config.ts";
 import { provisionDatabase, validateNewDatabase } from "../new-database.ts";
 
 /**
@@ -30,6 +31,8 @@ export function restoreToTime(ctx: AppContext) {
     const outside = restoreTime < window.earliest || restoreTime > window.latest;
     const span = `${window.earliest.toISOString()} to ${window.latest.toISOString()}`;
     if (outside) v.add("restore_time", `must be within the restore window, ${span}`);
+    // A restore starts with the source's configuration: it must fit the restore's tier.
+    for (const m of await configFitsTier(ctx, source.id, tier)) v.add(m.field, m.message);
     if (v.violations.length > 0) {
       throw invalidArgument(v.violations, outside ? `restore_time is outside the restore window, ${span}` : undefined);
     }

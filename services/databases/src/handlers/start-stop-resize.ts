@@ -1,7 +1,9 @@
-import { TIERS, Validator, notFound } from "@dbaas/kit";
+import { invalidArgument, Validator, notFound } from "@dbaas/kit";
+import { TIERS } from "@dbaas/catalogue";
 import type { ResizeDatabaseRequest, RestartDatabaseRequest, StartDatabaseRequest, StopDatabaseRequest } from "@dbaas/proto/databases";
 import type { AppContext } from "../context.ts";
 import { findOwned } from "../db/databases.ts";
+import { configFitsTier } from "../inside/config.ts";
 import { toDatabase } from "../mappers.ts";
 import { transition, type Move } from "../transition.ts";
 
@@ -30,6 +32,9 @@ export function resizeDatabase(ctx: AppContext) {
     const current = await findOwned(ctx.pool, req.organizationId, req.id);
     if (!current) throw notFound("database");
     if (current.tier === req.tier) new Validator().add("tier", `is already ${req.tier}`).throwIfAny();
+    // The customer's configuration goes along (docs/product.md, Inside the database): it must fit the new tier.
+    const misfit = await configFitsTier(ctx, current.id, req.tier);
+    if (misfit.length > 0) throw invalidArgument(misfit);
     const row = await transition(ctx, req.organizationId, req.id, "resize", req.tier);
     return { database: toDatabase(row, ctx.cfg.databaseDomain) };
   };

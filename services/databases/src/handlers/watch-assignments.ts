@@ -14,6 +14,10 @@ import {
 import type { AppContext } from "../context.ts";
 import { agentExists } from "../db/agents.ts";
 import { assignedTo, type AssignedRow } from "../db/databases.ts";
+import { agentPooling, DEFAULT_POOLER, poolersOf, trustedSourcesOf } from "../db/edge.ts";
+import { poolerSpec, trustedSourceSpecs } from "../edge.ts";
+import { discardsOf } from "../db/high-availability.ts";
+import { replicaParameters } from "../inside/config.ts";
 import { hostOf } from "../mappers.ts";
 import { slotName } from "../replicas.ts";
 import type { DesiredState as StoredDesiredState } from "../statuses.ts";
@@ -43,6 +47,21 @@ function replicaSource(r: AssignedRow, domain: string) {
   });
 }
 
+/**
+ * A highly available primary's synchronous_standby_names: any one of its
+ * standbys that stream now must have a commit's WAL before the commit
+ * returns. None streaming (after a failover, until the replacement is
+ * seeded): commits do not wait — the primary keeps taking writes alone rather
+ * than stopping, as Patroni's non-strict synchronous mode does.
+ */
+export function synchronousStandbyNames(r: Pick<AssignedRow, "ha_synchronous" | "running_standby_ids">): string {
+  if (!r.ha_synchronous || r.running_standby_ids.length === 0) return "";
+  return `ANY 1 (${r.running_standby_ids.map((id) => `"${id}"`).join(", ")})`;
+}
+
+/** Since when a standby's agent must have been heard from for the standby to count as synchronous: a lease ago. */
+export const synchronousStandbysLiveSince = (ctx: AppContext) => new Date(ctx.clock.now().getTime() - ctx.cfg.haLeaseSeconds * 1000);
+
 /** How often a watch stream re-sends unchanged state: a keepalive and a safety net for lost notifications. */
 const RESEND_MS = 15_000;
 
@@ -51,11 +70,24 @@ const RESEND_MS = 15_000;
  * at once and again after each change (woken by the change feed), or every
  * RESEND_MS regardless. Each spec carries the trace context of the request
  * that last changed it, and what replication needs: a replica's source, a
- * primary's slots, a promoted database's adopted instance.
+ * primary's slots, a promoted database's adopted instance; and high
+ * availability's: whether a primary needs its lease, its synchronous
+ * standbys, a switchover's fencing, the old primaries to discard.
  */
 export function watchAssignments(ctx: AppContext) {
   const snapshot = async (agentId: string): Promise<WatchAssignmentsResponse> => {
-    const rows = await assignedTo(ctx.pool, agentId);
+    // A standby whose agent went silent is no synchronous standby: a primary waiting for it would stop taking writes.
+    const rows = await assignedTo(ctx.pool, agentId, synchronousStandbysLiveSince(ctx));
+    // A replica admits whom its primary admits; only primaries run a pooler.
+    const edgeOf = (r: AssignedRow) => r.primary_id ?? r.id;
+    const [trusted, poolers, pooling] = await Promise.all([
+      trustedSourcesOf(ctx.pool, [...new Set(rows.map(edgeOf))], ctx.clock.now()),
+      poolersOf(
+        ctx.pool,
+        rows.map((r) => r.id),
+      ),
+      agentPooling(ctx.pool, agentId),
+    ]);
     return create(WatchAssignmentsResponseSchema, {
       instances: rows.map((r) =>
         create(InstanceSpecSchema, {
@@ -77,8 +109,18 @@ export function watchAssignments(ctx: AppContext) {
           replicaOf: replicaSource(r, ctx.cfg.databaseDomain),
           replicationSlots: r.replica_ids.map(slotName),
           adoptInstanceId: r.adopt_instance_id ?? "",
+          readOnly: r.storage_full,
+          trustedSources: trustedSourceSpecs(trusted.get(edgeOf(r)) ?? []),
+          pooler: poolerSpec(r, poolers.get(r.id) ?? DEFAULT_POOLER, pooling.pooler_port_offset, ctx.cfg.databaseDomain),
+          standby: r.standby,
+          leaseRequired: r.primary_id === null && r.ha_standbys > 0 && r.desired_state === "running",
+          synchronousStandbyNames: r.primary_id === null ? synchronousStandbyNames(r) : "",
+          fenced: r.switchover_fenced_at !== null,
+          parameters: r.primary_id === null ? r.config_parameters : replicaParameters(r.config_parameters, r.tier),
+          configGeneration: BigInt(r.config_generation),
         }),
       ),
+      discardInstanceIds: await discardsOf(ctx.pool, agentId),
     });
   };
 

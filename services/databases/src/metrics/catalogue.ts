@@ -1,7 +1,7 @@
 import type { Aggregate } from "../db/samples.ts";
 
 /**
- * The metrics of DESIGN.md ("Metrics"): each name's unit and series (label
+ * The metrics of docs/product.md, Metrics: each name's unit and series (label
  * sets), and how a bucket's value is computed from its aggregate. Gauges are
  * the average of the bucket's samples; counters are rates over the valid
  * intervals that ended in the bucket. A series has no point for a bucket

@@ -9,7 +9,7 @@ import { lagAggregates } from "../db/replicas.ts";
 import { type Aggregate, minuteAggregates, rollupAggregates } from "../db/samples.ts";
 import { METRIC_NAMES, METRICS } from "./catalogue.ts";
 
-/** Points per series at most (DESIGN.md, Metrics). */
+/** Points per series at most (docs/product.md, Metrics). */
 export const MAX_POINTS = 1000;
 export const MIN_STEP_SECONDS = 60;
 export const DEFAULT_RANGE_MS = 3600_000;
@@ -52,7 +52,7 @@ const bucketOf = (t: Date, step: number) => Math.floor(t.getTime() / 1000 / step
 
 /**
  * The organization's live database's metrics over [start, end] (the request
- * checked against DESIGN.md's limits first).
+ * checked against the limits of docs/product.md, Metrics, first).
  */
 export async function queryMetrics(ctx: AppContext, req: GetMetricsRequest): Promise<GetMetricsResponse> {
   const now = ctx.clock.now();

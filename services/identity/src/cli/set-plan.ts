@@ -9,7 +9,8 @@
  * $DBAAS_DATA_DIR/internal-auth-secret). Calls UpdateOrganization as caller "support".
  */
 import { ConnectError } from "@connectrpc/connect";
-import { localStackLayout, localUrl, operatorClient, PLAN } from "@dbaas/kit";
+import { localStackLayout, localUrl, operatorClient } from "@dbaas/kit";
+import { PLAN } from "@dbaas/catalogue";
 import { IdentityService } from "@dbaas/proto/identity";
 
 const [organizationId, plan] = process.argv.slice(2);

@@ -1,4 +1,4 @@
-import type { RoleName } from "@dbaas/kit";
+import type { RoleName } from "@dbaas/catalogue";
 import type { Queryable } from "./queryable.ts";
 
 export interface ApiKeyRow {

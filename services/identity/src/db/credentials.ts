@@ -1,4 +1,4 @@
-import type { RoleName } from "@dbaas/kit";
+import type { RoleName } from "@dbaas/catalogue";
 import type { Queryable } from "./queryable.ts";
 
 /** A credential with what a principal is made of. */

@@ -3,7 +3,7 @@ import type { Queryable } from "./queryable.ts";
 export interface OrganizationRow {
   id: string;
   name: string;
-  /** A plan name (services/kit SUPPORT_PLANS). */
+  /** A plan name (services/catalogue SUPPORT_PLANS). */
   plan: string;
   created_at: Date;
 }

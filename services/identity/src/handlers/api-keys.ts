@@ -23,7 +23,7 @@ import { checkActor, checkName, checkRequired, type ActorInfo } from "../validat
 
 /**
  * Who may see and revoke every key of the organization rather than only their
- * own: owner and admin hold it (DESIGN.md, Identity).
+ * own: owner and admin hold it (docs/product.md, Identity).
  */
 const MANAGES_EVERY_KEY: Scope = "settings:write";
 

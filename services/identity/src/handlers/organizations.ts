@@ -1,18 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
-import {
-  callerKey,
-  conflict,
-  dependencyUnavailable,
-  isPaidPlan,
-  notEnabled,
-  notFound,
-  permissionDenied,
-  requireGoodStanding,
-  Validator,
-  withTransaction,
-  type Scope,
-} from "@dbaas/kit";
+import { callerKey, conflict, dependencyUnavailable, notEnabled, notFound, permissionDenied, Validator, withTransaction } from "@dbaas/kit";
+import { isPaidPlan, requireGoodStanding, type Scope } from "@dbaas/catalogue";
 import {
   DeleteOrganizationResponseSchema,
   GetOrganizationResponseSchema,
@@ -35,7 +24,7 @@ import {
 import { organizationToProto } from "../mappers.ts";
 import { checkActor, checkName, checkPlan, checkRequired } from "../validation.ts";
 
-/** Who may change the plan (spec 2.7: billing is the owner's). */
+/** Who may change the plan (docs/product.md, Roles and permissions: billing is the owner's). */
 const CHANGES_PLAN: Scope = "billing:write";
 
 export function getOrganization(ctx: AppContext) {
@@ -89,7 +78,7 @@ export function updateOrganization(ctx: AppContext) {
   };
 }
 
-/** DESIGN.md, Billing: an organization not in good standing stays on the free plan. */
+/** docs/product.md, Billing: an organization not in good standing stays on the free plan. */
 async function requirePaymentMethod(ctx: AppContext, organizationId: string): Promise<void> {
   if (!ctx.billing) {
     ctx.log.error("cannot move organizations to a paid plan: BILLING_URL is not set");

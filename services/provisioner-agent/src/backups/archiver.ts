@@ -1,10 +1,11 @@
-import { chmod, readdir, readFile, rm, stat, unlink } from "node:fs/promises";
+import { constants as fsConstants } from "node:fs";
+import { chmod, lstat, open, readdir, rm, unlink } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import { constants, gzip } from "node:zlib";
 import type { Logger } from "@dbaas/kit";
-import { ID_RE } from "../instances/validate.ts";
+import { INSTANCE_ID_RE as ID_RE } from "../instance-access.ts";
 import type { BlobStore } from "./blob-store.ts";
 import { walKey, walPrefix } from "./layout.ts";
 import { isArchivedName, parseSegmentName, WAL_SEGMENT_BYTES } from "./wal.ts";
@@ -31,7 +32,50 @@ export interface ArchiverOptions {
   maxBackoffMs?: number;
   /** Called when a closed spool reopens, so the server retries archiving at once rather than within a minute. */
   wake?: (databaseId: string) => void;
+  /**
+   * The uid a database's spool files must belong to: its server's. Default:
+   * the owner of its spool directory, which the agent made for that uid
+   * (host.ts) and which the server cannot give away.
+   */
+  ownerUid?: (databaseId: string) => Promise<number>;
 }
+
+/** Why a spool entry is not uploaded: the uploader trusts nothing but the server's own regular files. */
+export type RejectReason = "symlink" | "not_regular" | "foreign_owner";
+export const REJECT_REASONS: readonly RejectReason[] = ["symlink", "not_regular", "foreign_owner"];
+
+class Refused extends Error {
+  constructor(readonly reason: RejectReason) {
+    super(reason);
+  }
+}
+
+/**
+ * A spool file's bytes, read only if it is a regular file owned by `owner`:
+ * opened without following a symlink (O_NOFOLLOW: ELOOP) or blocking on a
+ * FIFO, then checked on the open descriptor, so a swap after the listing
+ * changes nothing.
+ */
+async function readTrusted(file: string, owner: number): Promise<Buffer> {
+  let handle: Awaited<ReturnType<typeof open>>;
+  try {
+    handle = await open(file, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ELOOP") throw new Refused("symlink");
+    throw e;
+  }
+  try {
+    const st = await handle.stat();
+    if (!st.isFile()) throw new Refused("not_regular");
+    if (st.uid !== owner) throw new Refused("foreign_owner");
+    return await handle.readFile();
+  } finally {
+    await handle.close();
+  }
+}
+
+const reasonOf = (st: { isSymbolicLink(): boolean; isFile(): boolean; uid: number }, owner: number): RejectReason | undefined =>
+  st.isSymbolicLink() ? "symlink" : !st.isFile() ? "not_regular" : st.uid !== owner ? "foreign_owner" : undefined;
 
 export interface ArchiveStatus {
   /** Why archiving is failing; empty when it works. */
@@ -53,6 +97,8 @@ interface DbState {
   draining: Promise<void> | undefined;
   /** When its last pass began, in passes begun on this agent (0: never). */
   lastTurn: number;
+  /** Spool entries refused, by name → `<inode>:<reason>`: each is logged and counted once. */
+  rejected: Map<string, string>;
 }
 
 const gib = (n: number) => (n >= 1024 ** 3 ? `${(n / 1024 ** 3).toFixed(1)} GiB` : `${Math.round(n / 1024 ** 2)} MiB`);
@@ -81,6 +127,21 @@ export function createArchiver(opts: ArchiverOptions) {
   let stopped = false;
   let loop: Promise<void> | undefined;
   const stopSignal = new AbortController();
+  /** Spool entries refused since the agent started, by reason (the agent's /metrics). */
+  const rejectedTotals: Record<RejectReason, number> = { symlink: 0, not_regular: 0, foreign_owner: 0 };
+
+  /** Notes a refused entry: logged and counted the first time this file is refused for this reason. */
+  function refuse(id: string, s: DbState, name: string, ino: number, reason: RejectReason): void {
+    const mark = `${ino}:${reason}`;
+    if (s.rejected.get(name) === mark) return;
+    s.rejected.set(name, mark);
+    rejectedTotals[reason]++;
+    log.warn("WAL spool entry refused: not a regular file of the database's server; not uploaded", {
+      database_id: id,
+      file: name,
+      reason,
+    });
+  }
 
   const state = (id: string): DbState => {
     let s = dbs.get(id);
@@ -95,6 +156,7 @@ export function createArchiver(opts: ArchiverOptions) {
         retryAt: 0,
         draining: undefined,
         lastTurn: 0,
+        rejected: new Map(),
       };
       dbs.set(id, s);
     }
@@ -151,24 +213,36 @@ export function createArchiver(opts: ArchiverOptions) {
   async function drain(id: string, s: DbState): Promise<void> {
     const dir = path.join(spoolRoot, id);
     let names: string[];
+    let owner: number;
     try {
+      const dirStat = await lstat(dir);
+      if (!dirStat.isDirectory()) throw new Error(`${dir} is not a directory`);
       // The mode is the truth about closing: it survives an agent restart.
-      s.closed = ((await stat(dir)).mode & 0o200) === 0;
+      s.closed = (dirStat.mode & 0o200) === 0;
+      owner = opts.ownerUid ? await opts.ownerUid(id) : dirStat.uid;
       names = await readdir(dir);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === "ENOENT") return;
       throw e;
     }
     const sizes = new Map<string, number>();
+    const seen = new Set<string>();
     for (const name of names) {
-      const st = await stat(path.join(dir, name)).catch(() => undefined);
-      if (!st?.isFile()) continue;
+      const st = await lstat(path.join(dir, name)).catch(() => undefined);
+      if (!st) continue;
+      const reason = reasonOf(st, owner);
+      if (reason) {
+        refuse(id, s, name, st.ino, reason);
+        seen.add(name);
+        continue;
+      }
       if (name.startsWith("archtemp.") && Date.now() - st.mtimeMs > STALE_TEMP_MS) {
         await removeSpoolFile(dir, s, name).catch(() => {});
         continue;
       }
       sizes.set(name, st.size);
     }
+    for (const name of s.rejected.keys()) if (!seen.has(name)) s.rejected.delete(name);
     const sum = () => [...sizes.values()].reduce((a, b) => a + b, 0);
     s.spoolBytes = sum();
     const pending = [...sizes.keys()].filter(isArchivedName).sort();
@@ -177,7 +251,17 @@ export function createArchiver(opts: ArchiverOptions) {
         const stored = await loadStored(id, s);
         for (const name of pending) {
           if (stopped || purging.has(id)) break;
-          const body = await gzipAsync(await readFile(path.join(dir, name)), { level: constants.Z_BEST_SPEED });
+          let wal: Buffer;
+          try {
+            wal = await readTrusted(path.join(dir, name), owner);
+          } catch (e) {
+            // Swapped since the listing: refused like the others, and the next file's turn.
+            if (!(e instanceof Refused)) throw e;
+            refuse(id, s, name, (await lstat(path.join(dir, name)).catch(() => undefined))?.ino ?? 0, e.reason);
+            sizes.delete(name);
+            continue;
+          }
+          const body = await gzipAsync(wal, { level: constants.Z_BEST_SPEED });
           await store.put(walKey(id, name), body);
           // Stored: only now may the spool copy go.
           await removeSpoolFile(dir, s, name);
@@ -204,7 +288,11 @@ export function createArchiver(opts: ArchiverOptions) {
     const s = dbs.get(id);
     if (!s) return { archiveError: "", spoolBytes: 0 };
     const full = s.closed ? `WAL spool full (${gib(maxSpoolBytes)}); the server keeps its WAL until the spool drains` : "";
-    return { archiveError: [s.uploadError, full].filter(Boolean).join("; "), spoolBytes: s.spoolBytes };
+    const refused =
+      s.rejected.size > 0
+        ? `the WAL spool holds ${s.rejected.size} entries that are not the server's regular files, not uploaded (${[...s.rejected.keys()].sort().slice(0, 3).join(", ")})`
+        : "";
+    return { archiveError: [s.uploadError, full, refused].filter(Boolean).join("; "), spoolBytes: s.spoolBytes };
   }
 
   async function spoolIds(): Promise<string[]> {
@@ -268,6 +356,8 @@ export function createArchiver(opts: ArchiverOptions) {
       }
     },
     status,
+    /** Spool entries refused since start, by reason. */
+    rejected: (): Readonly<Record<RejectReason, number>> => ({ ...rejectedTotals }),
     /** Segment numbers of the database's WAL in the store (loaded from its listing on first use). */
     stored: (id: string): Promise<Set<number>> => loadStored(id, state(id)),
     /**

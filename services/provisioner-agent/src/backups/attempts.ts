@@ -1,6 +1,6 @@
 import { mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { rand } from "../instances/files.ts";
+import { rand } from "../temp-name.ts";
 
 /**
  * After this many attempts at one backup it is reported failed (an attempt

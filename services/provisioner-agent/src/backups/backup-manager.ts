@@ -4,8 +4,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
 import { type Clock, type Logger, tracedWork } from "@dbaas/kit";
 import { BackupState, type DatabaseBackups, DatabaseBackupsSchema, DesiredState, type InstanceSpec } from "@dbaas/proto/agent";
-import { withAgentClient } from "../instances/agent-socket.ts";
-import type { RunAsIdentity } from "../instances/run-as.ts";
+import { withAgentSession } from "../instance-access.ts";
 import type { InstanceRuntime } from "../runtime.ts";
 import { createArchiver } from "./archiver.ts";
 import { BACKUP_ATTEMPTS, createAttemptLog } from "./attempts.ts";
@@ -29,14 +28,14 @@ export interface BackupSettings {
 
 export interface BackupManagerOptions {
   store: BlobStore;
-  /** Where instances run: a backup starts only on one observed running. */
+  /**
+   * Where instances run: a backup starts only on one observed running; its
+   * sessions, its server's files and its WAL spool are reached through the
+   * runtime's InstanceAccess (instance-access.ts), nothing else.
+   */
   runtime: InstanceRuntime;
-  /** The instances' unix socket directory (local runtime). */
-  socketDir: string;
-  /** AGENT_DATA_DIR: spools, staging, attempt counts and the last known windows live below it. */
+  /** AGENT_DATA_DIR: staging, attempt counts and the last known windows live below it. */
   dataDir: string;
-  spoolRoot: string;
-  runAs: RunAsIdentity;
   log: Logger;
   clock: Clock;
   settings: BackupSettings;
@@ -69,8 +68,9 @@ export function createBackupManager(opts: BackupManagerOptions) {
   const retryDelayMs = opts.retryDelayMs ?? 10_000;
   const stagingRoot = path.join(opts.dataDir, "backup-staging");
   const attempts = createAttemptLog(path.join(opts.dataDir, "backups", "attempts"));
+  const { runtime } = opts;
   const windows = createWindowKeeper({
-    socketDir: opts.socketDir,
+    instances: runtime,
     now: () => clock.now().getTime(),
     retentionDays: settings.retentionDays,
     file: path.join(opts.dataDir, "backups", "latest-restore-times.json"),
@@ -90,7 +90,7 @@ export function createBackupManager(opts: BackupManagerOptions) {
   /** Attempts ended since the agent started: completed, or failed (each failed attempt; the third fails the backup). */
   const outcomes = { completed: 0, failed: 0 };
   const archiver = createArchiver({
-    spoolRoot: opts.spoolRoot,
+    spoolRoot: runtime.walSpoolRoot,
     store,
     log,
     maxSpoolBytes: settings.maxSpoolBytes,
@@ -98,9 +98,11 @@ export function createBackupManager(opts: BackupManagerOptions) {
     maxBackoffMs: settings.uploadRetryMaxMs,
     wake: (id) => {
       // A reload wakes the server's archiver, which otherwise retries a failed file only after a minute.
-      const spec = specs.get(id);
-      if (spec?.desiredState === DesiredState.RUNNING)
-        void withAgentClient(opts.socketDir, spec.port, (c) => c.query("SELECT pg_reload_conf()")).catch(() => {});
+      if (specs.get(id)?.desiredState !== DesiredState.RUNNING) return;
+      void runtime
+        .agentConnection(id)
+        .then((conn) => conn && withAgentSession(conn, (c) => c.query("SELECT pg_reload_conf()")))
+        .catch(() => {});
     },
   });
 
@@ -123,8 +125,11 @@ export function createBackupManager(opts: BackupManagerOptions) {
     const abort = new AbortController();
     const signal = AbortSignal.any([abort.signal, stop.signal]);
     const done = (async () => {
-      const obs = await opts.runtime.observe(id);
+      const obs = await runtime.observe(id);
       if (obs.state !== "running" || obs.message) return;
+      const connection = await runtime.agentConnection(id);
+      if (!connection) return;
+      const serverFiles = await runtime.serverFiles(id);
       const server = obs.pid;
       const attempt = await attempts.begin(id, backupId);
       const startedAt = clock.now();
@@ -137,17 +142,16 @@ export function createBackupManager(opts: BackupManagerOptions) {
         // Without slots to ensure the reconciler's sync suffices: right after an agent restart this one raced the
         // reconciler's (both ALTER the replication role: "tuple concurrently updated") and cost the backup an attempt.
         if (spec.replicationSlots.length > 0)
-          await work.step("replication slots", () => opts.runtime.syncReplicationSlots(id, spec.replicationSlots));
+          await work.step("replication slots", () => runtime.syncReplicationSlots(id, spec.replicationSlots));
         const rec = await work.step("base backup", () =>
           takeBaseBackup({
             store,
             databaseId: id,
             backupId,
             version: spec.version,
-            socketDir: opts.socketDir,
-            port: spec.port,
+            connection,
             stagingRoot,
-            runAs: opts.runAs,
+            server: serverFiles,
             waitForWal: (from, to, s) => archiver.waitStored(id, from, to, WAL_WAIT_MS, s),
             now: () => clock.now(),
             signal,
@@ -203,7 +207,7 @@ export function createBackupManager(opts: BackupManagerOptions) {
   async function serverWentAway(id: string, pid: number | undefined): Promise<boolean> {
     const deadline = Date.now() + SHUTDOWN_WAIT_MS;
     for (;;) {
-      const now = await opts.runtime.observe(id);
+      const now = await runtime.observe(id);
       if (now.state === "stopped" || now.state === "absent") return true;
       if (now.state !== "running") return false;
       if (pid !== undefined && now.pid !== undefined && now.pid !== pid) return true;
@@ -258,7 +262,7 @@ export function createBackupManager(opts: BackupManagerOptions) {
       // A replica has no backups of its own (a standby archives nothing): nothing to keep track of.
       if (spec.desiredState === DesiredState.PURGED || spec.replicaOf || purging.has(id)) continue;
       try {
-        if (spec.desiredState === DesiredState.RUNNING) await windows.sample(id, spec.port);
+        if (spec.desiredState === DesiredState.RUNNING) await windows.sample(id);
         windows.update(id, await loadRecords(id), await archiver.stored(id));
         await scheduleBackups(spec);
       } catch (e) {
@@ -311,8 +315,8 @@ export function createBackupManager(opts: BackupManagerOptions) {
     if (!stop.signal.aborted) {
       stop.abort();
       for (const id of running.keys()) {
-        const spec = specs.get(id);
-        if (spec) await clearBackupLeftovers({ socketDir: opts.socketDir, port: spec.port, stagingRoot, databaseId: id }).catch(() => {});
+        const connection = await runtime.agentConnection(id).catch(() => undefined);
+        if (connection) await clearBackupLeftovers({ connection, stagingRoot, databaseId: id }).catch(() => {});
       }
     }
     await Promise.all([...running.values()].map((r) => r.done));
@@ -338,6 +342,8 @@ export function createBackupManager(opts: BackupManagerOptions) {
     outcomes(): Readonly<{ completed: number; failed: number }> {
       return outcomes;
     },
+    /** WAL spool entries the uploader refused since start (symlinks, foreign files), by reason (for `wal_files_refused_total`). */
+    walFilesRefused: () => archiver.rejected(),
     /** One DatabaseBackups per database in the desired state (purged ones aside). */
     snapshot(): DatabaseBackups[] {
       const out: DatabaseBackups[] = [];
@@ -360,15 +366,19 @@ export function createBackupManager(opts: BackupManagerOptions) {
     },
     /** A snapshot reached the databases service: its PRUNED news need not be repeated. */
     delivered: news.delivered,
-    /** Removes a purged database's backups: its spool, then everything under its prefix in the store. */
-    async purge(id: string): Promise<void> {
+    /**
+     * Removes a purged database's backups: its spool, then everything under its prefix in the store. With
+     * `keepStore` (an old primary discarded after a failover: the database lives on elsewhere, its backups
+     * with it) only what is on this host: the spool (its WAL never uploaded), staging, attempts, the window.
+     */
+    async purge(id: string, opts: { keepStore?: boolean } = {}): Promise<void> {
       purging.add(id);
       try {
         const r = running.get(id);
         r?.abort.abort();
         await r?.done;
         await archiver.purge(id);
-        await store.deletePrefix(databasePrefix(id));
+        if (!opts.keepStore) await store.deletePrefix(databasePrefix(id));
         await rm(stagingDirOf(stagingRoot, id), { recursive: true, force: true });
         await attempts.clear(id);
         for (const m of [records, retryAt]) m.delete(id);

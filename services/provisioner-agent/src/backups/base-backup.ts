@@ -1,18 +1,23 @@
 import { createReadStream } from "node:fs";
-import { chown, mkdir, rm, stat } from "node:fs/promises";
+import { mkdir, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { pipeline, Transform } from "node:stream";
 import { constants, createGzip } from "node:zlib";
-import pg from "pg";
-import { AGENT_SUPERUSER, withAgentClient } from "../instances/agent-socket.ts";
-import type { RunAsIdentity } from "../instances/run-as.ts";
+import type pg from "pg";
+import { type AgentConnection, agentClient, type ServerFiles, withAgentSession } from "../instance-access.ts";
 import type { BlobStore } from "./blob-store.ts";
 import { type BackupRecord, baseTarKey, manifestKey, recordKey } from "./layout.ts";
+import { tarWithout } from "./tar-filter.ts";
 import { lastSegmentNeeded, parseLsn, segnoOfLsn } from "./wal.ts";
 
 /** application_name of the replication connection: how a later attempt finds (and ends) one a crash left behind. */
 const BACKUP_APP = "dbaas-backup";
 const BACKUP_ID_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
+/**
+ * Members of base.tar that never reach the store: the server's private key (a
+ * restore or a replica gets its own certificate at its first start).
+ */
+export const LEFT_OUT = ["server.key"];
 
 export interface BaseBackupOptions {
   store: BlobStore;
@@ -20,12 +25,12 @@ export interface BaseBackupOptions {
   backupId: string;
   /** PostgreSQL major of the instance (goes into the record; a restore needs the same). */
   version: string;
-  /** Where the instance's unix socket is, and its port. */
-  socketDir: string;
-  port: number;
+  /** The agent's session on the instance's server (InstanceAccess.agentConnection). */
+  connection: AgentConnection;
   /** `<AGENT_DATA_DIR>/backup-staging`: the server writes base.tar and the manifest below it. */
   stagingRoot: string;
-  runAs: RunAsIdentity;
+  /** As the instance's server: it owns its staging directory. */
+  server: ServerFiles;
   /** Resolves once every WAL segment from `from` to `to` is in the store. */
   waitForWal: (from: number, to: number, signal: AbortSignal) => Promise<void>;
   now: () => Date;
@@ -39,8 +44,8 @@ export const stagingDirOf = (stagingRoot: string, databaseId: string) => path.jo
  * Ends what an earlier attempt left running (a walsender still writing a
  * backup for an agent that was killed) and removes its staging files.
  */
-export async function clearBackupLeftovers(o: Pick<BaseBackupOptions, "socketDir" | "port" | "stagingRoot" | "databaseId">) {
-  await withAgentClient(o.socketDir, o.port, (c) =>
+export async function clearBackupLeftovers(o: Pick<BaseBackupOptions, "connection" | "stagingRoot" | "databaseId">) {
+  await withAgentSession(o.connection, (c) =>
     c.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'walsender' AND application_name = $1", [
       BACKUP_APP,
     ]),
@@ -63,7 +68,7 @@ function positions(result: unknown): { start: Position; stop: Position } {
   return { start: found[0]!, stop: found[found.length - 1]! };
 }
 
-/** base.tar through gzip into the store; resolves with the compressed size. */
+/** base.tar without LEFT_OUT, through gzip into the store (which encrypts it); resolves with the compressed size. */
 async function uploadCompressed(store: BlobStore, key: string, file: string): Promise<number> {
   let size = 0;
   const counter = new Transform({
@@ -73,7 +78,7 @@ async function uploadCompressed(store: BlobStore, key: string, file: string): Pr
     },
   });
   // Speed over ratio: the backup's duration is what a customer waits for.
-  const body = pipeline(createReadStream(file), createGzip({ level: constants.Z_BEST_SPEED }), counter, () => {});
+  const body = pipeline(createReadStream(file), tarWithout(LEFT_OUT), createGzip({ level: constants.Z_BEST_SPEED }), counter, () => {});
   await store.put(key, body);
   return size;
 }
@@ -92,20 +97,10 @@ export async function takeBaseBackup(o: BaseBackupOptions): Promise<BackupRecord
   await clearBackupLeftovers(o);
   const dbStaging = stagingDirOf(o.stagingRoot, o.databaseId);
   await mkdir(o.stagingRoot, { recursive: true, mode: 0o711 });
-  await mkdir(dbStaging, { mode: 0o700 });
-  if (o.runAs.switchUser) await chown(dbStaging, o.runAs.uid, o.runAs.gid);
+  await o.server.makeDir(dbStaging);
   // The server creates the target directory itself and refuses one that is not empty.
   const target = path.join(dbStaging, o.backupId);
-  const client = new pg.Client({
-    host: o.socketDir,
-    port: o.port,
-    user: AGENT_SUPERUSER,
-    database: "postgres",
-    replication: "database",
-    application_name: BACKUP_APP,
-    connectionTimeoutMillis: 5000,
-  } as pg.ClientConfig);
-  client.on("error", () => {});
+  const client = agentClient(o.connection, { replication: true, applicationName: BACKUP_APP });
   const abort = () => void client.end().catch(() => {});
   o.signal.addEventListener("abort", abort, { once: true });
   try {

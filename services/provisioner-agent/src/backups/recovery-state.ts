@@ -1,7 +1,7 @@
 import { open, readFile, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { rand, writeOwned } from "../instances/files.ts";
-import type { RunAsIdentity } from "../instances/run-as.ts";
+import type { ServerFiles } from "../instance-access.ts";
+import { rand } from "../temp-name.ts";
 
 /**
  * What a restored instance carries in its data directory until it has been
@@ -102,12 +102,12 @@ async function removeConfTemps(dataDir: string): Promise<void> {
 }
 
 /** `dbaas-recovery.conf` for the marker, and its include line at the end of postgresql.conf (after dbaas.conf's, so it wins). */
-export async function writeRecoveryConfig(runAs: RunAsIdentity, dataDir: string, m: RestoreMarker): Promise<void> {
+export async function writeRecoveryConfig(server: ServerFiles, dataDir: string, m: RestoreMarker): Promise<void> {
   await removeConfTemps(dataDir);
-  await writeOwned(runAs, path.join(dataDir, RECOVERY_CONF), renderRecoveryConf(m));
+  await server.writeFile(path.join(dataDir, RECOVERY_CONF), renderRecoveryConf(m));
   const pgConf = path.join(dataDir, "postgresql.conf");
   const text = await readFile(pgConf, "utf8");
-  if (!RECOVERY_INCLUDE_RE.test(text)) await writeOwned(runAs, pgConf, `${text.replace(/\n*$/, "\n")}${RECOVERY_INCLUDE}\n`);
+  if (!RECOVERY_INCLUDE_RE.test(text)) await server.writeFile(pgConf, `${text.replace(/\n*$/, "\n")}${RECOVERY_INCLUDE}\n`);
 }
 
 /**
@@ -115,10 +115,10 @@ export async function writeRecoveryConfig(runAs: RunAsIdentity, dataDir: string,
  * the marker last, so a crash half-way leaves a marker and the next start
  * finishes the cleanup. The instance is then an ordinary one.
  */
-export async function finishRestore(runAs: RunAsIdentity, dataDir: string): Promise<void> {
+export async function finishRestore(server: ServerFiles, dataDir: string): Promise<void> {
   const pgConf = path.join(dataDir, "postgresql.conf");
   const text = await readFile(pgConf, "utf8");
-  if (RECOVERY_INCLUDE_RE.test(text)) await writeOwned(runAs, pgConf, text.replace(RECOVERY_INCLUDE_RE, ""));
+  if (RECOVERY_INCLUDE_RE.test(text)) await server.writeFile(pgConf, text.replace(RECOVERY_INCLUDE_RE, ""));
   await rm(path.join(dataDir, RECOVERY_CONF), { force: true });
   await removeConfTemps(dataDir);
   await rm(restoreWalDir(dataDir), { recursive: true, force: true });

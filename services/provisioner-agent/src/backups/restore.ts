@@ -4,8 +4,7 @@ import path from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGunzip } from "node:zlib";
-import { writeOwned } from "../instances/files.ts";
-import type { RunAsIdentity } from "../instances/run-as.ts";
+import type { ServerFiles } from "../instance-access.ts";
 import type { RestoreRequest, SeedRequest } from "../runtime.ts";
 import type { BlobStore } from "./blob-store.ts";
 import { type BackupRecord, basePrefix, baseTarKey, recordKey, walPrefix } from "./layout.ts";
@@ -99,7 +98,7 @@ async function fetchWal(store: BlobStore, sourceId: string, names: string[], dir
   const pending = [...names];
   const worker = async () => {
     for (let name = pending.shift(); name !== undefined; name = pending.shift()) {
-      // World-readable: the run-as user's restore_command copies from here.
+      // World-readable: the server's restore_command copies from here (others cannot enter its 0700 data directory).
       await pipeline(
         await store.get(`${walPrefix(sourceId)}${name}.gz`),
         createGunzip(),
@@ -112,8 +111,9 @@ async function fetchWal(store: BlobStore, sourceId: string, names: string[], dir
 
 export interface StageRestoreOptions {
   store: BlobStore;
-  runAs: RunAsIdentity;
-  /** The staging data directory: exists, empty, owned by the run-as user, mode 0700. */
+  /** As the new instance's server: it owns the staging directory and everything extracted into it. */
+  server: ServerFiles;
+  /** The staging data directory: exists, empty, owned by the server's user, mode 0700. */
   dir: string;
   /** The PostgreSQL major the new instance is created with. */
   version: string;
@@ -123,7 +123,7 @@ export interface StageRestoreOptions {
 
 /** Fills `o.dir` with the source's data as of its chosen base backup, the WAL to replay, and the recovery settings. */
 export async function stageRestore(o: StageRestoreOptions): Promise<void> {
-  const { store, dir, runAs, request } = o;
+  const { store, dir, server, request } = o;
   const source = request.sourceDatabaseId;
   // "2025-01-31 12:00:00.123+00": PostgreSQL 16 refuses ISO 8601's "T…Z" form here.
   const target = request.restoreTime.toISOString().replace("T", " ").replace("Z", "+00");
@@ -132,7 +132,7 @@ export async function stageRestore(o: StageRestoreOptions): Promise<void> {
   o.log(`restore from ${source} to ${target}: base backup ${record.backupId} (consistent from ${record.stoppedAt})`);
 
   const started = Date.now();
-  await extractTarGz(await store.get(baseTarKey(source, record.backupId)), dir, runAs);
+  await extractTarGz(await store.get(baseTarKey(source, record.backupId)), dir, server);
   const major = (await readFile(path.join(dir, "PG_VERSION"), "utf8").catch(() => "?")).trim();
   if (major !== o.version) throw new Error(`base backup ${record.backupId} of ${source} holds PostgreSQL ${major}, not ${o.version}`);
   for (const name of HOST_SPECIFIC) await rm(path.join(dir, name), { force: true });
@@ -142,7 +142,7 @@ export async function stageRestore(o: StageRestoreOptions): Promise<void> {
     source,
     plan,
   );
-  // Agent-owned (the server cannot alter what it replays), readable by the run-as user.
+  // Agent-owned (the server cannot alter what it replays), readable by the server.
   await mkdir(restoreDir(dir), { mode: 0o755 });
   await mkdir(restoreWalDir(dir), { mode: 0o755 });
   await fetchWal(store, source, names, restoreWalDir(dir));
@@ -150,14 +150,15 @@ export async function stageRestore(o: StageRestoreOptions): Promise<void> {
 
   const marker = { sourceDatabaseId: source, backupId: record.backupId, restoreTime: target, replayToEnd: false, walFiles: names.length };
   await writeRestoreMarker(dir, marker);
-  await writeRecoveryConfig(runAs, dir, marker);
-  await writeOwned(runAs, recoverySignalPath(dir), "");
+  await writeRecoveryConfig(server, dir, marker);
+  await server.writeFile(recoverySignalPath(dir), "");
 }
 
 export interface StageSeedOptions {
   store: BlobStore;
-  runAs: RunAsIdentity;
-  /** The staging data directory: exists, empty, owned by the run-as user, mode 0700. */
+  /** As the new instance's server: it owns the staging directory and everything extracted into it. */
+  server: ServerFiles;
+  /** The staging data directory: exists, empty, owned by the server's user, mode 0700. */
   dir: string;
   version: string;
   seed: SeedRequest;
@@ -183,7 +184,7 @@ export async function stageSeed(o: StageSeedOptions): Promise<void> {
     throw new Error(`version mismatch: backup ${seed.backupId} of ${primary} holds PostgreSQL ${record.version}, not ${o.version}`);
   }
   const started = Date.now();
-  await extractTarGz(await store.get(baseTarKey(primary, seed.backupId)), dir, o.runAs);
+  await extractTarGz(await store.get(baseTarKey(primary, seed.backupId)), dir, o.server);
   for (const name of HOST_SPECIFIC) await rm(path.join(dir, name), { force: true });
   o.log(`seeded from ${primary}'s backup ${seed.backupId} (from ${record.startLsn}) in ${Date.now() - started} ms`);
 }

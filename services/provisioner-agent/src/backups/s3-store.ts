@@ -43,6 +43,12 @@ export interface S3StoreOptions {
    * is abandoned (BACKUP_S3_IDLE_TIMEOUT_MS). Default 30 s.
    */
   idleTimeoutMs?: number;
+  /**
+   * Server-side encryption every put asks for (BACKUP_S3_SSE): `AES256` (S3's
+   * own keys, the default), `aws:kms`, or none (for a store that refuses the
+   * header). On top of the agent's own encryption (encrypted-store.ts), not instead.
+   */
+  serverSideEncryption?: "AES256" | "aws:kms";
 }
 
 /** 8 MiB parts: objects up to ~78 GiB within S3's 10,000 parts, at most 16 MiB buffered per put. */
@@ -129,7 +135,12 @@ export function createS3Store(opts: S3StoreOptions): BlobStore {
       if (source instanceof Readable) source.once("error", (err: Error) => (sourceError ??= err));
       const upload = new Upload({
         client,
-        params: { Bucket: bucket, Key, Body: source },
+        params: {
+          Bucket: bucket,
+          Key,
+          Body: source,
+          ...(opts.serverSideEncryption ? { ServerSideEncryption: opts.serverSideEncryption } : {}),
+        },
         partSize: PART_SIZE,
         queueSize: QUEUE_SIZE,
         leavePartsOnError: false,

@@ -1,25 +1,19 @@
-import { spawn } from "node:child_process";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGunzip } from "node:zlib";
-import { type RunAsIdentity, serverEnv } from "../instances/run-as.ts";
+import type { ServerFiles } from "../instance-access.ts";
 
 /**
  * Unpacks a gzip'd tar stream (a base backup's `base.tar.gz`: plain ustar
- * from BASE_BACKUP) into `dir` with the system `tar`, run as the run-as user
+ * from BASE_BACKUP) into `dir` with the system `tar`, run as the server's user
  * so every file it creates is owned by that user with the modes the archive
  * carries (0700 directories, 0600 files), as PostgreSQL demands. GNU tar
  * refuses members that would land outside `dir` (`..`, absolute names).
  */
-export async function extractTarGz(src: Readable, dir: string, runAs: RunAsIdentity): Promise<void> {
-  const child = spawn("tar", ["-x", "-f", "-", "-C", dir, "--no-same-owner"], {
-    cwd: "/",
-    env: serverEnv(),
-    stdio: ["pipe", "ignore", "pipe"],
-    ...(runAs.switchUser ? { uid: runAs.uid, gid: runAs.gid } : {}),
-  });
+export async function extractTarGz(src: Readable, dir: string, server: ServerFiles): Promise<void> {
+  const child = server.spawn("tar", ["-x", "-f", "-", "-C", dir, "--no-same-owner"], ["pipe", "ignore", "pipe"]);
   const stderr: Buffer[] = [];
-  child.stderr.on("data", (b: Buffer) => stderr.push(b));
+  child.stderr!.on("data", (b: Buffer) => stderr.push(b));
   const exited = new Promise<void>((resolve, reject) => {
     child.on("error", (e) => reject(new Error(`tar: ${e.message}`)));
     child.on("close", (code, signal) => {
@@ -30,7 +24,7 @@ export async function extractTarGz(src: Readable, dir: string, runAs: RunAsIdent
       }
     });
   });
-  const fed = pipeline(src, createGunzip(), child.stdin);
+  const fed = pipeline(src, createGunzip(), child.stdin!);
   const [tarResult, feedResult] = await Promise.allSettled([exited, fed]);
   if (feedResult.status === "rejected") {
     src.destroy();

@@ -1,7 +1,7 @@
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { withAgentClient } from "../instances/agent-socket.ts";
-import { rand } from "../instances/files.ts";
+import { type InstanceAccess, withAgentSession } from "../instance-access.ts";
+import { rand } from "../temp-name.ts";
 import type { BackupRecord } from "./layout.ts";
 import { lastSegmentNeeded, parseLsn, segnoOfLsn } from "./wal.ts";
 
@@ -101,8 +101,8 @@ export function firstSegmentNeeded(backups: readonly BackupRecord[]): number | u
 }
 
 export interface WindowKeeperOptions {
-  /** The instances' unix socket directory. */
-  socketDir: string;
+  /** How the agent reaches a running instance's server. */
+  instances: Pick<InstanceAccess, "agentConnection">;
   now: () => number;
   retentionDays: number;
   /** Where the last known latest instants are kept across restarts. */
@@ -131,11 +131,12 @@ export function createWindowKeeper(o: WindowKeeperOptions) {
       }
     },
     /** Notes (now, WAL insert position) of a running instance, and whether its server's archiver is failing. */
-    async sample(id: string, port: number): Promise<void> {
+    async sample(id: string): Promise<void> {
       const at = o.now();
-      const row = await withAgentClient(
-        o.socketDir,
-        port,
+      const conn = await o.instances.agentConnection(id).catch(() => undefined);
+      if (!conn) return;
+      const row = await withAgentSession(
+        conn,
         async (c) =>
           (
             await c.query<{ lsn: string; xmin: string; xmax: string; failing: boolean; wal: string | null }>(

@@ -1,6 +1,8 @@
 /**
- * Operator tool: what each agent runs — its regions and every instance it
- * knows, with state, port and postmaster pid.
+ * Operator tool: what each agent runs — its regions, the address it publishes
+ * on (AGENT_PUBLIC_ADDRESS), its own pid, how its servers are isolated
+ * (per-tenant-uid, or shared-uid), and every instance it knows, with
+ * state, port and postmaster pid.
  *
  *   npm run agent:status [-- <agent-url>…]
  *
@@ -24,8 +26,11 @@ async function main(): Promise<number> {
       const status = await client.getAgentStatus({}, { timeoutMs: 10_000 });
       const running = status.instances.filter((i) => i.state === "running").length;
       process.stdout.write(
-        `${status.agentId} (${status.regions.join(",")}) at ${url}: ${status.instances.length} instance(s), ${running} running\n`,
+        `${status.agentId} (${status.regions.join(",")}) pid ${status.pid}, publishes on ${status.publicAddresses.join(",") || "(unknown)"}, ` +
+          `control at ${url}: ${status.instances.length} instance(s), ${running} running, isolation ${status.isolation || "unknown"}\n`,
       );
+      const why = status.resourceLimitsReason ? ` (${status.resourceLimitsReason})` : "";
+      process.stdout.write(`  resource limits: ${status.resourceLimits || "unknown"}${why}\n`);
       for (const i of status.instances) {
         const where = [i.port ? `port ${i.port}` : "", i.pid ? `pid ${i.pid}` : ""].filter(Boolean).join("  ");
         process.stdout.write(`  ${i.databaseId.padEnd(22)} ${i.state.padEnd(8)} ${where}\n`.trimEnd() + "\n");

@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { GetAgentStatusResponseSchema, ObservedInstanceSchema, type GetAgentStatusResponse } from "@dbaas/proto/provisioner";
 import type { AppContext } from "../context.ts";
 
-/** What this agent runs: its regions and every instance on its runtime, as observed now (`npm run agent:status`). */
+/** What this agent runs: its regions, public address, own pid and every instance on its runtime, as observed now (`npm run agent:status`). */
 export function getAgentStatus(ctx: AppContext) {
   return async (): Promise<GetAgentStatusResponse> => {
     const ids = await ctx.runtime.list();
@@ -12,6 +12,16 @@ export function getAgentStatus(ctx: AppContext) {
         return create(ObservedInstanceSchema, { databaseId: id, state: o.state, port: o.port ?? 0, pid: o.pid ?? 0 });
       }),
     );
-    return create(GetAgentStatusResponseSchema, { agentId: ctx.cfg.agentId, regions: ctx.cfg.regions, instances });
+    const limits = ctx.runtime.resourceLimits;
+    return create(GetAgentStatusResponseSchema, {
+      agentId: ctx.cfg.agentId,
+      regions: ctx.cfg.regions,
+      instances,
+      isolation: ctx.runtime.isolation,
+      publicAddresses: ctx.cfg.publicAddresses,
+      pid: process.pid,
+      resourceLimits: limits.how,
+      resourceLimitsReason: limits.reason ?? "",
+    });
   };
 }

@@ -5,11 +5,12 @@ import type { BlobStore } from "../backups/blob-store.ts";
 import { stageRestore, stageSeed } from "../backups/restore.ts";
 import type { RestoreRequest, SeedRequest } from "../runtime.ts";
 import { AGENT_SUPERUSER, ADMIN_ROLE, DEFAULT_DATABASE, withAgentClient } from "./agent-socket.ts";
-import { errMsg, fsyncDir, pathExists, prepareLogFile, rand, tail } from "./files.ts";
+import { rand } from "../temp-name.ts";
+import { errMsg, fsyncDir, pathExists, prepareLogFile, serverFilesOf, tail, writeOwned } from "./files.ts";
 import type { Host } from "./host.ts";
 import { killServerProcessesIn, pgCtl, START_TIMEOUT_S, STOP_TIMEOUT_S, stopInstance } from "./process-control.ts";
 import { runCommand } from "./run-as.ts";
-import { INCLUDE_LINE } from "./server-config.ts";
+import { INCLUDE_LINE, lockedHba, renderIdent } from "./server-config.ts";
 import { ID_RE } from "./validate.ts";
 
 /**
@@ -71,8 +72,10 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
     // Only builds of this major use that socket name and we hold the build,
     // so a lock file left by a killed build server is stale (and its pid may
     // linger as a zombie, which PostgreSQL would mistake for a live server).
-    await rm(path.join(host.socketDir, `.s.PGSQL.${buildPort}.lock`), { force: true });
-    await rm(path.join(host.socketDir, `.s.PGSQL.${buildPort}`), { force: true });
+    const buildSocketDir = path.join(host.socketDir, `.build-${major}`);
+    await host.ensureServerSocketDir(`.build-${major}`, runAs);
+    await rm(path.join(buildSocketDir, `.s.PGSQL.${buildPort}.lock`), { force: true });
+    await rm(path.join(buildSocketDir, `.s.PGSQL.${buildPort}`), { force: true });
     const tmp = `${final}.tmp-${rand()}`;
     const buildLog = path.join(templatesDir, `${major}.build.log`);
     inFlight.add(tmp);
@@ -88,7 +91,7 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
           tmp,
           "-U",
           AGENT_SUPERUSER,
-          "--auth-local=trust",
+          "--auth-local=peer",
           "--auth-host=reject",
           "--no-sync",
           "-E",
@@ -102,10 +105,13 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
         path.join(tmp, "postgresql.conf"),
         `\n# dbaas: SCRAM only. Port, TLS and tier settings are written by the agent on every start.\npassword_encryption = 'scram-sha-256'\n${INCLUDE_LINE}\n`,
       );
-      const o = `-c listen_addresses= -c unix_socket_directories=${host.socketDir} -c port=${buildPort} -c fsync=off`;
+      // The agent's peer login, as in every instance (server-config.ts), before the build server starts.
+      await writeOwned(runAs, path.join(tmp, "pg_ident.conf"), renderIdent());
+      await writeOwned(runAs, path.join(tmp, "pg_hba.conf"), lockedHba());
+      const o = `-c listen_addresses= -c unix_socket_directories=${buildSocketDir} -c port=${buildPort} -c fsync=off`;
       try {
         await pgCtl(
-          host,
+          runAs,
           bins,
           ["-D", tmp, "-l", buildLog, "-w", "-t", String(START_TIMEOUT_S), "-o", o, "start"],
           (START_TIMEOUT_S + 10) * 1000,
@@ -114,12 +120,12 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
         throw new Error(`template ${major}: server did not start: ${errMsg(e)}\n${await tail(buildLog)}`);
       }
       try {
-        await withAgentClient(host.socketDir, buildPort, async (c) => {
+        await withAgentClient(buildSocketDir, buildPort, async (c) => {
           await c.query(`CREATE ROLE ${ADMIN_ROLE} LOGIN CREATEDB CREATEROLE`);
           await c.query(`CREATE DATABASE ${DEFAULT_DATABASE} OWNER ${ADMIN_ROLE}`);
         });
       } finally {
-        await pgCtl(host, bins, ["-D", tmp, "-m", "fast", "-w", "-t", String(STOP_TIMEOUT_S), "stop"], (STOP_TIMEOUT_S + 10) * 1000);
+        await pgCtl(runAs, bins, ["-D", tmp, "-m", "fast", "-w", "-t", String(STOP_TIMEOUT_S), "stop"], (STOP_TIMEOUT_S + 10) * 1000);
       }
       await rm(path.join(tmp, "postmaster.opts"), { force: true });
       // initdb ran with --no-sync and the build server with fsync=off: flush
@@ -171,13 +177,20 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
     const tmp = `${final}.tmp-${rand()}`;
     inFlight.add(tmp);
     try {
+      // The directory is made for the new server's own user; everything in it becomes that user's.
+      const user = await host.makeServerDir(tmp);
       if (template) {
-        // cp -a keeps the run-as user's ownership and the 0700 mode PostgreSQL demands.
-        await runCommand("cp", ["-a", "--", template, tmp], { timeoutMs: 120_000 });
+        // cp -a keeps the 0700/0600 modes PostgreSQL demands; the copy is then given to the server's user.
+        await runCommand("cp", ["-a", "--", `${template}/.`, tmp], { timeoutMs: 120_000 });
+        if (user.switchUser) await runCommand("chown", ["-R", `${user.uid}:${user.gid}`, "--", tmp], { timeoutMs: 120_000 });
       } else {
-        await mkdir(tmp, { mode: 0o700 });
-        if (runAs.switchUser) await chown(tmp, runAs.uid, runAs.gid);
-        const o = { store: store!, runAs, dir: tmp, version: major, log: (m: string) => log(`instance ${id}: ${m}`) };
+        const o = {
+          store: store!,
+          server: serverFilesOf(user),
+          dir: tmp,
+          version: major,
+          log: (m: string) => log(`instance ${id}: ${m}`),
+        };
         if (seed) await stageSeed({ ...o, seed });
         else await stageRestore({ ...o, request: restore! });
         // Fetched data is worth a flush: unlike a template copy it cannot be remade from this host alone.
@@ -194,7 +207,7 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
       inFlight.delete(tmp);
     }
     const pending = restore ? `, restore from ${restore.sourceDatabaseId} pending` : seed ? `, replica of ${seed.primaryDatabaseId}` : "";
-    log(`instance ${id}: provisioned (PostgreSQL ${major}${pending})`);
+    log(`instance ${id}: provisioned (PostgreSQL ${major}${pending}; its server runs as ${(await host.serverUser(id)).user})`);
   }
 
   async function purge(id: string): Promise<void> {
@@ -214,6 +227,7 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
     }
     await removeOwnLeftovers(id);
     await rm(host.logPath(id), { force: true });
+    await rm(host.serverLogDir(id), { recursive: true, force: true });
   }
 
   async function list(): Promise<string[]> {

@@ -1,18 +1,15 @@
-import { randomBytes } from "node:crypto";
-import { appendFile, chmod, chown, open, readFile, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
+import { spawn } from "node:child_process";
+import { appendFile, chmod, chown, mkdir, open, readFile, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
-import type { RunAsIdentity } from "./run-as.ts";
+import type { ServerFiles } from "../instance-access.ts";
+import { rand } from "../temp-name.ts";
+import { type RunAsIdentity, serverEnv } from "./run-as.ts";
 
 /**
  * Atomic file writes and the small file-system helpers the instance modules
  * share. Every write into a data directory goes through {@link writeOwned},
  * so PostgreSQL never reads a half-written file.
  */
-
-/** Suffix of temp names (`<name>.tmp-<hex>`, `<dir>.purging-<hex>`); leftovers are recognised by it. */
-export function rand(): string {
-  return randomBytes(4).toString("hex");
-}
 
 export function errMsg(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
@@ -59,6 +56,21 @@ export async function writeOwned(runAs: RunAsIdentity, file: string, content: st
     await rm(tmp, { force: true });
     throw e;
   }
+}
+
+/** Files and programs as a server running as `runAs` (InstanceAccess.serverFiles). */
+export function serverFilesOf(runAs: RunAsIdentity): ServerFiles {
+  return {
+    uid: runAs.uid,
+    gid: runAs.gid,
+    writeFile: (file, content, mode) => writeOwned(runAs, file, content, mode),
+    async makeDir(dir) {
+      await mkdir(dir, { mode: 0o700 });
+      if (runAs.switchUser) await chown(dir, runAs.uid, runAs.gid);
+    },
+    spawn: (file, args, stdio) =>
+      spawn(file, args, { cwd: "/", env: serverEnv(), stdio, ...(runAs.switchUser ? { uid: runAs.uid, gid: runAs.gid } : {}) }),
+  };
 }
 
 /** A log file the server (running as the run-as user) can append to. */

@@ -1,17 +1,34 @@
+import { readFile } from "node:fs/promises";
+import path from "node:path";
 import type { BlobStore } from "../backups/blob-store.ts";
+import type { AgentConnection, ServerFiles, ServerLog, ServerUsage } from "../instance-access.ts";
 import type { ConnectionProxy } from "../proxy/counters.ts";
-import type { InstanceSettings, RestoreRequest, RuntimeObservation, SeedRequest } from "../runtime.ts";
+import type {
+  InstanceSettings,
+  Isolation,
+  PoolerSettings,
+  PoolerStatus,
+  RestoreRequest,
+  RuntimeObservation,
+  SeedRequest,
+} from "../runtime.ts";
 import { setPassword } from "./admission.ts";
-import { withAgentClient } from "./agent-socket.ts";
+import { AGENT_SUPERUSER, withAgentClient } from "./agent-socket.ts";
+import type { CgroupMode, CgroupStats } from "./cgroups.ts";
 import { createDataDirs } from "./data-dirs.ts";
-import { createHost, type HostOptions } from "./host.ts";
-import { observeInstance, resourceUsage, type InstanceResourceUsage } from "./observe.ts";
+import { applySynchronousStandbys, fenceInstance, unfenceInstance } from "./fencing.ts";
+import { serverFilesOf, writeOwned } from "./files.ts";
+import { createHost, type HostOptions, walSpoolRoot } from "./host.ts";
+import { observeInstance, readPidFile, resourceUsage, type InstanceResourceUsage } from "./observe.ts";
+import { createPoolers, poolerSupport as createPoolerSupport } from "./pooler.ts";
+import { applyParameters } from "./parameters.ts";
 import { publishedPortOf } from "./private-address.ts";
 import { adoptReplica, resumeServing, startInstance, stopInstance } from "./process-control.ts";
 import { ensureReplicationRole, removeReplicaFiles, syncSlots } from "./replication.ts";
-import { configPath } from "./server-config.ts";
+import { configPath, logQuotaBytes, READ_ONLY_CONF, renderReadOnlyConf } from "./server-config.ts";
 import { createSerializer } from "./serial.ts";
-import { assertId, assertSettings } from "./validate.ts";
+import { serverUsage } from "./usage.ts";
+import { assertId, assertSettings, assertSynchronousStandbyNames } from "./validate.ts";
 
 export interface ProvisionOptions {
   /** PostgreSQL major version, e.g. "17"; must be one of {@link InstanceManager.availableMajors}. */
@@ -25,6 +42,8 @@ export interface ProvisionOptions {
 export interface InstanceManagerOptions extends HostOptions {
   /** The blob store restores fetch base backups and WAL from. */
   store?: BlobStore;
+  /** PGBOUNCER_PATH: the poolers' program (pooler.ts); without it, or where it does not run, no poolers. */
+  pgbouncerPath?: string;
 }
 
 /**
@@ -38,6 +57,11 @@ export interface InstanceManagerOptions extends HostOptions {
  * private-address.ts (where a server listens behind the proxy).
  */
 export interface InstanceManager {
+  /** The databases' PgBouncers (pooler.ts), where PGBOUNCER_PATH runs. */
+  readonly poolerSupport: { available: boolean; reason: string };
+  syncPooler(id: string, settings: PoolerSettings | undefined): Promise<PoolerStatus>;
+  listPoolers(): Promise<string[]>;
+  removePooler(id: string): Promise<void>;
   /** Builds (once) and returns the path of the template data directory for `major`. */
   ensureTemplate(major: string): Promise<string>;
   /** Creates the instance's data directory from the template (or a source's backups); no-op if it exists. */
@@ -52,8 +76,19 @@ export interface InstanceManager {
   adopt(id: string, replicaId: string): Promise<void>;
   /** Creates missing and drops unlisted `dbaas_` replication slots of a running primary (and makes its replication role current). */
   syncReplicationSlots(id: string, slots: readonly string[]): Promise<void>;
+  /** Fences the instance (fencing.ts): no client sessions, now and after any start, until unfenced. Takes no turn. */
+  fence(id: string): Promise<void>;
+  /** Lets clients in again. Takes no turn. */
+  unfence(id: string): Promise<void>;
+  isFenced(id: string): boolean;
+  /** A running primary's synchronous_standby_names, by a reload. Takes no turn. */
+  setSynchronousStandbys(id: string, names: string): Promise<void>;
   /** Sets dbadmin's SCRAM verifier on a running instance; new logins need the new password. */
   applyPassword(id: string, scramVerifier: string): Promise<void>;
+  /** `default_transaction_read_only` on (storage full) or off, by ALTER SYSTEM and a reload, on a running instance. */
+  applyReadOnly(id: string, readOnly: boolean): Promise<void>;
+  /** The customer's overrides of a running instance become exactly `parameters`; answers those pending a restart. */
+  applyParameters(id: string, parameters: Readonly<Record<string, string>>): Promise<string[]>;
   /** Fast shutdown; resolves when the postmaster is gone and the port refuses connections. */
   stop(id: string): Promise<void>;
   /** stop() then start(), in one turn. */
@@ -72,10 +107,32 @@ export interface InstanceManager {
   stopAll(): Promise<void>;
   /** Has the proxy serve the instances a crashed agent left running (agent start). */
   serveRunning(): Promise<void>;
+  /**
+   * Gives every stopped server from before per-server users (data directory owned by the run-as user) a uid of its
+   * own, its files chowned (agent start); resolves with their ids. One still running keeps the shared user until
+   * its next start, which does the same.
+   */
+  ownServerUsers(): Promise<string[]>;
   /** PEM of the agent CA, for clients that verify the server (sslmode=verify-full). */
   caCertificatePem(): Promise<string>;
   /** Memory of the instance's processes (for metrics). */
   resourceUsage(id: string): Promise<InstanceResourceUsage>;
+  /** The agent's session on the running server, over its own socket (from its postmaster.pid); undefined when none runs. */
+  agentConnection(id: string): Promise<AgentConnection | undefined>;
+  /** Files and programs as the instance's server. */
+  serverFiles(id: string): Promise<ServerFiles>;
+  /** CPU, memory and storage of the running server (the sampler's); undefined when none runs. */
+  serverUsage(id: string): Promise<ServerUsage | undefined>;
+  /** The server's log directory, its uid and its tier's quota; undefined when the instance is not here. */
+  serverLog(id: string): Promise<ServerLog | undefined>;
+  /** `<root>/wal-spool`: one spool per instance. */
+  readonly walSpoolRoot: string;
+  /** Each server its own user, or all of them the agent's (it cannot switch users). */
+  readonly isolation: Isolation;
+  /** Whether servers get kernel limits (a cgroup each) and, where not, why. */
+  readonly resourceLimits: { mode: CgroupMode; reason?: string };
+  /** The counters of an instance's cgroup (what its limits did), or undefined without one. */
+  limitStats(id: string): Promise<CgroupStats | undefined>;
   /** Server log file of an instance. */
   logPath(id: string): string;
   /** Directory holding the instances' unix sockets. */
@@ -96,8 +153,14 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
   const host = createHost(opts);
   const queue = createSerializer();
   const dirs = createDataDirs(host, queue.isQueued, opts.store);
+  const poolerSupport = opts.pgbouncerPath
+    ? createPoolerSupport(opts.pgbouncerPath)
+    : { available: false, reason: "no PGBOUNCER_PATH given to the agent" };
+  const poolers = createPoolers(host, opts.pgbouncerPath ?? "pgbouncer");
 
   async function stopAll(): Promise<void> {
+    // The poolers stop with their servers (and come back with them at the next start).
+    await poolers.stopAll().catch((e) => host.log(`poolers not all stopped: ${(e as Error).message}`));
     const ids = await dirs.list();
     const errors: unknown[] = [];
     const pending = [...ids];
@@ -121,9 +184,41 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
     }
   }
 
+  async function ownServerUsers(): Promise<string[]> {
+    await host.init();
+    const done: string[] = [];
+    for (const id of await dirs.list()) {
+      await queue
+        .run(id, async () => {
+          const state = (await observeInstance(host, id)).state;
+          if (state === "stopped" && (await host.ownServerUser(id))) done.push(id);
+        })
+        .catch((e) => host.log(`instance ${id}: not given a user of its own: ${(e as Error).message}`));
+    }
+    return done;
+  }
+
   return {
+    poolerSupport,
+    // Takes no turn: the pooler only reads the running server's pid file; its own work is serialized by its caller.
+    syncPooler: async (id, settings) => {
+      assertId(id);
+      if (settings && !poolerSupport.available) return { running: false, message: poolerSupport.reason };
+      await host.init();
+      return poolers.sync(id, settings);
+    },
+    listPoolers: () => poolers.list(),
+    removePooler: async (id) => {
+      assertId(id);
+      await poolers.remove(id);
+    },
     socketDir: host.socketDir,
     proxy: host.proxy,
+    resourceLimits: { mode: host.cgroups.mode, ...(host.cgroups.reason ? { reason: host.cgroups.reason } : {}) },
+    limitStats: async (id) => {
+      assertId(id);
+      return host.cgroups.stats(id);
+    },
     availableMajors: [...host.binaries.keys()].sort((a, b) => Number(a) - Number(b)),
     logPath: (id) => {
       assertId(id);
@@ -171,9 +266,38 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
       if (created.length) host.log(`instance ${id}: replication slots created: ${created.join(", ")}`);
       if (dropped.length) host.log(`instance ${id}: replication slots dropped: ${dropped.join(", ")}`);
     },
+    // Fencing takes no turn: it must not wait behind a slow start while a lease runs out (admission checks
+    // host.fenced, and fences again when it changed during the start).
+    fence: async (id) => {
+      assertId(id);
+      await fenceInstance(host, id);
+    },
+    unfence: async (id) => {
+      assertId(id);
+      await unfenceInstance(host, id);
+    },
+    isFenced: (id) => host.fenced.has(id),
+    setSynchronousStandbys: async (id, names) => {
+      assertId(id);
+      assertSynchronousStandbyNames(names);
+      await applySynchronousStandbys(host, id, names);
+    },
     applyPassword: async (id, v) => {
       assertId(id);
       return queue.run(id, () => setPassword(host, id, v));
+    },
+    // Takes no turn, like the slots: a file and a reload on a running server.
+    applyReadOnly: async (id, readOnly) => {
+      assertId(id);
+      const published = await publishedPortOf(configPath(host.instanceDir(id)), id);
+      if (!published) throw new Error(`instance ${id} has never been started`);
+      await writeOwned(await host.serverUser(id), path.join(host.instanceDir(id), READ_ONLY_CONF), renderReadOnlyConf(readOnly));
+      await withAgentClient(host.socketDir, published, (c) => c.query("SELECT pg_reload_conf()"));
+      host.log(`instance ${id}: ${readOnly ? "read-only (storage full)" : "writable"}`);
+    },
+    applyParameters: async (id, parameters) => {
+      assertId(id);
+      return queue.run(id, () => applyParameters(host, id, parameters));
     },
     stop: async (id) => {
       assertId(id);
@@ -204,6 +328,7 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
       assertId(id);
       return queue.run(id, async () => {
         await host.init();
+        await poolers.remove(id);
         await dirs.purge(id);
         await removeReplicaFiles(host, id);
         await host.proxy.forget(id);
@@ -213,10 +338,34 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
     cleanupLeftovers: () => dirs.cleanupLeftovers(),
     stopAll,
     serveRunning,
+    ownServerUsers,
     caCertificatePem: async () => (await host.ca()).certPem,
     resourceUsage: async (id) => {
       assertId(id);
       return resourceUsage(host, id);
+    },
+    walSpoolRoot: walSpoolRoot(host.root),
+    isolation: host.isolation,
+    agentConnection: async (id) => {
+      assertId(id);
+      const pf = await readPidFile(host.instanceDir(id));
+      return pf?.port && pf.socketDir ? { host: pf.socketDir, port: pf.port, user: AGENT_SUPERUSER } : undefined;
+    },
+    serverFiles: async (id) => {
+      assertId(id);
+      return serverFilesOf(await host.serverUser(id));
+    },
+    serverUsage: async (id) => {
+      assertId(id);
+      return serverUsage(host, id);
+    },
+    serverLog: async (id) => {
+      assertId(id);
+      const user = await host.serverUser(id).catch(() => undefined);
+      if (!user) return undefined;
+      // The tier the server was last started with (dbaas.conf's header).
+      const tier = /^# tier: (\S+)$/m.exec(await readFile(configPath(host.instanceDir(id)), "utf8").catch(() => ""))?.[1] ?? "";
+      return { dir: host.serverLogDir(id), uid: user.uid, quotaBytes: logQuotaBytes(tier) };
     },
   };
 }

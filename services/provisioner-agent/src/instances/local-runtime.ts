@@ -1,5 +1,6 @@
 import type { InstanceRuntime } from "../runtime.ts";
 import type { InstanceManager } from "./instance-manager.ts";
+import { serverDefaults } from "./parameters.ts";
 
 /**
  * The first {@link InstanceRuntime}: PostgreSQL servers as processes of this
@@ -11,12 +12,17 @@ import type { InstanceManager } from "./instance-manager.ts";
  */
 export function createLocalProcessRuntime(m: InstanceManager): InstanceRuntime {
   const versions = [...m.availableMajors].reverse();
+  const { mode, reason } = m.resourceLimits;
   return {
     versions,
+    isolation: m.isolation,
+    resourceLimits: { enforced: mode !== "none", how: mode === "none" ? "none" : `cgroup ${mode}`, ...(reason ? { reason } : {}) },
     async prepare() {
       await m.cleanupLeftovers();
       // Before the templates (an initdb takes a while): clients of servers a crashed agent left running get back in.
       await m.serveRunning();
+      // Servers from before per-server users, stopped with the previous agent, get uids of their own before they start.
+      await m.ownServerUsers();
       // Templates first: then every create is a copy, not an initdb.
       for (const major of versions) await m.ensureTemplate(major);
     },
@@ -24,15 +30,31 @@ export function createLocalProcessRuntime(m: InstanceManager): InstanceRuntime {
       m.provision(id, { major: o.version, ...(o.restore ? { restore: o.restore } : {}), ...(o.seed ? { seed: o.seed } : {}) }),
     adopt: (id, replicaId) => m.adopt(id, replicaId),
     syncReplicationSlots: (id, slots) => m.syncReplicationSlots(id, slots),
+    fence: (id) => m.fence(id),
+    unfence: (id) => m.unfence(id),
+    isFenced: (id) => m.isFenced(id),
+    setSynchronousStandbys: (id, names) => m.setSynchronousStandbys(id, names),
     start: (id, settings) => m.start(id, settings),
     stop: (id) => m.stop(id),
     restart: (id, settings) => m.restart(id, settings),
     resize: (id, settings) => m.applyTier(id, settings),
     setPassword: (id, verifier) => m.applyPassword(id, verifier),
+    setReadOnly: (id, readOnly) => m.applyReadOnly(id, readOnly),
+    setParameters: (id, parameters) => m.applyParameters(id, parameters),
+    serverDefaults: (tier) => serverDefaults(tier),
     observe: (id) => m.observe(id),
     destroy: (id) => m.purge(id),
     list: () => m.listInstances(),
     caCertificatePem: () => m.caCertificatePem(),
+    poolerSupport: m.poolerSupport,
+    syncPooler: (id, settings) => m.syncPooler(id, settings),
+    listPoolers: () => m.listPoolers(),
+    removePooler: (id) => m.removePooler(id),
+    walSpoolRoot: m.walSpoolRoot,
+    agentConnection: (id) => m.agentConnection(id),
+    serverFiles: (id) => m.serverFiles(id),
+    usage: (id) => m.serverUsage(id),
+    serverLog: (id) => m.serverLog(id),
     shutdown: () => m.stopAll(),
   };
 }

@@ -38,6 +38,14 @@ export async function readPidFile(dataDir: string): Promise<PidFile | undefined>
   };
 }
 
+/**
+ * The server's WAL position as bytes from 0/0: a standby's last received (or
+ * replayed, whichever is further: after its WAL receiver restarted), a
+ * primary's current write position. Failover compares standbys by it.
+ */
+const WAL_POSITION = `SELECT (CASE WHEN pg_is_in_recovery()
+    THEN GREATEST(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()) ELSE pg_current_wal_lsn() END - '0/0'::pg_lsn)::text AS pos`;
+
 /** The instance's state now. */
 export async function observeInstance(host: Host, id: string): Promise<RuntimeObservation> {
   const dir = host.instanceDir(id);
@@ -61,8 +69,10 @@ export async function observeInstance(host: Host, id: string): Promise<RuntimeOb
   const base = { pid: pf.pid, ...(pf.port ? { port: pf.port } : {}) };
   if (!pf.port || !pf.socketDir) return { state: "running", ...base, message: "postmaster is starting" };
   try {
-    await withAgentClient(pf.socketDir, pf.port, (c) => c.query("SELECT 1"), 2000);
-    return { state: "running", ...base };
+    // One query answers both: it runs, and how far its WAL goes (a standby: received; a primary: written).
+    const { rows } = await withAgentClient(pf.socketDir, pf.port, (c) => c.query<{ pos: string | null }>(WAL_POSITION), 2000);
+    const pos = rows[0]?.pos;
+    return { state: "running", ...base, ...(pos ? { walPosition: BigInt(pos) } : {}) };
   } catch (e) {
     return {
       state: "running",

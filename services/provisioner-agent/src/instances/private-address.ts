@@ -17,7 +17,7 @@ import type { Host } from "./host.ts";
  * agent's own connections (admission, observation, backups, samples) address
  * an instance by its published port. So the agent keeps
  * `<socketDir>/.s.PGSQL.<published>` as a symlink to the server's real socket
- * `.s.PGSQL.<private>` while the server runs: every agent component goes on
+ * `<socketDir>/<id>/.s.PGSQL.<private>` (its own 0700 directory) while the server runs: every agent component goes on
  * connecting with (socketDir, published port), over the socket, not through
  * the proxy (its traffic is not the customer's).
  */
@@ -49,16 +49,6 @@ function freePrivatePort(address: string): Promise<number> {
   });
 }
 
-async function exists(p: string): Promise<boolean> {
-  try {
-    await lstat(p);
-    return true;
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ENOENT") return false;
-    throw e;
-  }
-}
-
 /** Whether `port` can be bound on the private address right now. */
 function privatePortFree(address: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -69,32 +59,26 @@ function privatePortFree(address: string, port: number): Promise<boolean> {
 }
 
 /**
- * A private port for a server about to start: free on the private address now, not the
- * published one, and with no socket (or another instance's symlink) of that
- * name in the socket directory, which PostgreSQL would replace. `preferred`
- * (the port the instance last used, its data directory `dataDir`) wins when
- * it qualifies, a socket its own crashed server left included: a primary's
- * replicas stream from its private port, and every move restarts them.
+ * A private port for a server about to start: free on the private address now
+ * and not the published one. `preferred` (the port the instance last used)
+ * wins when it qualifies: a primary's replicas stream from its private port,
+ * and every move restarts them. The server's socket is in a directory of its
+ * own, so no name there can clash with another server's or the agent's links.
  */
-export async function choosePrivatePort(host: Host, published: number, preferred?: { port: number; dataDir: string }): Promise<number> {
-  const usable = async (port: number) => port !== published && !(await exists(path.join(host.socketDir, socketName(port))));
-  if (preferred && preferred.port >= 1024 && preferred.port !== published && (await privatePortFree(host.privateAddress, preferred.port))) {
-    // The lock file's second line is the data directory of the server that made the socket.
-    const lock = await readFile(path.join(host.socketDir, `${socketName(preferred.port)}.lock`), "utf8").catch(() => undefined);
-    const own = lock !== undefined && lock.split("\n")[1] === preferred.dataDir;
-    if (own || (await usable(preferred.port))) return preferred.port;
-  }
+export async function choosePrivatePort(host: Host, published: number, preferred?: { port: number }): Promise<number> {
+  if (preferred && preferred.port >= 1024 && preferred.port !== published && (await privatePortFree(host.privateAddress, preferred.port)))
+    return preferred.port;
   for (let i = 0; i < 20; i++) {
     const port = await freePrivatePort(host.privateAddress);
-    if (await usable(port)) return port;
+    if (port !== published) return port;
   }
   throw new Error(`no free private port for the instance published on ${published}`);
 }
 
-/** Points `.s.PGSQL.<published>` at the server's socket `.s.PGSQL.<private>` (atomically replacing an older link). */
-export async function linkAgentSocket(host: Host, published: number, privatePort: number): Promise<void> {
+/** Points `.s.PGSQL.<published>` at the server's socket `<id>/.s.PGSQL.<private>` (atomically replacing an older link). */
+export async function linkAgentSocket(host: Host, id: string, published: number, privatePort: number): Promise<void> {
   const link = path.join(host.socketDir, socketName(published));
-  const target = socketName(privatePort);
+  const target = path.join(path.relative(host.socketDir, host.serverSocketDir(id)), socketName(privatePort));
   try {
     const st = await lstat(link);
     if (!st.isSymbolicLink()) throw new Error(`${link} is another server's socket: port ${published} is taken on this host`);

@@ -17,15 +17,18 @@ import type { InstanceSettings } from "../runtime.ts";
 import { admitClients } from "./admission.ts";
 import { withAgentClient } from "./agent-socket.ts";
 import type { ServerBinaries } from "./binaries.ts";
-import { errMsg, fsyncDir, pathExists, prepareLogFile, removeStaleTempFiles, tail, writeOwned } from "./files.ts";
+import { errMsg, fsyncDir, pathExists, prepareLogFile, removeStaleTempFiles, serverFilesOf, tail, writeOwned } from "./files.ts";
 import type { Host } from "./host.ts";
 import { observeInstance, readPidFile } from "./observe.ts";
+import { writeAutoConf } from "./parameters.ts";
 import { tcpPortRefuses } from "./probe.ts";
 import { choosePrivatePort, linkAgentSocket, publishedPortOf, unlinkAgentSocket } from "./private-address.ts";
 import { pidExists } from "./procfs.ts";
-import { runCommand } from "./run-as.ts";
+import { type RunAsIdentity, runCommand } from "./run-as.ts";
 import { removeReplicaFiles, standbySignalPath, writeReplicaFiles } from "./replication.ts";
-import { configPath, lastPrivatePort, renderConfig, writeStartConfig } from "./server-config.ts";
+import { configPath, isUnpublished, lastPrivatePort, renderConfig, writeStartConfig } from "./server-config.ts";
+import { tierResourceLimits } from "./tier-settings.ts";
+import { logEnd, messagesSince } from "../server-log/reader.ts";
 import { ensureServerCertificate } from "./tls.ts";
 import { assertId, assertSettings } from "./validate.ts";
 
@@ -43,8 +46,18 @@ const RECOVERY_TIMEOUT_MS = 4 * 3600 * 1000;
 const RECOVERY_START_TIMEOUT_S = 600;
 const RECOVERY_PROGRESS_MS = 10_000;
 
-export function pgCtl(host: Host, bins: ServerBinaries, args: string[], timeoutMs: number) {
-  return runCommand(bins.pgCtl, args, { runAs: host.runAs, timeoutMs });
+/**
+ * pg_ctl as `user`: the server's own (a template's builder while it is built); `beforeExec` runs with its pid before it
+ * execs (a start joins the server's cgroup).
+ */
+export function pgCtl(
+  user: RunAsIdentity,
+  bins: ServerBinaries,
+  args: string[],
+  timeoutMs: number,
+  beforeExec?: (pid: number) => Promise<void>,
+) {
+  return runCommand(bins.pgCtl, args, { runAs: user, timeoutMs, ...(beforeExec ? { beforeExec } : {}) });
 }
 
 /**
@@ -133,17 +146,19 @@ export async function stopInstance(host: Host, id: string): Promise<void> {
   if (published) await unlinkAgentSocket(host, published);
   if (obs.state === "crashed") {
     await reapCrashed(host, id, true);
+    await host.cgroups.remove(id);
     host.log(`instance ${id}: cleaned up after crashed postmaster ${obs.pid ?? "?"}`);
     return;
   }
   const bins = host.binariesFor(await host.majorOf(dir));
+  const user = await host.serverUser(id);
   const pid = obs.pid!;
   const real = await realpath(dir);
   try {
-    await pgCtl(host, bins, ["-D", dir, "-m", "fast", "-w", "-t", String(STOP_TIMEOUT_S), "stop"], (STOP_TIMEOUT_S + 10) * 1000);
+    await pgCtl(user, bins, ["-D", dir, "-m", "fast", "-w", "-t", String(STOP_TIMEOUT_S), "stop"], (STOP_TIMEOUT_S + 10) * 1000);
   } catch (e) {
     host.log(`instance ${id}: fast stop failed (${errMsg(e)}); using immediate shutdown`);
-    await pgCtl(host, bins, ["-D", dir, "-m", "immediate", "-w", "-t", "10", "stop"], 20_000).catch(() => {});
+    await pgCtl(user, bins, ["-D", dir, "-m", "immediate", "-w", "-t", "10", "stop"], 20_000).catch(() => {});
     if (host.isPostmasterIn(pid, real)) {
       try {
         process.kill(pid, "SIGKILL");
@@ -162,6 +177,8 @@ export async function stopInstance(host: Host, id: string): Promise<void> {
       await sleep(50);
     }
   }
+  // No process left in it: the next start makes it again with its tier's limits.
+  await host.cgroups.remove(id);
   host.log(`instance ${id}: stopped`);
 }
 
@@ -177,8 +194,10 @@ export async function startInstance(host: Host, id: string, o: InstanceSettings)
   if (!(await pathExists(path.join(dir, "PG_VERSION")))) throw new Error(`instance ${id} is not provisioned`);
   const bins = host.binariesFor(await host.majorOf(dir));
   const ca = await host.ca();
-  await host.ensureSocketDir();
-  const certOpts = { owner: { uid: host.runAs.uid, gid: host.runAs.gid } };
+  // Its own user, its own socket directory: no other server (and no other tenant) can enter either.
+  let user = await host.serverUser(id);
+  await host.ensureServerSocketDir(id, user);
+  let certOpts = { owner: { uid: user.uid, gid: user.gid } };
 
   const restore = await readRestoreMarker(dir);
   let obs = await observeInstance(host, id);
@@ -187,14 +206,15 @@ export async function startInstance(host: Host, id: string, o: InstanceSettings)
   const privatePort =
     obs.state === "running" && obs.port && obs.port !== o.port
       ? obs.port
-      : await choosePrivatePort(host, o.port, last ? { port: last, dataDir: dir } : undefined);
+      : await choosePrivatePort(host, o.port, last ? { port: last } : undefined);
   const conf = renderConfig(host, id, o, privatePort);
   if (obs.state === "running") {
     const current = await readFile(configPath(dir), "utf8").catch(() => "");
     if (!restore && current === conf && !obs.message) {
+      await host.cgroups.apply(id, tierResourceLimits(o.tier));
       await ensureServerCertificate(ca, o.hostname, dir, certOpts);
       if (o.replica) await writeReplicaFiles(host, id, o.replica);
-      await linkAgentSocket(host, o.port, privatePort);
+      await linkAgentSocket(host, id, o.port, privatePort);
       await admitClients(host, id, o, ca, privatePort);
       host.log(`instance ${id}: already running; password and access rules re-applied`);
       return;
@@ -210,16 +230,29 @@ export async function startInstance(host: Host, id: string, o: InstanceSettings)
     await reapCrashed(host, id, false);
   }
 
+  // Not running now: a server from before per-server users gets a uid of its own before it starts again.
+  if (await host.ownServerUser(id)) {
+    user = await host.serverUser(id);
+    await host.ensureServerSocketDir(id, user);
+    certOpts = { owner: { uid: user.uid, gid: user.gid } };
+  }
+  // After any stop (which removes the cgroup): the server starts inside its tier's limits.
+  await host.cgroups.apply(id, tierResourceLimits(o.tier));
   await removeStaleTempFiles(dir);
   await ensureServerCertificate(ca, o.hostname, dir, certOpts);
-  await writeStartConfig(host, dir, conf);
+  await host.ensureServerLogDir(id, user);
+  // None at start: nothing streams from a server that is starting (a promoted standby's old peers may never), and
+  // one waiting for a standby would take no write; the reconciler names those that stream once they do.
+  await writeStartConfig(host, dir, conf, user, "");
+  // The customer's overrides, read after dbaas.conf: a start runs with them (nothing left pending a restart).
+  await writeAutoConf(user, dir, o.parameters ?? {});
   if (o.replica) {
     await writeReplicaFiles(host, id, o.replica);
-    await writeOwned(host.runAs, standbySignalPath(dir), "");
+    await writeOwned(user, standbySignalPath(dir), "");
   }
-  await linkAgentSocket(host, o.port, privatePort);
+  await linkAgentSocket(host, id, o.port, privatePort);
   const logFile = host.logPath(id);
-  await prepareLogFile(host.runAs, logFile);
+  await prepareLogFile(user, logFile);
   const started = Date.now();
   if (restore) await startRestored(host, id, bins, o.port, restore);
   else await pgCtlStart(host, id, bins, START_TIMEOUT_S);
@@ -241,7 +274,9 @@ export async function resumeServing(host: Host, id: string): Promise<void> {
   const published = await publishedPortOf(configPath(host.instanceDir(id)), id);
   if (!published || published === obs.port) return;
   await host.ensureSocketDir();
-  await linkAgentSocket(host, published, obs.port);
+  await linkAgentSocket(host, id, published, obs.port);
+  // A standby is never served; a primary fenced before this (the agent's leases, restored at start) stays closed by its pg_hba.
+  if (await isUnpublished(host.instanceDir(id))) return;
   await host.proxy.serve(id, { port: published, target: { host: host.privateAddress, port: obs.port } });
   host.log(`instance ${id}: found running; serving port ${published} again`);
 }
@@ -249,7 +284,14 @@ export async function resumeServing(host: Host, id: string): Promise<void> {
 async function pgCtlStart(host: Host, id: string, bins: ServerBinaries, timeoutS: number): Promise<void> {
   const logFile = host.logPath(id);
   try {
-    await pgCtl(host, bins, ["-D", host.instanceDir(id), "-l", logFile, "-w", "-t", String(timeoutS), "start"], (timeoutS + 10) * 1000);
+    // pg_ctl joins the server's cgroup before it runs: the postmaster and all it forks are inside.
+    await pgCtl(
+      await host.serverUser(id),
+      bins,
+      ["-D", host.instanceDir(id), "-l", logFile, "-w", "-t", String(timeoutS), "start"],
+      (timeoutS + 10) * 1000,
+      (pid) => host.cgroups.attach(id, pid),
+    );
   } catch (e) {
     throw new Error(`instance ${id}: server did not start: ${errMsg(e)}\n--- ${logFile} ---\n${await tail(logFile)}`);
   }
@@ -273,7 +315,7 @@ async function startRestored(host: Host, id: string, bins: ServerBinaries, port:
     async (c) => (await c.query<{ r: boolean }>("SELECT pg_is_in_recovery() AS r")).rows[0]!.r,
   );
   if (recovering) throw new Error(`instance ${id}: still in recovery after its start; not letting clients in`);
-  await finishRestore(host.runAs, dir);
+  await finishRestore(serverFilesOf(await host.serverUser(id)), dir);
   host.log(`instance ${id}: restored from ${marker.sourceDatabaseId}'s backup ${marker.backupId} to ${marker.restoreTime}; promoted`);
 }
 
@@ -281,7 +323,7 @@ async function startRestored(host: Host, id: string, bins: ServerBinaries, port:
 async function replay(host: Host, id: string, bins: ServerBinaries, marker: RestoreMarker): Promise<void> {
   const dir = host.instanceDir(id);
   for (;;) {
-    await writeRecoveryConfig(host.runAs, dir, marker);
+    await writeRecoveryConfig(serverFilesOf(await host.serverUser(id)), dir, marker);
     const to = marker.replayToEnd ? "their end" : marker.restoreTime;
     host.log(
       `instance ${id}: replaying ${marker.walFiles} WAL files of ${marker.sourceDatabaseId}'s backup ${marker.backupId} up to ${to}`,
@@ -309,8 +351,11 @@ async function recoverToPromotion(host: Host, id: string, bins: ServerBinaries):
   const dir = host.instanceDir(id);
   const logFile = host.logPath(id);
   const offset = await fileSize(logFile);
+  // Once its logging collector runs, the server writes to its jsonlog files, before that to pg_ctl's log file.
+  const mark = await logEnd(host.serverLogDir(id));
+  const output = async () => `${await readFrom(logFile, offset)}\n${await messagesSince(host.serverLogDir(id), mark)}`;
   const ended = async (e: unknown) => {
-    if ((await readFrom(logFile, offset)).includes(TARGET_NOT_REACHED)) return false;
+    if ((await output()).includes(TARGET_NOT_REACHED)) return false;
     throw e;
   };
   try {
@@ -335,7 +380,7 @@ async function recoverToPromotion(host: Host, id: string, bins: ServerBinaries):
     }
     if (Date.now() - reported >= RECOVERY_PROGRESS_MS) {
       reported = Date.now();
-      const wal = lastRestoredWal(await readFrom(logFile, offset)) ?? "(none yet)";
+      const wal = lastRestoredWal(await output()) ?? "(none yet)";
       host.log(`instance ${id}: recovering for ${Math.round((reported - started) / 1000)} s; replayed up to WAL ${wal}`);
     }
     await sleep(100);
@@ -357,6 +402,8 @@ export async function adoptReplica(host: Host, id: string, replicaId: string): P
   // What follows the rename (the log, the meter's counters) is done again: the agent may have died right after it.
   const finish = async () => {
     if (!(await pathExists(host.logPath(id)))) await rename(host.logPath(replicaId), host.logPath(id)).catch(() => {});
+    // The server log goes with the data (its files are the promoted server's user's).
+    if (!(await pathExists(host.serverLogDir(id)))) await rename(host.serverLogDir(replicaId), host.serverLogDir(id)).catch(() => {});
     await host.proxy.forget(replicaId);
   };
   if (await pathExists(dir)) {

@@ -10,8 +10,8 @@ import type { Host } from "./host.ts";
 import { TIER_NAMES, tierSettings } from "./tier-settings.ts";
 
 /**
- * Streaming replication between the agent's instances (DESIGN.md, "Read
- * replicas"). A primary keeps a LOGIN REPLICATION role whose password is
+ * Streaming replication between the agent's instances (docs/product.md, Read
+ * replicas). A primary keeps a LOGIN REPLICATION role whose password is
  * derived from the region's AGENT_REPLICATION_SECRET and the primary's id, so
  * every agent of the region can compute it and none stores it; one physical
  * slot per replica (`dbaas_<replica id>`) holds the WAL the replica has not
@@ -147,18 +147,19 @@ export function standbySettings(host: Host, id: string, r: ReplicaConnection): s
   ];
 }
 
-/** The passfile (the derived password) and the primary's CA, readable by the run-as user only. */
+/** The passfile (the derived password) and the primary's CA, readable by the replica's server only. */
 export async function writeReplicaFiles(host: Host, id: string, r: ReplicaConnection): Promise<void> {
   if (!host.replicationSecret) throw new Error(`replica ${id}: AGENT_REPLICATION_SECRET is not set on this agent; it cannot stream`);
   const dir = replicationFilesDir(host, id);
   await mkdir(path.dirname(dir), { recursive: true, mode: 0o711 });
+  const user = await host.serverUser(id);
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  if (host.runAs.switchUser) await chown(dir, host.runAs.uid, host.runAs.gid);
+  if (user.switchUser) await chown(dir, user.uid, user.gid);
   // passfile fields escape ':' and '\'.
   const esc = (v: string) => v.replace(/\\/g, "\\\\").replace(/:/g, "\\:");
   const password = replicationPassword(host.replicationSecret, r.primaryDatabaseId);
-  await writeOwned(host.runAs, path.join(dir, "passfile"), `*:*:*:${esc(REPLICATION_ROLE)}:${esc(password)}\n`);
-  await writeOwned(host.runAs, path.join(dir, "primary-ca.pem"), r.primaryCaPem);
+  await writeOwned(user, path.join(dir, "passfile"), `*:*:*:${esc(REPLICATION_ROLE)}:${esc(password)}\n`);
+  await writeOwned(user, path.join(dir, "primary-ca.pem"), r.primaryCaPem);
 }
 
 export async function removeReplicaFiles(host: Host, id: string): Promise<void> {

@@ -88,7 +88,17 @@ export interface RunOptions {
   timeoutMs?: number;
   /** Written to the child's stdin, which is then closed. */
   input?: string;
+  /**
+   * Runs with the child's pid before `file` is executed (the child waits in a
+   * shell until it resolves): what the program forks afterwards inherits
+   * what this did to the child, say its cgroup (cgroups.ts). If it throws,
+   * the child is killed and the command fails with that error.
+   */
+  beforeExec?: (pid: number) => Promise<void>;
 }
+
+/** A shell that waits for one line on stdin, then becomes the command: the pid is known before the program runs. */
+const WAIT_THEN_EXEC = 'read -r _ && exec "$0" "$@"';
 
 export interface RunResult {
   stdout: string;
@@ -121,7 +131,8 @@ export function serverEnv(): NodeJS.ProcessEnv {
 export function runCommand(file: string, args: readonly string[], opts: RunOptions = {}): Promise<RunResult> {
   const timeoutMs = opts.timeoutMs ?? 120_000;
   return new Promise<RunResult>((resolve, reject) => {
-    const child = spawn(file, args, {
+    const [exe, argv] = opts.beforeExec ? ["/bin/sh", ["-c", WAIT_THEN_EXEC, file, ...args]] : [file, args];
+    const child = spawn(exe, argv, {
       cwd: opts.cwd ?? "/",
       env: opts.env ?? serverEnv(),
       stdio: ["pipe", "pipe", "pipe"],
@@ -140,7 +151,17 @@ export function runCommand(file: string, args: readonly string[], opts: RunOptio
     child.stdin.on("error", () => {
       // the child may exit without reading stdin; the exit status reports the real problem
     });
-    child.stdin.end(opts.input ?? "");
+    if (!opts.beforeExec) child.stdin.end(opts.input ?? "");
+    else if (child.pid !== undefined) {
+      opts.beforeExec(child.pid).then(
+        () => child.stdin.end(`\n${opts.input ?? ""}`),
+        (e: unknown) => {
+          clearTimeout(timer);
+          child.kill("SIGKILL");
+          reject(e);
+        },
+      );
+    }
     child.on("error", (e) => {
       clearTimeout(timer);
       reject(new CommandError(`${path.basename(file)}: ${e.message}`, null, null, "", ""));

@@ -1,7 +1,8 @@
 import os from "node:os";
-import { isTierName, TIER_NAMES, tierSpec, type TierName } from "@dbaas/kit";
+import { isTierName, TIER_NAMES, tierSpec, type TierName } from "@dbaas/catalogue";
+import type { CgroupLimits } from "./cgroups.ts";
 
-/** The tiers are the catalogue's (services/kit catalogue.ts): their names, vCPUs and memory are read from there. */
+/** The tiers are the catalogue's (services/catalogue/src/catalogue.ts): their names, vCPUs and memory are read from there. */
 export { TIER_NAMES, type TierName };
 
 const GiB = 1024 ** 3;
@@ -14,8 +15,6 @@ function promised(tier: TierName): { vcpus: number; memoryBytes: number } {
   return { vcpus: spec.vcpu, memoryBytes: spec.memoryGb * GiB };
 }
 
-/** Connection limits are not scaled: they are part of what a tier promises and cost little shared memory. */
-const MAX_CONNECTIONS: Readonly<Record<TierName, number>> = { micro: 50, small: 100, medium: 200, large: 400, xlarge: 800 };
 /** WAL sizing is disk, not memory, so it is not scaled either. */
 const MAX_WAL_MB: Readonly<Record<TierName, number>> = { micro: 512, small: 1024, medium: 2048, large: 4096, xlarge: 8192 };
 const MIN_WAL_MB: Readonly<Record<TierName, number>> = { micro: 32, small: 64, medium: 128, large: 256, xlarge: 512 };
@@ -71,7 +70,8 @@ export function tierSettings(
     effective_cache_size: mem((m * 3) / 4),
     maintenance_work_mem: mem(Math.min(m / 16, 2 * GiB), 1024),
     work_mem: mem(m / 256),
-    max_connections: String(MAX_CONNECTIONS[tier]),
+    // Not scaled: part of what a tier promises (the catalogue's), costing little shared memory.
+    max_connections: String(tierSpec(tier).maxConnections),
     max_worker_processes: String(Math.max(8, vcpus * 2)),
     max_parallel_workers: String(vcpus),
     max_parallel_workers_per_gather: String(halfCpus),
@@ -80,5 +80,31 @@ export function tierSettings(
     min_wal_size: `${MIN_WAL_MB[tier]}MB`,
     random_page_cost: "1.1",
     effective_io_concurrency: "200",
+    // A runaway sort or hash cannot fill the disk with temporary files: 20 % of the tier's storage.
+    temp_file_limit: `${Math.round((tierSpec(tier).storageGb * GiB * TEMP_FILE_SHARE) / KiB)}kB`,
+  };
+}
+
+/** Share of a tier's storage one session's temporary files may take (temp_file_limit). */
+const TEMP_FILE_SHARE = 0.2;
+const CPU_PERIOD_US = 100_000;
+/** Processes beside the connections: background workers, autovacuum, walsenders, the archiver and a margin. */
+const PIDS_BESIDE_CONNECTIONS = 64;
+
+/**
+ * The kernel's limits for a server of `tier` (cgroups.ts): the catalogue's
+ * vCPUs as CPU quota and as CPU weight under contention, its memory unscaled (the settings above are scaled
+ * to the host; the limit is what the customer pays for), and room for the
+ * tier's connections and workers in the pids limit.
+ */
+export function tierResourceLimits(tier: string): CgroupLimits {
+  if (!isTierName(tier)) throw new Error(`unknown tier ${JSON.stringify(tier)}; expected one of ${TIER_NAMES.join(", ")}`);
+  const { vcpus, memoryBytes } = promised(tier);
+  return {
+    cpuQuotaUs: vcpus * CPU_PERIOD_US,
+    cpuPeriodUs: CPU_PERIOD_US,
+    cpuWeight: vcpus * 100,
+    memoryBytes,
+    pids: tierSpec(tier).maxConnections + Math.max(8, vcpus * 2) + PIDS_BESIDE_CONNECTIONS,
   };
 }

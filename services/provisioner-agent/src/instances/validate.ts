@@ -1,9 +1,10 @@
-import { isTierName, TIER_NAMES } from "@dbaas/kit";
+import { isTierName, TIER_NAMES } from "@dbaas/catalogue";
+import { INSTANCE_ID_RE } from "../instance-access.ts";
 import type { InstanceSettings } from "../runtime.ts";
 import { checkHostname } from "./tls.ts";
 
 /** Ids become path components and must not contain the `.` our leftovers use as a separator. */
-export const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
+export const ID_RE = INSTANCE_ID_RE;
 const B64 = "[A-Za-z0-9+/]+={0,2}";
 const VERIFIER_RE = new RegExp(`^SCRAM-SHA-256\\$(\\d+):(${B64})\\$(${B64}):(${B64})$`);
 
@@ -31,4 +32,15 @@ export function assertSettings(o: InstanceSettings): void {
   if (!isTierName(o.tier)) throw new Error(`unknown tier ${JSON.stringify(o.tier)}; expected one of ${TIER_NAMES.join(", ")}`);
   checkHostname(o.hostname);
   assertVerifier(o.scramVerifier);
+}
+
+/**
+ * synchronous_standby_names as the databases service sends it: empty, or
+ * `ANY n ("id", …)` of standby ids; nothing else reaches a configuration file.
+ */
+export function assertSynchronousStandbyNames(names: string): void {
+  if (names === "") return;
+  if (!/^ANY [1-9] \("[a-z0-9][a-z0-9-]{0,62}"(, "[a-z0-9][a-z0-9-]{0,62}")*\)$/.test(names)) {
+    throw new Error(`invalid synchronous_standby_names ${JSON.stringify(names)}: expected ANY n ("standby-id", …)`);
+  }
 }

@@ -26,6 +26,11 @@ export interface ProxyRoute {
   port: number;
   /** The instance's private TCP address (loopback). */
   target: { host: string; port: number };
+  /**
+   * The database whose counters and trusted sources the port uses when it is not the served id's
+   * own: a pooler's port (served as `<db>-pooler`) counts and admits as its database.
+   */
+  account?: string;
 }
 
 /**
@@ -38,6 +43,12 @@ export interface ProxyRoute {
  * back); with the nftables meter the kernel keeps forwarding and counting.
  */
 export interface ConnectionProxy {
+  /**
+   * Where the connections it forwards reach the servers from, when that is all they can be told by: the userspace
+   * proxy's own address (connection-proxy.ts), which the servers' pg_hba then admits customers from alone.
+   * Undefined when the clients' own addresses arrive (the nftables meter's DNAT), whose guard is in the kernel.
+   */
+  readonly sourceAddress?: string;
   /** Accepts connections on `route.port` for `id` (replacing another route of it); rejects if the port is taken. */
   serve(id: string, route: ProxyRoute): Promise<void>;
   /**
@@ -54,6 +65,14 @@ export interface ConnectionProxy {
    * proxy has never counted is missing from the map.
    */
   counters(ids: readonly string[]): Promise<Map<string, ProxyCounters>>;
+  /**
+   * The sources `database`'s ports (its own and those accounted to it) admit from now on: normalized
+   * CIDRs (proxy/trust.ts); empty admits every address. Applied before this resolves, to ports served
+   * later too; a connection already established stays.
+   */
+  trust(database: string, cidrs: readonly string[]): Promise<void>;
+  /** Puts the trusted sources back as they were last given, whatever changed them (the kernel's rules). */
+  repairTrust(): Promise<void>;
   /** A purged database: unserve, and remove its counters. */
   forget(id: string): Promise<void>;
   /** Stops serving everything and closes the counters cleanly (agent shutdown); `counters` still answers, `serve` no more. */

@@ -1,5 +1,5 @@
 import path from "node:path";
-import { createConnectionProxy } from "./connection-proxy.ts";
+import { createConnectionProxy, proxySourceAddress } from "./connection-proxy.ts";
 import type { ConnectionProxy } from "./counters.ts";
 import { createNftMeter } from "./nft-meter.ts";
 
@@ -16,6 +16,9 @@ export interface ConnectionMeterOptions {
   privateAddress?: string;
   /** NFT_PATH: the nft binary (default `nft` in PATH). */
   nftPath?: string;
+  /** AGENT_PRIVATE_NETWORK and the uids whose own connections may reach private ports (nft-meter.ts's guard). */
+  privateNetwork?: string;
+  localUids?: readonly (number | readonly [number, number])[];
   log?: (msg: string) => void;
 }
 
@@ -27,8 +30,14 @@ export interface ConnectionMeterOptions {
  */
 export function createConnectionMeter(o: ConnectionMeterOptions): ConnectionProxy {
   const log = o.log ?? (() => {});
-  const proxy = () => createConnectionProxy({ dir: path.join(o.dataDir, "proxy"), listenAddress: o.listenAddress, log });
-  if (o.mode === "proxy") return proxy();
+  const sourceAddress = proxySourceAddress(o.dataDir, o.agentId, o.privateAddress ?? "127.0.0.1");
+  // Without nftables the servers guard their private ports themselves: pg_hba admits customers from the proxy's address only.
+  const guard = `the servers admit customers only from the proxy's address ${sourceAddress} (pg_hba; a local process binding it on purpose gets past: only nftables tells who connects)`;
+  const proxy = () => createConnectionProxy({ dir: path.join(o.dataDir, "proxy"), listenAddress: o.listenAddress, sourceAddress, log });
+  if (o.mode === "proxy") {
+    log(`CONNECTION_METER=proxy: ${guard}`);
+    return proxy();
+  }
   try {
     const meter = createNftMeter({
       dataDir: o.dataDir,
@@ -36,6 +45,8 @@ export function createConnectionMeter(o: ConnectionMeterOptions): ConnectionProx
       listenAddress: o.listenAddress,
       privateAddress: o.privateAddress,
       ...(o.nftPath && { nftPath: o.nftPath }),
+      ...(o.privateNetwork && { privateNetwork: o.privateNetwork }),
+      ...(o.localUids && { localUids: o.localUids }),
       log,
     });
     log("connections are forwarded and counted by the kernel (nftables)");
@@ -48,7 +59,7 @@ export function createConnectionMeter(o: ConnectionMeterOptions): ConnectionProx
       process.getuid?.() !== 0 && /not permitted|EPERM/i.test(msg)
         ? "; not root: NFT_PATH must name an nft with the file capability cap_net_admin"
         : "";
-    log(`nftables cannot be used (${msg}${hint}); the agent's own proxy forwards and counts connections`);
+    log(`nftables cannot be used (${msg}${hint}); the agent's own proxy forwards and counts connections, and ${guard}`);
     return proxy();
   }
 }

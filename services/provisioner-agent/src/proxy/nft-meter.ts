@@ -2,10 +2,11 @@ import { randomUUID, createHash } from "node:crypto";
 import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
-import { ID_RE } from "../instances/validate.ts";
+import { INSTANCE_ID_RE as ID_RE } from "../instance-access.ts";
 import { listenHosts } from "./connection-proxy.ts";
 import type { ConnectionProxy, ProxyCounters, ProxyRoute } from "./counters.ts";
 import { nftCommand, nftName, nftString } from "./nft.ts";
+import { TRUST_DECLARATIONS, trustHookLines, trustScript, trustStateIn } from "./nft-trust.ts";
 
 /*
  * The kernel forwards and counts instead of the agent (issue 13: the
@@ -27,6 +28,15 @@ import { nftCommand, nftName, nftString } from "./nft.ts";
  * database → client packets all leave through postrouting (whether the
  * client is local or not), so each packet is counted once. The counts are
  * IP packet bytes, headers included.
+ *
+ * Private ports take only what came through a published port: the guard
+ * chains drop a new connection to a served database's private port
+ * (`private_ports`, the routes' target ports) unless it was DNAT'd, is the
+ * agent's or a server's own (output hook, by socket uid: the agent's proxy
+ * probes, a replica's walreceiver on this host), or comes from
+ * AGENT_PRIVATE_NETWORK (input hook: replicas on other hosts). A direct
+ * connection from any other local uid is refused (a TCP reset), one from
+ * elsewhere is dropped.
  *
  * The kernel keeps counting while the agent is down and keeps already
  * established connections through a crash; a restarted agent takes its table
@@ -51,6 +61,14 @@ export interface NftMeterOptions {
   privateAddress?: string;
   /** The nft binary (NFT_PATH; default `nft` in PATH). */
   nftPath?: string;
+  /** AGENT_PRIVATE_NETWORK: who may reach a private port directly from another host (replication). Default: the private address alone. */
+  privateNetwork?: string;
+  /**
+   * Uids whose own connections on this host may reach private ports directly: the agent's, the template builder's and
+   * the servers' (every uid of AGENT_TENANT_UID_RANGE, given as [first, last]: a replica's server replicates from its
+   * primary's private port). Default: the agent's.
+   */
+  localUids?: readonly (number | readonly [number, number])[];
   log?: (msg: string) => void;
 }
 
@@ -120,6 +138,11 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
   const localnet = beyondLoopback && (opts.privateAddress ?? "127.0.0.1").startsWith("127.");
   const hosts = listenHosts(opts.listenAddress);
   const t = `ip ${table}`;
+  const privateAddress = opts.privateAddress ?? "127.0.0.1";
+  const uids = [
+    ...new Set([process.getuid?.() ?? 0, ...(opts.localUids ?? [])].map((u) => (typeof u === "number" ? String(u) : `${u[0]}-${u[1]}`))),
+  ].join(", ");
+  const toPrivate = `ip daddr ${privateAddress} tcp dport @private_ports ct state new`;
 
   // The data directory exists before its table does, so another agent's reaping never takes a new table for a stale one.
   mkdirSync(dataDir, { recursive: true });
@@ -148,9 +171,25 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
       "  chain nat_pre { type nat hook prerouting priority -100; }",
       "  chain count_in { type filter hook input priority 0; }",
       "  chain count_out { type filter hook postrouting priority 0; }",
+      "  set private_ports { type inet_service; }",
+      "  chain guard_out { type filter hook output priority 0; }",
+      "  chain guard_in { type filter hook input priority 0; }",
+      ...TRUST_DECLARATIONS,
       "}",
-      ...["nat_out", "nat_pre", "count_in", "count_out"].map((c) => `flush chain ${t} ${c}`),
+      ...["nat_out", "nat_pre", "count_in", "count_out", "guard_out", "guard_in"].map((c) => `flush chain ${t} ${c}`),
       `flush map ${t} dnat_ports`,
+      `flush set ${t} private_ports`,
+      // This host's connections to a private port: DNAT'd (through a published port), or the agent's or a server's own.
+      `add rule ${t} guard_out ${toPrivate} ct status dnat accept`,
+      `add rule ${t} guard_out ${toPrivate} meta skuid { ${uids} } accept`,
+      // Refused at once (a local client learns it at once; a dropped SYN would be retried for a minute).
+      `add rule ${t} guard_out ${toPrivate} reject with tcp reset`,
+      // Other hosts': DNAT'd, or replication from the private network.
+      `add rule ${t} guard_in iifname != "lo" ${toPrivate} ct status dnat accept`,
+      `add rule ${t} guard_in iifname != "lo" ${toPrivate} ip saddr ${opts.privateNetwork ?? privateAddress} accept`,
+      `add rule ${t} guard_in iifname != "lo" ${toPrivate} drop`,
+      // Trusted sources stay as the previous process left them (read back below) until this one is told its own.
+      ...trustHookLines(t),
       `add rule ${t} nat_out ${match} dnat ip to tcp dport map @dnat_ports`,
       `add rule ${t} nat_pre ${match} dnat ip to tcp dport map @dnat_ports`,
       // With route_localnet, only DNAT'd connections may reach loopback from outside (kube-proxy's guard too).
@@ -166,7 +205,23 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
   const countedPorts = new Map<number, string>();
   /** Databases whose counter objects exist in the kernel. */
   const counted = new Set<string>();
+  /** Trusted sources given (database → CIDRs; non-empty lists only), and databases whose trust objects may exist. */
+  const trusts = new Map<string, readonly string[]>();
+  const trustObjects = new Set<string>();
   let closed = false;
+
+  /** Script lines putting every database's trusted sources in place, for the served routes plus `extra`. */
+  function trustLines(extra?: ProxyRoute & { id: string }): string[] {
+    const ports = new Map<number, string>();
+    for (const [id, s] of served) ports.set(s.route.port, s.route.account ?? id);
+    if (extra) ports.set(extra.port, extra.account ?? extra.id);
+    const gone = [...trustObjects].filter((db) => !trusts.has(db));
+    return trustScript(t, trusts, ports, gone);
+  }
+  function trustApplied(): void {
+    trustObjects.clear();
+    for (const db of trusts.keys()) trustObjects.add(db);
+  }
 
   let tail: Promise<unknown> = (async () => {
     await reapOthers();
@@ -176,6 +231,9 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
       const m = o.map as { name: string; elem?: [number, string][] } | undefined;
       if (m?.name === "in_counters") for (const [port, name] of m.elem ?? []) countedPorts.set(port, name.slice(3));
     }
+    const kept = trustStateIn(await nft.json(["list", "table", "ip", table]));
+    for (const db of kept.objects) trustObjects.add(db);
+    for (const [db, cidrs] of kept.lists) if (!trusts.has(db)) trusts.set(db, cidrs);
   })().catch((e: Error) =>
     // Not fatal: counters are only ever added with `add` (an existing one is kept), so serving works without this.
     log(`nft meter: reading table ${table} back failed: ${e.message}`),
@@ -238,6 +296,7 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
 
   function checkRoute(id: string, route: ProxyRoute): void {
     if (!ID_RE.test(id)) throw new Error(`invalid database id ${JSON.stringify(id)}`);
+    if (route.account !== undefined && !ID_RE.test(route.account)) throw new Error(`invalid database id ${JSON.stringify(route.account)}`);
     for (const p of [route.port, route.target.port]) if (!Number.isInteger(p) || p < 1 || p > 65535) throw new Error(`invalid port ${p}`);
   }
 
@@ -245,15 +304,20 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
     const s = served.get(id);
     if (!s) return;
     // Counting stays: connections already established drain (the server stops right after).
-    await nft.apply(`delete element ${t} dnat_ports { ${s.route.port} }\n`);
+    await nft.apply(`delete element ${t} dnat_ports { ${s.route.port} }\ndelete element ${t} private_ports { ${s.route.target.port} }\n`);
     served.delete(id);
     await release(s.holds);
   }
 
-  /** Script lines that drop the port-to-counter entries of `id` (and any other on `port`). */
-  function unmapLines(id: string, keepPort?: number): { lines: string[]; ports: number[] } {
+  /**
+   * Script lines that drop the port-to-counter entries of `account` (and any other account's on `keepPort`),
+   * but for ports other routes serve now: a pooler's port counts as its database (ProxyRoute.account) beside
+   * the database's own.
+   */
+  function unmapLines(id: string, keepPort?: number, account = id): { lines: string[]; ports: number[] } {
+    const servedElsewhere = new Set([...served].filter(([rid]) => rid !== id).map(([, s]) => s.route.port));
     const ports = [...countedPorts]
-      .filter(([p, owner]) => (owner === id && p !== keepPort) || (p === keepPort && owner !== id))
+      .filter(([p, owner]) => (owner === account && p !== keepPort && !servedElsewhere.has(p)) || (p === keepPort && owner !== account))
       .map(([p]) => p);
     return {
       lines: ports.flatMap((p) => [`delete element ${t} in_counters { ${p} }`, `delete element ${t} out_counters { ${p} }`]),
@@ -270,7 +334,15 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
         if (cur && cur.route.port === route.port) {
           // Same port, maybe a new private address (a restarted server): new connections go there.
           if (cur.route.target.host !== route.target.host || cur.route.target.port !== route.target.port) {
-            await nft.apply(`delete element ${t} dnat_ports { ${route.port} }\nadd element ${t} dnat_ports { ${dnatElement(route)} }\n`);
+            await nft.apply(
+              [
+                `delete element ${t} dnat_ports { ${route.port} }`,
+                `add element ${t} dnat_ports { ${dnatElement(route)} }`,
+                `delete element ${t} private_ports { ${cur.route.target.port} }`,
+                `add element ${t} private_ports { ${route.target.port} }`,
+                "",
+              ].join("\n"),
+            );
             cur.route = route;
           }
           return;
@@ -278,25 +350,31 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
         await unserveNow(id);
         const holds = await hold(route.port);
         try {
+          // The counters are the account's: a pooler's port counts as its database.
+          const acct = route.account ?? id;
           const lines: string[] = [];
           const epoch = randomUUID();
-          if (!counted.has(id)) {
+          if (!counted.has(acct)) {
             // `add` keeps a counter that exists (its count and epoch): a new epoch only with a new kernel object.
             for (const d of ["in", "out"] as const)
-              lines.push(`add counter ${t} ${nftName(counterName(d, id))} { comment ${nftString(epoch)}; }`);
+              lines.push(`add counter ${t} ${nftName(counterName(d, acct))} { comment ${nftString(epoch)}; }`);
           }
-          const unmap = unmapLines(id, route.port);
+          const unmap = unmapLines(id, route.port, acct);
           lines.push(...unmap.lines);
-          if (countedPorts.get(route.port) !== id) {
-            lines.push(`add element ${t} in_counters { ${route.port} : ${nftName(counterName("in", id))} }`);
-            lines.push(`add element ${t} out_counters { ${route.port} : ${nftName(counterName("out", id))} }`);
+          if (countedPorts.get(route.port) !== acct) {
+            lines.push(`add element ${t} in_counters { ${route.port} : ${nftName(counterName("in", acct))} }`);
+            lines.push(`add element ${t} out_counters { ${route.port} : ${nftName(counterName("out", acct))} }`);
           }
           lines.push(`add element ${t} dnat_ports { ${dnatElement(route)} }`);
+          lines.push(`add element ${t} private_ports { ${route.target.port} }`);
+          // In the same transaction: the port never forwards a connection its database's trusted sources refuse.
+          lines.push(...trustLines({ ...route, id }));
           await nft.apply(`${lines.join("\n")}\n`);
-          if (!counted.has(id)) log(`nft meter: counters of ${id} start epoch ${epoch}`);
-          counted.add(id);
+          trustApplied();
+          if (!counted.has(acct)) log(`nft meter: counters of ${acct} start epoch ${epoch}`);
+          counted.add(acct);
           for (const p of unmap.ports) countedPorts.delete(p);
-          countedPorts.set(route.port, id);
+          countedPorts.set(route.port, acct);
           served.set(id, { route, holds });
         } catch (e) {
           await release(holds);
@@ -305,6 +383,22 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
       }),
     unserve: (id) => serial(() => unserveNow(id)),
     servedPort: (id) => served.get(id)?.route.port,
+    trust: (database, cidrs) =>
+      serial(async () => {
+        if (!ID_RE.test(database)) throw new Error(`invalid database id ${JSON.stringify(database)}`);
+        // Nothing to change: open, and nothing of it in the kernel.
+        if (cidrs.length === 0 && !trusts.has(database) && !trustObjects.has(database)) return;
+        if (cidrs.length === 0) trusts.delete(database);
+        else trusts.set(database, [...cidrs]);
+        await nft.apply(`${trustLines().join("\n")}\n`);
+        trustApplied();
+      }),
+    repairTrust: () =>
+      serial(async () => {
+        if (closed) return;
+        await nft.apply(`${trustLines().join("\n")}\n`);
+        trustApplied();
+      }),
     async counters(ids) {
       await tail;
       const found = new Map<string, { epoch: string; bytes: bigint }>();
@@ -334,7 +428,7 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
       serial(async () => {
         closed = true;
         // The instances stop with the agent: no new connections; the counters stay for the next agent process.
-        await nft.apply(`flush map ${t} dnat_ports\n`);
+        await nft.apply(`flush map ${t} dnat_ports\nflush set ${t} private_ports\n`);
         const all = [...served.values()];
         served.clear();
         await Promise.all(all.map((s) => release(s.holds)));

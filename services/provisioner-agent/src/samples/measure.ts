@@ -1,87 +1,14 @@
-import { lstat, readdir, readFile, readlink, stat } from "node:fs/promises";
+import { readdir, stat } from "node:fs/promises";
 import path from "node:path";
 import type pg from "pg";
 import { isArchivedName } from "../backups/wal.ts";
-import { AGENT_SUPERUSER } from "../instances/agent-socket.ts";
-import { processMemory } from "../instances/procfs.ts";
 
 /**
- * What one sample of an instance is made of, each read where it is cheapest:
- * the data directory's blocks (a stat walk, like `du`), /proc for CPU and
- * memory, the statistics views over the agent's socket, the WAL spool's
- * oldest file for the archive lag.
+ * What one sample of an instance is made of besides the runtime's own
+ * measures (CPU, memory, storage: InstanceAccess.usage): the statistics
+ * views over the agent's session, the WAL spool's oldest file for the
+ * archive lag.
  */
-
-/** Bytes the directory tree takes on disk (allocated blocks, as `du` counts them); entries vanishing meanwhile are skipped. */
-export async function directoryBytes(dir: string): Promise<number> {
-  let total = 0;
-  let entries: import("node:fs").Dirent[];
-  try {
-    entries = await readdir(dir, { withFileTypes: true });
-  } catch {
-    return 0;
-  }
-  for (const e of entries) {
-    const p = path.join(dir, e.name);
-    if (e.isDirectory()) {
-      total += await directoryBytes(p);
-      continue;
-    }
-    const st = await lstat(p).catch(() => undefined);
-    if (st) total += st.blocks * 512;
-  }
-  return total;
-}
-
-/** Clock ticks per second of /proc/<pid>/stat's times (USER_HZ: 100 on every Linux architecture we run on). */
-const TICKS_PER_SECOND = 100;
-
-/** utime+stime of a process (and, with `reaped`, of its exited children it waited for), seconds; 0 if it is gone. */
-async function cpuSeconds(pid: number, reaped: boolean): Promise<number> {
-  try {
-    const text = await readFile(`/proc/${pid}/stat`, "utf8");
-    // Fields after the command (which may hold spaces) start at field 3.
-    const f = text.slice(text.lastIndexOf(")") + 2).split(" ");
-    const ticks = Number(f[11]) + Number(f[12]) + (reaped ? Number(f[13]) + Number(f[14]) : 0);
-    return ticks / TICKS_PER_SECOND;
-  } catch {
-    return 0;
-  }
-}
-
-export interface ProcessUsage {
-  /** Cumulative CPU seconds of the postmaster, its live children and the children it has reaped. */
-  cpuSeconds: number;
-  /** Proportional memory (PSS) of those processes: shared buffers counted once, not once per backend. */
-  memoryBytes: number;
-}
-
-/**
- * CPU and memory of the server whose postmaster is `pid`, if that pid is
- * still a process in `realDir` (a recycled pid is not ours). Backends that
- * exited are in the postmaster's reaped-children times, so short
- * connections' CPU is not lost between samples.
- */
-export async function processUsage(pid: number, realDir: string): Promise<ProcessUsage | undefined> {
-  try {
-    if ((await readlink(`/proc/${pid}/cwd`)) !== realDir) return undefined;
-  } catch {
-    return undefined;
-  }
-  let children: number[] = [];
-  try {
-    children = (await readFile(`/proc/${pid}/task/${pid}/children`, "utf8")).split(" ").filter(Boolean).map(Number);
-  } catch {
-    // no children file (kernel without it): the postmaster alone, plus what it reaped
-  }
-  let cpu = await cpuSeconds(pid, true);
-  let memoryBytes = processMemory(pid).pssBytes;
-  for (const child of children) {
-    cpu += await cpuSeconds(child, false);
-    memoryBytes += processMemory(child).pssBytes;
-  }
-  return { cpuSeconds: cpu, memoryBytes };
-}
 
 /** Seconds since the oldest WAL file waiting in the spool for upload was written; 0 when the spool is empty. */
 export async function walArchiveLagSeconds(spoolDir: string, now: Date): Promise<number> {
@@ -117,8 +44,8 @@ export interface PgStats {
 /** Databases that are not the customer's: the agent's own sessions use `postgres`, the templates are never connected to. */
 const NOT_CUSTOMER = ["postgres", "template0", "template1"];
 
-/** pg_stat_database summed over the customer's databases, and client backends by state (the agent's own sessions left out). */
-export async function pgStats(c: pg.Client): Promise<PgStats> {
+/** pg_stat_database summed over the customer's databases, and client backends by state (the agent's own sessions, as `agentRole`, left out). */
+export async function pgStats(c: pg.Client, agentRole: string): Promise<PgStats> {
   const { rows } = await c.query<Record<string, string>>(
     `SELECT coalesce(sum(xact_commit), 0)::text AS xact_commit, coalesce(sum(xact_rollback), 0)::text AS xact_rollback,
        coalesce(sum(tup_fetched), 0)::text AS tup_fetched, coalesce(sum(tup_inserted), 0)::text AS tup_inserted,
@@ -131,7 +58,7 @@ export async function pgStats(c: pg.Client): Promise<PgStats> {
   const activity = await c.query<{ state: string; n: number }>(
     `SELECT state, count(*)::int AS n FROM pg_stat_activity
      WHERE backend_type = 'client backend' AND usename IS DISTINCT FROM $1 AND state IS NOT NULL GROUP BY state`,
-    [AGENT_SUPERUSER],
+    [agentRole],
   );
   const by = (pred: (s: string) => boolean) => activity.rows.filter((r) => pred(r.state)).reduce((a, r) => a + r.n, 0);
   const r = rows[0]!;

@@ -1,15 +1,12 @@
 import { randomBytes } from "node:crypto";
-import { realpath } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Clock, Logger } from "@dbaas/kit";
 import { type InstanceSample, InstanceSampleSchema } from "@dbaas/proto/agent";
-import { withAgentClient } from "../instances/agent-socket.ts";
-import { walSpoolRoot } from "../instances/host.ts";
-import { readPidFile } from "../instances/observe.ts";
-import { directoryBytes, pgStats, processUsage, replicationStats, walArchiveLagSeconds } from "./measure.ts";
+import { type InstanceAccess, withAgentSession } from "../instance-access.ts";
+import { pgStats, replicationStats, walArchiveLagSeconds } from "./measure.ts";
 
 /** A database's proxied bytes since `epoch` began (the connection proxy's counters). */
 export interface ByteCounters {
@@ -19,8 +16,8 @@ export interface ByteCounters {
 }
 
 export interface SamplerOptions {
-  /** The agent's root: instances under `instances/<id>`, WAL spools under `wal-spool/<id>` (instances/host.ts). */
-  dataDir: string;
+  /** How the sampler reaches an instance: its server's usage, the agent's session, its WAL spool. */
+  instances: Pick<InstanceAccess, "agentConnection" | "usage" | "walSpoolRoot">;
   /** Ids of the instances that exist; only running ones are sampled. */
   list(): Promise<string[]>;
   /**
@@ -41,7 +38,7 @@ export interface SamplerOptions {
 }
 
 /**
- * The agent's sampler (DESIGN.md, Metrics; issue 13 "Samples and billing"):
+ * The agent's sampler (docs/product.md, Metrics; issue 13 "Samples and billing"):
  * every interval it measures each running instance and reports the samples.
  * Sample ids are `<process epoch>-<seq>`, unique per database because the
  * process epoch is new at every agent start. Samples not delivered stay
@@ -62,17 +59,13 @@ export function createSampler(o: SamplerOptions) {
     // Running but not served yet (its start is between the server's start and the meter's serve): no epoch to
     // report, and billing refuses a sample without one; the next round has it.
     if (o.counters && !bytes) return undefined;
-    const dir = path.join(o.dataDir, "instances", id);
-    const pf = await readPidFile(dir).catch(() => undefined);
-    if (!pf?.port || !pf.socketDir) return undefined;
-    const real = await realpath(dir).catch(() => undefined);
-    if (!real) return undefined;
-    const usage = await processUsage(pf.pid, real);
+    const usage = await o.instances.usage(id);
     if (!usage) return undefined;
-    const stats = await withAgentClient(
-      pf.socketDir,
-      pf.port,
-      async (c) => ({ ...(await pgStats(c)), ...(await replicationStats(c)) }),
+    const conn = await o.instances.agentConnection(id);
+    if (!conn) return undefined;
+    const stats = await withAgentSession(
+      conn,
+      async (c) => ({ ...(await pgStats(c, conn.user)), ...(await replicationStats(c)) }),
       3000,
     ).catch(() => undefined);
     if (!stats) return undefined;
@@ -89,11 +82,11 @@ export function createSampler(o: SamplerOptions) {
       countersEpoch: bytes?.epoch ?? "",
       networkBytesIn: bytes?.bytesIn ?? 0n,
       networkBytesOut: bytes?.bytesOut ?? 0n,
-      storageBytes: BigInt(await directoryBytes(dir)),
+      storageBytes: BigInt(usage.storageBytes),
       cpuPercent,
       memoryBytes: BigInt(usage.memoryBytes),
       ...stats,
-      walArchiveLagSeconds: await walArchiveLagSeconds(path.join(walSpoolRoot(o.dataDir), id), now),
+      walArchiveLagSeconds: await walArchiveLagSeconds(path.join(o.instances.walSpoolRoot, id), now),
     });
   }
 

@@ -14,7 +14,12 @@ import { type Fixture, managerFor, shutdown, startFixture, view, waitFor } from 
 // BACKUP_ARCHIVE_TIMEOUT_S: how far the latest restorable instant trails a
 // busy database. 30 s unless set; the backup end-to-end stacks lower it.
 
-const REQUIRED = { DATABASES_URL: "http://127.0.0.1:1", INTERNAL_AUTH_SECRET: "s", AGENT_REPLICATION_SECRET: "r" };
+const REQUIRED = {
+  DATABASES_URL: "http://127.0.0.1:1",
+  INTERNAL_AUTH_SECRET: "s",
+  AGENT_REPLICATION_SECRET: "r",
+  BACKUP_ENCRYPTION_KEY: "ZGJhYXMtYmFja3VwLXRlc3QtbWFzdGVyLWtleS0zMmI=",
+};
 const SETTINGS = { port: 15433, tier: "micro", hostname: "h", scramVerifier: "" };
 
 describe("the servers' archive_timeout", () => {

@@ -131,7 +131,12 @@ describe("the WAL uploader", { timeout: 60_000 }, () => {
 });
 
 describe("BACKUP_UPLOAD_RETRY_MAX_MS and BACKUP_S3_IDLE_TIMEOUT_MS", () => {
-  const REQUIRED = { DATABASES_URL: "http://127.0.0.1:1", INTERNAL_AUTH_SECRET: "s", AGENT_REPLICATION_SECRET: "r" };
+  const REQUIRED = {
+    DATABASES_URL: "http://127.0.0.1:1",
+    INTERNAL_AUTH_SECRET: "s",
+    AGENT_REPLICATION_SECRET: "r",
+    BACKUP_ENCRYPTION_KEY: "ZGJhYXMtYmFja3VwLXRlc3QtbWFzdGVyLWtleS0zMmI=",
+  };
 
   it("the upload retry cap is 30 s unless set, and must be positive", () => {
     expect(readConfig(REQUIRED).backup.uploadRetryMaxMs).toBe(30_000);

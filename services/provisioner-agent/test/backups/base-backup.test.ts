@@ -8,7 +8,6 @@ import type { BackupManager } from "../../src/backups/backup-manager.ts";
 import { takeBaseBackup } from "../../src/backups/base-backup.ts";
 import type { BlobStore } from "../../src/backups/blob-store.ts";
 import { baseTarKey, manifestKey, recordKey } from "../../src/backups/layout.ts";
-import { resolveRunAs } from "../../src/instances/run-as.ts";
 import { type Fixture, managerFor, shutdown, startFixture, view, waitFor } from "./support.ts";
 
 // Base backups that do not go to plan: a kill half-way, an attempt cut off
@@ -69,16 +68,14 @@ describe("base backups under failure (PostgreSQL 17)", { timeout: 120_000 }, () 
   });
 
   it("an attempt cut off mid-way writes no record; the next one ends its walsender and completes", async () => {
-    const runAs = resolveRunAs();
     const stagingRoot = path.join(fx.dataDir, "backup-staging");
     const base = {
       store: fx.store,
       databaseId: fx.id,
       version: "17",
-      socketDir: fx.m.socketDir,
-      port: fx.port,
+      connection: (await fx.runtime.agentConnection(fx.id))!,
       stagingRoot,
-      runAs,
+      server: await fx.runtime.serverFiles(fx.id),
       // The WAL is not waited for here: the manager's archiver is what stores it.
       waitForWal: async () => {},
       now: () => new Date(),

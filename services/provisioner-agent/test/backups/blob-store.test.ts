@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
+import { createServer as createHttpServer, request as httpRequest } from "node:http";
 import { mkdir, mkdtemp, readdir, rm, utimes, writeFile } from "node:fs/promises";
 import { type AddressInfo, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
@@ -10,6 +11,7 @@ import { startS3Server, type S3Server } from "@dbaas/test/support/s3-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BlobNotFoundError, type BlobStore } from "../../src/backups/blob-store.ts";
 import { createFileStore } from "../../src/backups/file-store.ts";
+import { sealedSize } from "../../src/backups/encryption.ts";
 import { openBlobStore } from "../../src/backups/open-store.ts";
 import { readConfig } from "../../src/config.ts";
 import { freePort } from "../instances/helpers.ts";
@@ -52,17 +54,26 @@ afterAll(async () => {
   await rm(scratch, { recursive: true, force: true });
 });
 
-const stores: { name: string; open: (tag: string) => BlobStore }[] = [
-  { name: "file", open: (tag) => openBlobStore(`file://${scratch}/store-${tag}`, {}) },
-  { name: "s3", open: (tag) => openBlobStore(`s3://dbaas-backups/${tag}`, s3.env) },
+/** The agent's stores encrypt (encrypted-store.ts): the same contract holds over them, with sealed sizes. */
+const ENCRYPTED = { BACKUP_ENCRYPTION_KEY: randomBytes(32).toString("base64") };
+const plainSize = (n: number) => n;
+const stores: { name: string; open: (tag: string) => BlobStore; stored: (n: number) => number }[] = [
+  { name: "file", open: (tag) => openBlobStore(`file://${scratch}/store-${tag}`, {}), stored: plainSize },
+  { name: "s3", open: (tag) => openBlobStore(`s3://dbaas-backups/${tag}`, s3.env), stored: plainSize },
+  { name: "encrypted file", open: (tag) => openBlobStore(`file://${scratch}/store-${tag}`, ENCRYPTED), stored: (n) => sealedSize(n) },
+  {
+    name: "encrypted s3",
+    open: (tag) => openBlobStore(`s3://dbaas-backups/${tag}`, { ...s3.env, ...ENCRYPTED }),
+    stored: (n) => sealedSize(n),
+  },
 ];
 
-describe.each(stores)("$name store", ({ name, open }) => {
+describe.each(stores)("$name store", ({ name, open, stored }) => {
   let store: BlobStore;
   let n = 0;
   // A fresh store (own directory or own prefix in the bucket) per test.
   const fresh = () => {
-    store = open(`${name}-${++n}`);
+    store = open(`${name.replace(" ", "-")}-${++n}`);
     return store;
   };
 
@@ -90,8 +101,8 @@ describe.each(stores)("$name store", ({ name, open }) => {
     await store.put("db1/base/b2/base.tar.gz", source(data));
     expect(sha256(await readAll(await store.get("db1/base/b2/base.tar.gz")))).toBe(sha256(data));
     expect(await store.list("db1/base/")).toEqual([
-      { key: "db1/base/b1/base.tar.gz", size: 20 * MiB },
-      { key: "db1/base/b2/base.tar.gz", size: 20 * MiB },
+      { key: "db1/base/b1/base.tar.gz", size: stored(20 * MiB) },
+      { key: "db1/base/b2/base.tar.gz", size: stored(20 * MiB) },
     ]);
   });
 
@@ -106,7 +117,7 @@ describe.each(stores)("$name store", ({ name, open }) => {
       "db1/wal/000000010000000000000002.gz",
     ];
     for (const [i, key] of keys.entries()) await store.put(key, Buffer.alloc(i + 1));
-    const size = (key: string) => keys.indexOf(key) + 1;
+    const size = (key: string) => stored(keys.indexOf(key) + 1);
     const sorted = [...keys].sort();
     expect(await store.list("")).toEqual(sorted.map((key) => ({ key, size: size(key) })));
     expect((await store.list("db1/")).map((o) => o.key)).toEqual(sorted.filter((k) => k.startsWith("db1/")));
@@ -117,7 +128,9 @@ describe.each(stores)("$name store", ({ name, open }) => {
     ]);
     expect((await store.list("db1")).length).toBe(keys.length);
     expect(await store.list("db2/")).toEqual([]);
-    expect(await store.list("db1/wal/000000010000000000000002.gz")).toEqual([{ key: "db1/wal/000000010000000000000002.gz", size: 6 }]);
+    expect(await store.list("db1/wal/000000010000000000000002.gz")).toEqual([
+      { key: "db1/wal/000000010000000000000002.gz", size: stored(6) },
+    ]);
   });
 
   it("reports a missing object: get rejects with BlobNotFoundError, exists is false", async () => {
@@ -174,7 +187,7 @@ describe.each(stores)("$name store", ({ name, open }) => {
     await store.put("db1/base/b1/base.tar.gz", Buffer.from("previous"));
     await expect(store.put("db1/base/b1/base.tar.gz", source(data, 12 * MiB))).rejects.toThrow(/source broke half-way/);
     expect((await readAll(await store.get("db1/base/b1/base.tar.gz"))).toString()).toBe("previous");
-    expect(await store.list("")).toEqual([{ key: "db1/base/b1/base.tar.gz", size: 8 }]);
+    expect(await store.list("")).toEqual([{ key: "db1/base/b1/base.tar.gz", size: stored(8) }]);
   });
 
   it("refuses keys and prefixes outside the contract", async () => {
@@ -237,6 +250,47 @@ describe("file store", () => {
   });
 });
 
+describe("S3 store, server-side encryption", () => {
+  // s3rver keeps no SSE setting, so the requests are seen on their way to it: a pass-through proxy records them.
+  it("asks for BACKUP_S3_SSE (AES256 by default) on every object it creates, and for nothing with none", async () => {
+    const seen: { method: string; url: string; sse: string | undefined }[] = [];
+    const target = new URL(s3.endpoint);
+    const proxy = createHttpServer((req, res) => {
+      seen.push({ method: req.method!, url: req.url!, sse: req.headers["x-amz-server-side-encryption"] as string | undefined });
+      const upstream = httpRequest(
+        { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers },
+        (up) => {
+          res.writeHead(up.statusCode!, up.headers);
+          up.pipe(res);
+        },
+      );
+      upstream.on("error", () => res.destroy());
+      req.pipe(upstream);
+    });
+    await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", r));
+    const endpoint = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+    try {
+      const creates = () =>
+        seen.filter((r) => (r.method === "PUT" && !r.url.includes("partNumber=")) || (r.method === "POST" && r.url.includes("uploads")));
+      const store = openBlobStore("s3://dbaas-backups/sse", { ...s3.env, ...ENCRYPTED, BACKUP_S3_ENDPOINT: endpoint });
+      await store.put("db1/wal/a.gz", Buffer.from("small: one PutObject"));
+      await store.put("db1/base/b1/base.tar.gz", source(randomBytes(12 * MiB))); // multipart: CreateMultipartUpload
+      expect(creates().length).toBeGreaterThanOrEqual(3); // the data key, the segment, the multipart upload
+      expect(creates().every((r) => r.sse === "AES256")).toBe(true);
+      seen.length = 0;
+      const kms = openBlobStore("s3://dbaas-backups/sse", { ...s3.env, BACKUP_S3_ENDPOINT: endpoint, BACKUP_S3_SSE: "aws:kms" });
+      await kms.put("db1/wal/b.gz", Buffer.from("x")).catch(() => {}); // s3rver may refuse KMS; the request is what counts
+      expect(creates().map((r) => r.sse)).toEqual(["aws:kms"]);
+      seen.length = 0;
+      const none = openBlobStore("s3://dbaas-backups/sse", { ...s3.env, BACKUP_S3_ENDPOINT: endpoint, BACKUP_S3_SSE: "none" });
+      await none.put("db1/wal/c.gz", Buffer.from("x"));
+      expect(creates().map((r) => r.sse)).toEqual([undefined]);
+    } finally {
+      await new Promise((r) => proxy.close(r));
+    }
+  });
+});
+
 describe("S3 store, unreachable", () => {
   it("rejects promptly with a message naming the store and the cause", { timeout: 15_000 }, async () => {
     const port = await freePort();
@@ -282,12 +336,35 @@ describe("S3 store, unreachable", () => {
 
 describe("openBlobStore", () => {
   it("is given file://<DBAAS_DATA_DIR>/backups unless BACKUP_STORE_URL says otherwise (./.dbaas without a data dir)", () => {
-    const required = { DATABASES_URL: "http://127.0.0.1:1", INTERNAL_AUTH_SECRET: "s", AGENT_REPLICATION_SECRET: "r" };
+    const required = {
+      DATABASES_URL: "http://127.0.0.1:1",
+      INTERNAL_AUTH_SECRET: "s",
+      AGENT_REPLICATION_SECRET: "r",
+      BACKUP_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
+    };
     expect(readConfig({ ...required, DBAAS_DATA_DIR: "/var/lib/dbaas" }).backupStoreUrl).toBe("file:///var/lib/dbaas/backups");
     expect(readConfig(required).backupStoreUrl).toBe(pathToFileURL(path.resolve(".dbaas", "backups")).href);
     expect(readConfig({ ...required, BACKUP_STORE_URL: "s3://b-1/x" }).backupStoreUrl).toBe("s3://b-1/x");
     expect(openBlobStore(readConfig({ ...required, DBAAS_DATA_DIR: "/var/lib/dbaas" }).backupStoreUrl, {}).description).toBe(
       "file:///var/lib/dbaas/backups",
+    );
+  });
+
+  it("needs a 32-byte BACKUP_ENCRYPTION_KEY, takes BACKUP_S3_SSE AES256 / aws:kms / none, and encrypts with the key", () => {
+    const required = { DATABASES_URL: "http://127.0.0.1:1", INTERNAL_AUTH_SECRET: "s", AGENT_REPLICATION_SECRET: "r" };
+    expect(() => readConfig(required)).toThrow(/BACKUP_ENCRYPTION_KEY/);
+    for (const bad of ["short", randomBytes(16).toString("base64"), randomBytes(33).toString("base64"), "not base64 at all!"]) {
+      expect(() => readConfig({ ...required, BACKUP_ENCRYPTION_KEY: bad }), bad).toThrow(ConfigError);
+      expect(() => readConfig({ ...required, BACKUP_ENCRYPTION_KEY: bad }), bad).not.toThrow(bad);
+    }
+    const key = randomBytes(32).toString("base64");
+    expect(() => readConfig({ ...required, BACKUP_ENCRYPTION_KEY: key, BACKUP_ENCRYPTION_KEY_PREVIOUS: "x" })).toThrow(
+      /BACKUP_ENCRYPTION_KEY_PREVIOUS/,
+    );
+    expect(() => readConfig({ ...required, BACKUP_ENCRYPTION_KEY: key, BACKUP_S3_SSE: "aes" })).toThrow(/BACKUP_S3_SSE/);
+    for (const sse of ["AES256", "aws:kms", "none", ""]) readConfig({ ...required, BACKUP_ENCRYPTION_KEY: key, BACKUP_S3_SSE: sse });
+    expect(openBlobStore("file:///var/lib/dbaas/backups", { BACKUP_ENCRYPTION_KEY: key }).description).toMatch(
+      /^file:\/\/\/var\/lib\/dbaas\/backups \(encrypted, master key [0-9a-f]{16}\)$/,
     );
   });
 

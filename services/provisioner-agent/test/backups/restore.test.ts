@@ -1,5 +1,7 @@
+import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { chown, mkdir, readdir, readFile, writeFile } from "node:fs/promises";
+import { gunzipSync } from "node:zlib";
+import { chown, mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
@@ -9,6 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startS3Server, type S3Server } from "@dbaas/test/support/s3-server";
 import type { BackupManager } from "../../src/backups/backup-manager.ts";
 import { type BackupRecord, recordKey, walKey, walPrefix } from "../../src/backups/layout.ts";
+import { isSealed } from "../../src/backups/encryption.ts";
+import { createFileStore } from "../../src/backups/file-store.ts";
 import { openBlobStore } from "../../src/backups/open-store.ts";
 import { planRestore, walFilesNeeded } from "../../src/backups/restore.ts";
 import { lastSegmentNeeded, parseLsn, parseSegmentName } from "../../src/backups/wal.ts";
@@ -16,7 +20,8 @@ import { findServerBinaries } from "../../src/instances/binaries.ts";
 import { resolveRunAs, runCommand } from "../../src/instances/run-as.ts";
 import type { InstanceSettings, RestoreRequest } from "../../src/runtime.ts";
 import { connect, freePort, query, randomPassword, reconcilerFor, scramVerifier } from "../support/fixture.ts";
-import { type Fixture, managerFor, shutdown, startFixture, view, waitFor } from "./support.ts";
+import { type Fixture, managerFor, shutdown, startFixture, TEST_BACKUP_ENV, view, waitFor } from "./support.ts";
+import { messagesSince } from "../../src/server-log/reader.ts";
 
 // Point-in-time restore on real instances, from what the agent's own backup
 // pipeline stored: a source archives its WAL (basic_archive → spool →
@@ -74,7 +79,7 @@ describe.each(cases)("point-in-time restore (PostgreSQL $major, $storeKind store
   beforeAll(async () => {
     if (storeKind === "s3") s3 = await startS3Server();
     const tag = `rst${major}${storeKind}`;
-    fx = await startFixture(tag, major, s3 ? { store: openBlobStore(`s3://dbaas-backups/${tag}`, s3.env) } : {});
+    fx = await startFixture(tag, major, s3 ? { store: openBlobStore(`s3://dbaas-backups/${tag}`, { ...s3.env, ...TEST_BACKUP_ENV }) } : {});
     ({ manager } = managerFor(fx));
     await manager.start();
     // The source runs a bigger tier (max_connections 100) than its restores (micro, 50): no hot standby
@@ -117,6 +122,8 @@ describe.each(cases)("point-in-time restore (PostgreSQL $major, $storeKind store
     const port = await restore("r-between", between);
     expect(await ids(port)).toEqual(batch1);
     const dir = instanceDir("r-between");
+    // A user of its own (tenant isolation), not its source's.
+    if (process.getuid?.() === 0) expect((await stat(dir)).uid).not.toBe((await stat(instanceDir(fx.id))).uid);
     expect(existsSync(path.join(dir, "dbaas-restore"))).toBe(false);
     expect(existsSync(path.join(dir, "dbaas-recovery.conf"))).toBe(false);
     expect(existsSync(path.join(dir, "recovery.signal"))).toBe(false);
@@ -129,6 +136,8 @@ describe.each(cases)("point-in-time restore (PostgreSQL $major, $storeKind store
       pid: expect.any(Number),
       replicationAddress: "127.0.0.1",
       replicationPort: expect.any(Number),
+      // A primary's current write position (high availability picks the standby with the most WAL).
+      walPosition: expect.any(BigInt),
     });
     expect(await query(port, password, "SHOW max_connections")).toEqual([{ max_connections: "50" }]);
   });
@@ -148,7 +157,10 @@ describe.each(cases)("point-in-time restore (PostgreSQL $major, $storeKind store
     const port = await restore("r-latest", latest);
     expect(await ids(port)).toEqual([...batch1, ...batch2]);
     // PostgreSQL stopped at the end of the WAL short of its target; the agent replayed all of it instead.
-    const serverLog = await readFile(path.join(fx.dataDir, "instances", "r-latest.log"), "utf8");
+    // pg_ctl's log file until the logging collector runs, then the server's jsonlog (server-log/reader.ts).
+    const serverLog =
+      (await readFile(path.join(fx.dataDir, "instances", "r-latest.log"), "utf8")) +
+      (await messagesSince(path.join(fx.dataDir, "server-logs", "r-latest"), undefined));
     expect(serverLog).toContain("recovery ended before configured recovery target was reached");
   });
 
@@ -267,10 +279,17 @@ describe.each(cases)("point-in-time restore (PostgreSQL $major, $storeKind store
     const dir = instanceDir(id);
     const logFile = path.join(fx.dataDir, `${id}.alone.log`);
     await writeFile(logFile, "");
-    if (runAs.switchUser) await chown(logFile, runAs.uid, runAs.gid);
-    const o = `-c port=${await freePort()} -c listen_addresses= -c unix_socket_directories=${fx.m.socketDir} -c ssl=off -c archive_mode=off ${extra}`;
+    // As the instance's own user (its data directory's owner), with a socket directory of its own.
+    const owner = await stat(dir);
+    const user = { ...runAs, uid: owner.uid, gid: owner.gid };
+    const sockets = path.join(fx.dataDir, `${id}.alone-sockets`);
+    await mkdir(sockets, { recursive: true, mode: 0o700 });
+    if (user.switchUser) for (const p of [logFile, sockets]) await chown(p, user.uid, user.gid);
+    // The staged data directory still has the source's dbaas.conf (the agent rewrites it at every start it makes):
+    // its log directory is the source's, so the server alone logs to its -l file instead.
+    const o = `-c port=${await freePort()} -c listen_addresses= -c unix_socket_directories=${sockets} -c ssl=off -c archive_mode=off -c logging_collector=off ${extra}`;
     // pg_ctl counts the server as started once recovery begins (and fails if it has already ended at its target).
-    await runCommand(bins.pgCtl, ["-D", dir, "-l", logFile, "-w", "-t", "60", "-o", o, "start"], { runAs }).catch(() => {});
+    await runCommand(bins.pgCtl, ["-D", dir, "-l", logFile, "-w", "-t", "60", "-o", o, "start"], { runAs: user }).catch(() => {});
     const pidFile = path.join(dir, "postmaster.pid");
     const deadline = Date.now() + 30_000;
     for (;;) {
@@ -310,5 +329,50 @@ describe.each(cases)("point-in-time restore (PostgreSQL $major, $storeKind store
     const seg = String((await fx.sql("SELECT pg_walfile_name(pg_current_wal_insert_lsn()) AS s"))[0]!.s);
     await fx.runtime.stop(fx.id);
     await waitFor(() => fx.store.exists(walKey(fx.id, seg)), 20_000, `${seg} in the store`);
+  });
+
+  // Last: the tests above time their targets against the source's WAL, which these would delay.
+  it.runIf(storeKind === "file")("the store holds nothing readable: no plain or gzip object, no private key", async () => {
+    // The source has a private key, which the old backups carried.
+    expect(await readFile(path.join(instanceDir(fx.id), "server.key"), "utf8")).toContain("PRIVATE KEY");
+    const raw = createFileStore(fx.storeDir);
+    const objects = (await raw.list(`${fx.id}/`)).filter((o) => !o.key.includes("/keys/"));
+    expect(objects.map((o) => o.key)).toEqual(expect.arrayContaining([recordKey(fx.id, "bkp-1"), `${fx.id}/base/bkp-1/base.tar.gz`]));
+    expect(objects.some((o) => o.key.startsWith(walPrefix(fx.id)))).toBe(true);
+    for (const { key } of objects) {
+      const bytes = await readFile(path.join(fx.storeDir, key));
+      expect(isSealed(bytes), key).toBe(true);
+      expect(() => gunzipSync(bytes), key).toThrow();
+      expect(bytes.includes("PRIVATE KEY"), key).toBe(false);
+      expect(bytes.includes(fx.id), key).toBe(false);
+    }
+    // Opened, the base backup is a whole data directory without the key.
+    const chunks: Buffer[] = [];
+    for await (const c of await fx.store.get(`${fx.id}/base/bkp-1/base.tar.gz`)) chunks.push(c as Buffer);
+    const tar = gunzipSync(Buffer.concat(chunks));
+    const members = execFileSync("tar", ["-t"], { input: tar, maxBuffer: 64 * 1024 * 1024 })
+      .toString()
+      .split("\n");
+    expect(members).toEqual(expect.arrayContaining(["PG_VERSION", "server.crt", "global/pg_control"]));
+    expect(members).not.toContain("server.key");
+    expect(tar.includes("PRIVATE KEY")).toBe(false);
+  });
+
+  it.runIf(storeKind === "file")("restores a backup written before encryption (gzip objects), row by row", async () => {
+    // The same backup and WAL, stored the old way (gzip'd tar and WAL, plain JSON) under another source id.
+    const raw = createFileStore(fx.storeDir);
+    const legacy = `legacy-${fx.id}`;
+    for (const { key } of await fx.store.list(`${fx.id}/`)) {
+      const chunks: Buffer[] = [];
+      for await (const c of await fx.store.get(key)) chunks.push(c as Buffer);
+      let body = Buffer.concat(chunks);
+      if (key.endsWith("/backup.json")) body = Buffer.from(JSON.stringify({ ...JSON.parse(body.toString()), databaseId: legacy }));
+      await raw.put(`${legacy}/${key.slice(fx.id.length + 1)}`, body);
+    }
+    expect(gunzipSync(await readFile(path.join(fx.storeDir, legacy, "base", "bkp-1", "base.tar.gz"))).includes("PG_VERSION")).toBe(true);
+    const s = await settings();
+    await fx.runtime.create("r-legacy", { version: major, restore: { sourceDatabaseId: legacy, restoreTime: between } });
+    await fx.runtime.start("r-legacy", s);
+    expect(await ids(s.port)).toEqual(batch1);
   });
 });

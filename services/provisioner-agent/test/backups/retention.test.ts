@@ -10,10 +10,8 @@ import type { BlobStore } from "../../src/backups/blob-store.ts";
 import { createFileStore } from "../../src/backups/file-store.ts";
 import { type BackupRecord, baseTarKey, manifestKey, recordKey, walKey } from "../../src/backups/layout.ts";
 import { planRetention } from "../../src/backups/retention.ts";
-import { walSpoolRoot } from "../../src/instances/host.ts";
 import { createInstanceManager } from "../../src/instances/instance-manager.ts";
 import { createLocalProcessRuntime } from "../../src/instances/local-runtime.ts";
-import { resolveRunAs } from "../../src/instances/run-as.ts";
 import { tempDataDir } from "../instances/helpers.ts";
 import { type Fixture, managerFor, shutdown, startFixture, TEST_SETTINGS, view, waitFor } from "./support.ts";
 
@@ -107,10 +105,7 @@ describe("pruning in the store, on the manager's schedule", { timeout: 60_000 },
     manager = createBackupManager({
       store,
       runtime: createLocalProcessRuntime(m),
-      socketDir: m.socketDir,
       dataDir: path.join(dir, "agent"),
-      spoolRoot: walSpoolRoot(path.join(dir, "agent")),
-      runAs: resolveRunAs(),
       log: createLogger("retention-test"),
       clock: { now: () => new Date(now) },
       settings: { ...TEST_SETTINGS, pruneIntervalMs: 200 },

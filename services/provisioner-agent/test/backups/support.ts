@@ -3,19 +3,24 @@ import { type Clock, createLogger, systemClock } from "@dbaas/kit";
 import type { DatabaseBackups, InstanceSpec } from "@dbaas/proto/agent";
 import { type BackupManager, type BackupSettings, createBackupManager } from "../../src/backups/backup-manager.ts";
 import type { BlobStore } from "../../src/backups/blob-store.ts";
+import { createEncryptedStore } from "../../src/backups/encrypted-store.ts";
+import { type Keyring, keyringFromEnv } from "../../src/backups/encryption.ts";
 import { createFileStore } from "../../src/backups/file-store.ts";
-import { walSpoolRoot } from "../../src/instances/host.ts";
 import type { InstanceManager } from "../../src/instances/instance-manager.ts";
-import { resolveRunAs } from "../../src/instances/run-as.ts";
 import type { InstanceRuntime } from "../../src/runtime.ts";
 import { startHost, startInstance, tempDataDir } from "../support/fixture.ts";
 
 export { waitFor } from "../support/fixture.ts";
 
+/** The master key of the tests' stores, as an agent's BACKUP_ENCRYPTION_KEY (and its environment form). */
+export const TEST_BACKUP_ENV = { BACKUP_ENCRYPTION_KEY: "ZGJhYXMtYmFja3VwLXRlc3QtbWFzdGVyLWtleS0zMmI=" };
+export const TEST_KEYRING = keyringFromEnv(TEST_BACKUP_ENV) as Keyring;
+
 /** Real instances, a real file store and the backup manager over them, as the agent wires them. */
 export interface Fixture {
   dataDir: string;
   storeDir: string;
+  /** Encrypted under TEST_KEYRING, as the agent's is (unless the test gave its own). */
   store: BlobStore;
   m: InstanceManager;
   runtime: InstanceRuntime;
@@ -30,8 +35,8 @@ export interface Fixture {
 }
 
 /**
- * A test host (support/fixture.ts) whose instances restore from `store` (a
- * file store in a directory of its own unless given), with instance `db-<tag>`
+ * A test host (support/fixture.ts) whose instances restore from `store` (an
+ * encrypted file store in a directory of its own unless given), with instance `db-<tag>`
  * of `major` running on it.
  */
 export async function startFixture(
@@ -40,7 +45,7 @@ export async function startFixture(
   opts: { store?: BlobStore; storeDir?: string; replicationSecret?: string; archiveTimeoutS?: number } = {},
 ): Promise<Fixture> {
   const storeDir = opts.storeDir ?? (await tempDataDir(`${tag}-store`));
-  const store = opts.store ?? createFileStore(storeDir);
+  const store = opts.store ?? createEncryptedStore(createFileStore(storeDir), TEST_KEYRING);
   const host = await startHost(tag, {
     store,
     removeOnClose: [storeDir],
@@ -57,7 +62,7 @@ export async function startFixture(
     id,
     port,
     spec,
-    spoolDir: path.join(walSpoolRoot(host.dataDir), id),
+    spoolDir: path.join(host.runtime.walSpoolRoot, id),
     sql: (text) => host.asAgent(id, text),
     close: () => host.close(),
   };
@@ -74,10 +79,7 @@ export function managerFor(
   const manager: BackupManager = createBackupManager({
     store: opts.store ?? fx.store,
     runtime: fx.runtime,
-    socketDir: fx.m.socketDir,
     dataDir: fx.dataDir,
-    spoolRoot: walSpoolRoot(fx.dataDir),
-    runAs: resolveRunAs(),
     log: createLogger("backups-test"),
     clock: opts.clock ?? systemClock,
     settings: { ...TEST_SETTINGS, ...opts.settings },

@@ -21,8 +21,13 @@ const meter = createConnectionMeter({
   agentId,
   listenAddress,
   privateAddress,
-  nftPath: readConfig({ DATABASES_URL: "http://127.0.0.1:1", INTERNAL_AUTH_SECRET: "-", AGENT_REPLICATION_SECRET: "-", ...process.env })
-    .nftPath,
+  nftPath: readConfig({
+    DATABASES_URL: "http://127.0.0.1:1",
+    INTERNAL_AUTH_SECRET: "-",
+    AGENT_REPLICATION_SECRET: "-",
+    BACKUP_ENCRYPTION_KEY: "ZGJhYXMtYmFja3VwLXRlc3QtbWFzdGVyLWtleS0zMmI=",
+    ...process.env,
+  }).nftPath,
   log: (m) => log.push(m),
 });
 await meter.serve(id, { port: Number(port), target: { host: privateAddress, port: Number(targetPort) } });

@@ -54,6 +54,12 @@ async function session(port: number): Promise<{ written: bigint; read: bigint }>
   return { written: BigInt(raw.bytesWritten), read: BigInt(raw.bytesRead) };
 }
 
+/** A connection attempt to 127.0.0.1:<argv[1]> in a process of its own: prints "connected" or the error code. */
+const CONNECT = `const s = require("node:net").connect({ host: "127.0.0.1", port: Number(process.argv[1]) });
+s.once("connect", () => { console.log("connected"); s.destroy(); });
+s.once("error", (e) => console.log(e.code ?? e.message));
+setTimeout(() => { console.log("timeout"); process.exit(0); }, 5000).unref();`;
+
 function refused(port: number): Promise<string> {
   return new Promise((resolve) => {
     const s = net.connect({ host: "127.0.0.1", port });
@@ -113,6 +119,19 @@ describe.skipIf(unusable !== undefined)("nftables meter (real nft, the system Po
       createNftMeter({ dataDir: `${dataDir}-other`, agentId: AGENT, listenAddress: "127.0.0.1" }).serve("x", { port, target: TARGET }),
     ).rejects.toThrow(/in use/);
     made.push({ dir: `${dataDir}-other`, table: nftTableName(`${dataDir}-other`, AGENT) });
+  });
+
+  it("a direct connection to the private port is dropped; through the published port it works; the agent's own get in", async () => {
+    // A uid that is neither the agent's nor a server's: a local tenant process, or anyone on the host.
+    const asStranger = (to: number) =>
+      execFileSync("setpriv", ["--reuid=54321", "--regid=54321", "--clear-groups", process.execPath, "-e", CONNECT, String(to)], {
+        encoding: "utf8",
+        timeout: 20_000,
+      }).trim();
+    expect(asStranger(port)).toBe("connected");
+    expect(asStranger(TARGET.port)).toBe("ECONNREFUSED");
+    // The agent's own connections (its uid) still reach the server directly.
+    expect(await refused(TARGET.port)).toBe("connected");
   });
 
   it("unserve refuses new connections; the counters stay", async () => {

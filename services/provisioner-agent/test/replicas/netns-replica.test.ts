@@ -1,3 +1,4 @@
+import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { create, toJsonString } from "@bufbuild/protobuf";
 import { BackupState, InstanceSpecSchema, ReplicaSourceSchema } from "@dbaas/proto/agent";
@@ -192,7 +193,15 @@ describe.skipIf(unusable)(
       outside = createNetns("b", 1);
       stranger = spawnChild(outside.name);
       const tcp = await stranger.call<boolean>({ op: "tcp", host: net.rootAddress, port: privatePort });
-      // Routed to the primary's address (so what refuses it is pg_hba, not the network) …
+      // pg_hba admits replication from the private network alone …
+      const hba = await readFile(path.join(host.dataDir, "instances", primaryId, "pg_hba.conf"), "utf8");
+      expect(hba.match(/^hostssl\s+replication\s.*$/gm)).toEqual([`hostssl replication dbaas_replication ${net.network} scram-sha-256`]);
+      if (host.m.proxy.sourceAddress === undefined) {
+        // … and with the nftables meter its guard drops the connection before the server sees it (nft-meter.ts).
+        expect(tcp).toBe(false);
+        return;
+      }
+      // Without it, routed to the primary's address (so what refuses it is pg_hba, not the network) …
       expect(tcp).toBe(true);
       const err = await stranger
         .call({ op: "replicationLogin", host: net.rootAddress, port: privatePort, password: replicationPassword(SECRET, primaryId) })

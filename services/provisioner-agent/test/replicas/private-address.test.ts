@@ -13,7 +13,12 @@ import { openHba, renderConfig } from "../../src/instances/server-config.ts";
 // private address (a pod IP), replicas stream from it, and a primary admits
 // replication from the private network only.
 
-const REQUIRED = { DATABASES_URL: "http://127.0.0.1:1", INTERNAL_AUTH_SECRET: "s", AGENT_REPLICATION_SECRET: "r" };
+const REQUIRED = {
+  DATABASES_URL: "http://127.0.0.1:1",
+  INTERNAL_AUTH_SECRET: "s",
+  AGENT_REPLICATION_SECRET: "r",
+  BACKUP_ENCRYPTION_KEY: "ZGJhYXMtYmFja3VwLXRlc3QtbWFzdGVyLWtleS0zMmI=",
+};
 
 describe("the agent's private address", () => {
   let dataDir: string;

@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import net from "node:net";
-import { readFile } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
 import path from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { createLogger, systemClock } from "@dbaas/kit";
@@ -12,6 +12,7 @@ import {
   ObservedState,
   ReplicaSourceSchema,
 } from "@dbaas/proto/agent";
+import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { BackupManager } from "../../src/backups/backup-manager.ts";
 import type { Reconciler } from "../../src/reconciler.ts";
@@ -19,6 +20,7 @@ import { createSampler } from "../../src/samples/sampler.ts";
 import { type Fixture, managerFor, shutdown, startFixture, view } from "../backups/support.ts";
 import {
   agentSql,
+  connect,
   freePort,
   instanceSpec,
   postmasterPid,
@@ -165,25 +167,50 @@ describe.each(["17", "16"])("read replicas (PostgreSQL %s)", { timeout: 240_000 
     // starts, and keeps replaying through any resize of its primary.
     expect(conf).toMatch(/^max_connections = '800'$/m);
     expect(conf).not.toMatch(new RegExp(SECRET));
+    // A user of its own (tenant isolation), not its primary's: its data, its server.
+    const owner = async (id: string) => (await stat(path.join(fx.dataDir, "instances", id))).uid;
+    if (process.getuid?.() === 0) {
+      expect(await owner(replicaId)).not.toBe(await owner(fx.id));
+      const pid = Number((await readFile(path.join(fx.dataDir, "instances", replicaId, "postmaster.pid"), "utf8")).split("\n")[0]);
+      expect(Number(/^Uid:\s+(\d+)/m.exec(await readFile(`/proc/${pid}/status`, "utf8"))![1])).toBe(await owner(replicaId));
+    }
   });
 
-  it("takes a password changed on the primary by replication and refuses the old one", async () => {
+  it("takes a password changed on the primary by replication and refuses the old one; sessions opened with it end on both", async () => {
     const old = password;
-    password = randomPassword();
-    primary = create(InstanceSpecSchema, { ...primary, credentialsGeneration: 3n, scramVerifier: scramVerifier(password) });
-    desire([primary, replica]);
-    await waitFor(() => latest(fx.id)?.appliedCredentialsGeneration === 3n, 30_000, "password on the primary");
-    await waitFor(
-      async () => (await sqlState(() => query(replicaPort, password, "SELECT 1"))) === undefined,
-      10_000,
-      "new password on the replica",
-    );
-    expect(await sqlState(() => query(replicaPort, old, "SELECT 1"))).toBe("28P01");
+    // Sessions opened with the old password, one on each server: a reset ends them (the databases service bumps
+    // the replica's credentials generation with its primary's).
+    const onPrimary = await connect(fx.port, old);
+    const onReplica = await connect(replicaPort, old);
+    const backendPid = async (c: pg.Client) => Number((await c.query("SELECT pg_backend_pid() AS p")).rows[0].p);
+    const [primaryPid, replicaPid] = [await backendPid(onPrimary), await backendPid(onReplica)];
+    try {
+      password = randomPassword();
+      const verifier = scramVerifier(password);
+      primary = create(InstanceSpecSchema, { ...primary, credentialsGeneration: 3n, scramVerifier: verifier });
+      replica = create(InstanceSpecSchema, { ...replica, credentialsGeneration: 3n, scramVerifier: verifier });
+      desire([primary, replica]);
+      await waitFor(() => latest(fx.id)?.appliedCredentialsGeneration === 3n, 30_000, "password on the primary");
+      await waitFor(() => latest(replicaId)?.appliedCredentialsGeneration === 3n, 60_000, "password confirmed on the replica");
+      expect(await sqlState(() => query(replicaPort, password, "SELECT 1"))).toBeUndefined();
+      expect(await sqlState(() => query(replicaPort, old, "SELECT 1"))).toBe("28P01");
+      // Their backends are gone, and the clients can no longer query.
+      for (const [id, pid] of [
+        [fx.id, primaryPid],
+        [replicaId, replicaPid],
+      ] as const)
+        expect(await agentSql(fx.dataDir, id, `SELECT 1 FROM pg_stat_activity WHERE pid = ${pid}`)).toEqual([]);
+      await expect(onPrimary.query("SELECT 1")).rejects.toThrow();
+      await expect(onReplica.query("SELECT 1")).rejects.toThrow();
+    } finally {
+      await onPrimary.end().catch(() => {});
+      await onReplica.end().catch(() => {});
+    }
   });
 
   it("reports the replica's lag in the primary's samples", async () => {
     const sampler = createSampler({
-      dataDir: fx.dataDir,
+      instances: fx.runtime,
       list: () => fx.runtime.list(),
       send: async () => {},
       clock: systemClock,

@@ -11,7 +11,6 @@ import { connect as login, startHost, startInstance, type TestHost } from "../su
 
 describe("sampler (PostgreSQL 17)", { timeout: 90_000 }, () => {
   let host: TestHost;
-  let dataDir: string;
   let m: InstanceManager;
   let port: number;
   let password: string;
@@ -22,7 +21,7 @@ describe("sampler (PostgreSQL 17)", { timeout: 90_000 }, () => {
 
   beforeAll(async () => {
     host = await startHost("samples");
-    ({ dataDir, m } = host);
+    ({ m } = host);
     ({ port, password } = await startInstance(host, id, { hostname: "smp.example.test" }));
   }, 60_000);
 
@@ -33,7 +32,7 @@ describe("sampler (PostgreSQL 17)", { timeout: 90_000 }, () => {
 
   const sampler = (sent: InstanceSample[][], o: { fail?: () => boolean; maxPending?: number } = {}) =>
     createSampler({
-      dataDir,
+      instances: host.runtime,
       list: () => m.listInstances(),
       counters: (x) => m.proxy.counters(x),
       send: async (batch) => {

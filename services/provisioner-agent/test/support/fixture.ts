@@ -197,7 +197,12 @@ export async function waitFor<T>(
 /** The agent's reconciler over the host's runtime and applied-state files (in `dataDir`), reporting each observation to `report`. */
 export function reconcilerFor(
   host: Pick<TestHost, "dataDir" | "runtime">,
-  opts: { report?: (o: InstanceObservation) => void; concurrency?: number; purgeBackups?: (id: string) => Promise<void> } = {},
+  opts: {
+    report?: (o: InstanceObservation) => void;
+    concurrency?: number;
+    purgeBackups?: (id: string) => Promise<void>;
+    discardBackups?: (id: string) => Promise<void>;
+  } = {},
 ): Reconciler {
   return createReconciler({
     runtime: host.runtime,
@@ -206,6 +211,7 @@ export function reconcilerFor(
     concurrency: opts.concurrency ?? 4,
     report: opts.report ?? (() => {}),
     ...(opts.purgeBackups && { purgeBackups: opts.purgeBackups }),
+    ...(opts.discardBackups && { discardBackups: opts.discardBackups }),
   });
 }
 

@@ -15,6 +15,9 @@
  * - `tcp`: whether a TCP connection to host:port is accepted from here.
  * - `replicationLogin`: a replication connection as dbaas_replication over
  *   TLS (IDENTIFY_SYSTEM), or the error it gets.
+ * - `customerLogin`: a login as dbadmin over TLS straight to host:port (a
+ *   server's private address: what the private-port guard refuses), its
+ *   `SELECT 1` or the error it gets.
  * - `close`: stops everything and exits.
  */
 import net from "node:net";
@@ -42,6 +45,7 @@ export type ChildRequest = { id: number } & (
   | { op: "agentSql"; sql: string }
   | { op: "tcp"; host: string; port: number }
   | { op: "replicationLogin"; host: string; port: number; password: string }
+  | { op: "customerLogin"; host: string; port: number; password: string }
   | { op: "close" }
 );
 
@@ -89,6 +93,25 @@ async function replicationLogin(h: string, p: number, password: string): Promise
   }
 }
 
+async function customerLogin(h: string, p: number, password: string): Promise<unknown> {
+  const c = new pg.Client({
+    host: h,
+    port: p,
+    user: "dbadmin",
+    password,
+    database: "defaultdb",
+    ssl: { rejectUnauthorized: false },
+    connectionTimeoutMillis: 5000,
+  });
+  c.on("error", () => {});
+  try {
+    await c.connect();
+    return (await c.query("SELECT 1 AS one")).rows[0];
+  } finally {
+    await c.end().catch(() => {});
+  }
+}
+
 async function handle(r: ChildRequest): Promise<unknown> {
   switch (r.op) {
     case "start": {
@@ -122,6 +145,8 @@ async function handle(r: ChildRequest): Promise<unknown> {
       return tcpAccepts(r.host, r.port);
     case "replicationLogin":
       return replicationLogin(r.host, r.port, r.password);
+    case "customerLogin":
+      return customerLogin(r.host, r.port, r.password);
     case "close":
       await reconciler?.drain();
       await host?.close();

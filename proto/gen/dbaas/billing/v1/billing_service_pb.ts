@@ -1031,7 +1031,7 @@ export const BillingService: GenService<{
   },
   /**
    * GetStanding says whether an organization may use what costs money beyond the free allowance
-   * (DESIGN.md: without a default payment method, or with an unpaid past-due invoice, at most 2 micro
+   * (docs/product.md, Billing: without a default payment method, or with an unpaid past-due invoice, at most 2 micro
    * databases and the free plan).
    *
    * @generated from rpc dbaas.billing.v1.BillingService.GetStanding

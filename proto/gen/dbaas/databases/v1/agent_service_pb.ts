@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dbaas/databases/v1/agent_service.proto.
  */
 export const file_dbaas_databases_v1_agent_service: GenFile = /*@__PURE__*/
-  fileDesc("CiZkYmFhcy9kYXRhYmFzZXMvdjEvYWdlbnRfc2VydmljZS5wcm90bxISZGJhYXMuZGF0YWJhc2VzLnYxIqsBChRSZWdpc3RlckFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIPCgdyZWdpb25zGAIgAygJEhAKCGNhcGFjaXR5GAMgASgFEhgKEHBvcnRfcmFuZ2Vfc3RhcnQYBCABKAUSFgoOcG9ydF9yYW5nZV9lbmQYBSABKAUSEAoIdmVyc2lvbnMYBiADKAkSGgoSY2FfY2VydGlmaWNhdGVfcGVtGAcgASgJIhcKFVJlZ2lzdGVyQWdlbnRSZXNwb25zZSIrChdXYXRjaEFzc2lnbm1lbnRzUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSKfBAoMSW5zdGFuY2VTcGVjEhMKC2RhdGFiYXNlX2lkGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSDAoEdGllchgDIAEoCRIMCgRwb3J0GAQgASgFEjcKDWRlc2lyZWRfc3RhdGUYBSABKA4yIC5kYmFhcy5kYXRhYmFzZXMudjEuRGVzaXJlZFN0YXRlEhYKDnNjcmFtX3ZlcmlmaWVyGAYgASgJEhIKCmdlbmVyYXRpb24YByABKAMSHgoWY3JlZGVudGlhbHNfZ2VuZXJhdGlvbhgIIAEoAxIMCgRob3N0GAkgASgJEjkKDnJlc3RvcmVfc291cmNlGAogASgLMiEuZGJhYXMuZGF0YWJhc2VzLnYxLlJlc3RvcmVTb3VyY2USEgoKYmFja3VwX2lkcxgLIAMoCRJJCg10cmFjZV9jb250ZXh0GAwgAygLMjIuZGJhYXMuZGF0YWJhc2VzLnYxLkluc3RhbmNlU3BlYy5UcmFjZUNvbnRleHRFbnRyeRI1CgpyZXBsaWNhX29mGA0gASgLMiEuZGJhYXMuZGF0YWJhc2VzLnYxLlJlcGxpY2FTb3VyY2USGQoRcmVwbGljYXRpb25fc2xvdHMYDiADKAkSGQoRYWRvcHRfaW5zdGFuY2VfaWQYDyABKAkaMwoRVHJhY2VDb250ZXh0RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLNAQoNUmVwbGljYVNvdXJjZRIbChNwcmltYXJ5X2RhdGFiYXNlX2lkGAEgASgJEhYKDnNlZWRfYmFja3VwX2lkGAIgASgJEhcKD3ByaW1hcnlfYWRkcmVzcxgDIAEoCRIUCgxwcmltYXJ5X3BvcnQYBCABKAUSFAoMcHJpbWFyeV9ob3N0GAUgASgJEhYKDnByaW1hcnlfY2FfcGVtGAYgASgJEhEKCXNsb3RfbmFtZRgHIAEoCRIXCg9wcmltYXJ5X3ZlcnNpb24YCCABKAkiVgoNUmVzdG9yZVNvdXJjZRITCgtkYXRhYmFzZV9pZBgBIAEoCRIwCgxyZXN0b3JlX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk8KGFdhdGNoQXNzaWdubWVudHNSZXNwb25zZRIzCglpbnN0YW5jZXMYASADKAsyIC5kYmFhcy5kYXRhYmFzZXMudjEuSW5zdGFuY2VTcGVjIukBChNJbnN0YW5jZU9ic2VydmF0aW9uEhMKC2RhdGFiYXNlX2lkGAEgASgJEjAKBXN0YXRlGAIgASgOMiEuZGJhYXMuZGF0YWJhc2VzLnYxLk9ic2VydmVkU3RhdGUSGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgDIAEoAxImCh5hcHBsaWVkX2NyZWRlbnRpYWxzX2dlbmVyYXRpb24YBCABKAMSDwoHbWVzc2FnZRgFIAEoCRIbChNyZXBsaWNhdGlvbl9hZGRyZXNzGAYgASgJEhgKEHJlcGxpY2F0aW9uX3BvcnQYByABKAUiZgoWUmVwb3J0SW5zdGFuY2VzUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRI6CglpbnN0YW5jZXMYAiADKAsyJy5kYmFhcy5kYXRhYmFzZXMudjEuSW5zdGFuY2VPYnNlcnZhdGlvbiIZChdSZXBvcnRJbnN0YW5jZXNSZXNwb25zZSLdAQoRQmFja3VwT2JzZXJ2YXRpb24SEQoJYmFja3VwX2lkGAEgASgJEi4KBXN0YXRlGAIgASgOMh8uZGJhYXMuZGF0YWJhc2VzLnYxLkJhY2t1cFN0YXRlEi4KCnN0YXJ0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGNvbXBsZXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc2l6ZV9ieXRlcxgFIAEoAxIPCgdtZXNzYWdlGAYgASgJIv4BCg9EYXRhYmFzZUJhY2t1cHMSEwoLZGF0YWJhc2VfaWQYASABKAkSNgoHYmFja3VwcxgCIAMoCzIlLmRiYWFzLmRhdGFiYXNlcy52MS5CYWNrdXBPYnNlcnZhdGlvbhI5ChVlYXJsaWVzdF9yZXN0b3JlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjcKE2xhdGVzdF9yZXN0b3JlX3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWFyY2hpdmVfZXJyb3IYBSABKAkSEwoLc3Bvb2xfYnl0ZXMYBiABKAMiYAoUUmVwb3J0QmFja3Vwc1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSNgoJZGF0YWJhc2VzGAIgAygLMiMuZGJhYXMuZGF0YWJhc2VzLnYxLkRhdGFiYXNlQmFja3VwcyIXChVSZXBvcnRCYWNrdXBzUmVzcG9uc2UihQUKDkluc3RhbmNlU2FtcGxlEhMKC2RhdGFiYXNlX2lkGAEgASgJEhEKCXNhbXBsZV9pZBgCIAEoCRIuCgpzYW1wbGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCg5jb3VudGVyc19lcG9jaBgEIAEoCRIVCg1zdG9yYWdlX2J5dGVzGAUgASgDEhgKEG5ldHdvcmtfYnl0ZXNfaW4YBiABKAMSGQoRbmV0d29ya19ieXRlc19vdXQYByABKAMSEwoLY3B1X3BlcmNlbnQYCCABKAESFAoMbWVtb3J5X2J5dGVzGAkgASgDEhoKEmNvbm5lY3Rpb25zX2FjdGl2ZRgKIAEoBRIYChBjb25uZWN0aW9uc19pZGxlGAsgASgFEicKH2Nvbm5lY3Rpb25zX2lkbGVfaW5fdHJhbnNhY3Rpb24YDCABKAUSEwoLeGFjdF9jb21taXQYDSABKAMSFQoNeGFjdF9yb2xsYmFjaxgOIAEoAxITCgt0dXBfZmV0Y2hlZBgPIAEoAxIUCgx0dXBfaW5zZXJ0ZWQYECABKAMSEwoLdHVwX3VwZGF0ZWQYESABKAMSEwoLdHVwX2RlbGV0ZWQYEiABKAMSEAoIYmxrc19oaXQYEyABKAMSEQoJYmxrc19yZWFkGBQgASgDEhEKCWRlYWRsb2NrcxgVIAEoAxIfChd3YWxfYXJjaGl2ZV9sYWdfc2Vjb25kcxgWIAEoARIdChVyZXBsaWNhdGlvbl9sYWdfYnl0ZXMYFyABKAMSNAoMcmVwbGljYV9sYWdzGBggAygLMh4uZGJhYXMuZGF0YWJhc2VzLnYxLlJlcGxpY2FMYWciQgoKUmVwbGljYUxhZxISCgpyZXBsaWNhX2lkGAEgASgJEhEKCWxhZ19ieXRlcxgCIAEoAxINCgVzdGF0ZRgDIAEoCSJdChRSZXBvcnRTYW1wbGVzUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIzCgdzYW1wbGVzGAIgAygLMiIuZGJhYXMuZGF0YWJhc2VzLnYxLkluc3RhbmNlU2FtcGxlIhcKFVJlcG9ydFNhbXBsZXNSZXNwb25zZSqYAQoMRGVzaXJlZFN0YXRlEh0KGURFU0lSRURfU1RBVEVfVU5TUEVDSUZJRUQQABIZChVERVNJUkVEX1NUQVRFX1JVTk5JTkcQARIZChVERVNJUkVEX1NUQVRFX1NUT1BQRUQQAhIZChVERVNJUkVEX1NUQVRFX0RFTEVURUQQAxIYChRERVNJUkVEX1NUQVRFX1BVUkdFRBAEKr0BCg1PYnNlcnZlZFN0YXRlEh4KGk9CU0VSVkVEX1NUQVRFX1VOU1BFQ0lGSUVEEAASGgoWT0JTRVJWRURfU1RBVEVfUlVOTklORxABEhoKFk9CU0VSVkVEX1NUQVRFX1NUT1BQRUQQAhIZChVPQlNFUlZFRF9TVEFURV9GQUlMRUQQAxIZChVPQlNFUlZFRF9TVEFURV9QVVJHRUQQBBIeChpPQlNFUlZFRF9TVEFURV9QUk9HUkVTU0lORxAFKpMBCgtCYWNrdXBTdGF0ZRIcChhCQUNLVVBfU1RBVEVfVU5TUEVDSUZJRUQQABIYChRCQUNLVVBfU1RBVEVfUlVOTklORxABEhoKFkJBQ0tVUF9TVEFURV9DT01QTEVURUQQAhIXChNCQUNLVVBfU1RBVEVfRkFJTEVEEAMSFwoTQkFDS1VQX1NUQVRFX1BSVU5FRBAEMp0ECgxBZ2VudFNlcnZpY2USZAoNUmVnaXN0ZXJBZ2VudBIoLmRiYWFzLmRhdGFiYXNlcy52MS5SZWdpc3RlckFnZW50UmVxdWVzdBopLmRiYWFzLmRhdGFiYXNlcy52MS5SZWdpc3RlckFnZW50UmVzcG9uc2USbwoQV2F0Y2hBc3NpZ25tZW50cxIrLmRiYWFzLmRhdGFiYXNlcy52MS5XYXRjaEFzc2lnbm1lbnRzUmVxdWVzdBosLmRiYWFzLmRhdGFiYXNlcy52MS5XYXRjaEFzc2lnbm1lbnRzUmVzcG9uc2UwARJqCg9SZXBvcnRJbnN0YW5jZXMSKi5kYmFhcy5kYXRhYmFzZXMudjEuUmVwb3J0SW5zdGFuY2VzUmVxdWVzdBorLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBvcnRJbnN0YW5jZXNSZXNwb25zZRJkCg1SZXBvcnRCYWNrdXBzEiguZGJhYXMuZGF0YWJhc2VzLnYxLlJlcG9ydEJhY2t1cHNSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlJlcG9ydEJhY2t1cHNSZXNwb25zZRJkCg1SZXBvcnRTYW1wbGVzEiguZGJhYXMuZGF0YWJhc2VzLnYxLlJlcG9ydFNhbXBsZXNSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlJlcG9ydFNhbXBsZXNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("CiZkYmFhcy9kYXRhYmFzZXMvdjEvYWdlbnRfc2VydmljZS5wcm90bxISZGJhYXMuZGF0YWJhc2VzLnYxItICChRSZWdpc3RlckFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIPCgdyZWdpb25zGAIgAygJEhAKCGNhcGFjaXR5GAMgASgFEhgKEHBvcnRfcmFuZ2Vfc3RhcnQYBCABKAUSFgoOcG9ydF9yYW5nZV9lbmQYBSABKAUSEAoIdmVyc2lvbnMYBiADKAkSGgoSY2FfY2VydGlmaWNhdGVfcGVtGAcgASgJEhgKEHB1YmxpY19hZGRyZXNzZXMYCCADKAkSGgoScG9vbGVyX3BvcnRfb2Zmc2V0GB4gASgFEiEKGXBvb2xlcl91bmF2YWlsYWJsZV9yZWFzb24YHyABKAkSEwoLY29udHJvbF91cmwYFCABKAkSNwoNdGllcl9zZXR0aW5ncxgVIAMoCzIgLmRiYWFzLmRhdGFiYXNlcy52MS5UaWVyU2V0dGluZ3MijwEKDFRpZXJTZXR0aW5ncxIMCgR0aWVyGAEgASgJEkAKCHNldHRpbmdzGAIgAygLMi4uZGJhYXMuZGF0YWJhc2VzLnYxLlRpZXJTZXR0aW5ncy5TZXR0aW5nc0VudHJ5Gi8KDVNldHRpbmdzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIXChVSZWdpc3RlckFnZW50UmVzcG9uc2UiKwoXV2F0Y2hBc3NpZ25tZW50c1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkikgcKDEluc3RhbmNlU3BlYxITCgtkYXRhYmFzZV9pZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJEgwKBHRpZXIYAyABKAkSDAoEcG9ydBgEIAEoBRI3Cg1kZXNpcmVkX3N0YXRlGAUgASgOMiAuZGJhYXMuZGF0YWJhc2VzLnYxLkRlc2lyZWRTdGF0ZRIWCg5zY3JhbV92ZXJpZmllchgGIAEoCRISCgpnZW5lcmF0aW9uGAcgASgDEh4KFmNyZWRlbnRpYWxzX2dlbmVyYXRpb24YCCABKAMSDAoEaG9zdBgJIAEoCRI5Cg5yZXN0b3JlX3NvdXJjZRgKIAEoCzIhLmRiYWFzLmRhdGFiYXNlcy52MS5SZXN0b3JlU291cmNlEhIKCmJhY2t1cF9pZHMYCyADKAkSSQoNdHJhY2VfY29udGV4dBgMIAMoCzIyLmRiYWFzLmRhdGFiYXNlcy52MS5JbnN0YW5jZVNwZWMuVHJhY2VDb250ZXh0RW50cnkSNQoKcmVwbGljYV9vZhgNIAEoCzIhLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBsaWNhU291cmNlEhkKEXJlcGxpY2F0aW9uX3Nsb3RzGA4gAygJEhkKEWFkb3B0X2luc3RhbmNlX2lkGA8gASgJEhEKCXJlYWRfb25seRgQIAEoCBI+Cg90cnVzdGVkX3NvdXJjZXMYHiADKAsyJS5kYmFhcy5kYXRhYmFzZXMudjEuVHJ1c3RlZFNvdXJjZVNwZWMSLgoGcG9vbGVyGB8gASgLMh4uZGJhYXMuZGF0YWJhc2VzLnYxLlBvb2xlclNwZWMSDwoHc3RhbmRieRgoIAEoCBIWCg5sZWFzZV9yZXF1aXJlZBgpIAEoCBIhChlzeW5jaHJvbm91c19zdGFuZGJ5X25hbWVzGCogASgJEg4KBmZlbmNlZBgrIAEoCBJECgpwYXJhbWV0ZXJzGDIgAygLMjAuZGJhYXMuZGF0YWJhc2VzLnYxLkluc3RhbmNlU3BlYy5QYXJhbWV0ZXJzRW50cnkSGQoRY29uZmlnX2dlbmVyYXRpb24YMyABKAMaMwoRVHJhY2VDb250ZXh0RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARoxCg9QYXJhbWV0ZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJRChFUcnVzdGVkU291cmNlU3BlYxIMCgRjaWRyGAEgASgJEi4KCmV4cGlyZXNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wInoKClBvb2xlclNwZWMSDwoHZW5hYmxlZBgBIAEoCBIMCgRtb2RlGAIgASgJEhEKCXBvb2xfc2l6ZRgDIAEoBRIeChZtYXhfY2xpZW50X2Nvbm5lY3Rpb25zGAQgASgFEgwKBHBvcnQYBSABKAUSDAoEaG9zdBgGIAEoCSLNAQoNUmVwbGljYVNvdXJjZRIbChNwcmltYXJ5X2RhdGFiYXNlX2lkGAEgASgJEhYKDnNlZWRfYmFja3VwX2lkGAIgASgJEhcKD3ByaW1hcnlfYWRkcmVzcxgDIAEoCRIUCgxwcmltYXJ5X3BvcnQYBCABKAUSFAoMcHJpbWFyeV9ob3N0GAUgASgJEhYKDnByaW1hcnlfY2FfcGVtGAYgASgJEhEKCXNsb3RfbmFtZRgHIAEoCRIXCg9wcmltYXJ5X3ZlcnNpb24YCCABKAkiVgoNUmVzdG9yZVNvdXJjZRITCgtkYXRhYmFzZV9pZBgBIAEoCRIwCgxyZXN0b3JlX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIm0KGFdhdGNoQXNzaWdubWVudHNSZXNwb25zZRIzCglpbnN0YW5jZXMYASADKAsyIC5kYmFhcy5kYXRhYmFzZXMudjEuSW5zdGFuY2VTcGVjEhwKFGRpc2NhcmRfaW5zdGFuY2VfaWRzGAIgAygJIssCChNJbnN0YW5jZU9ic2VydmF0aW9uEhMKC2RhdGFiYXNlX2lkGAEgASgJEjAKBXN0YXRlGAIgASgOMiEuZGJhYXMuZGF0YWJhc2VzLnYxLk9ic2VydmVkU3RhdGUSGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgDIAEoAxImCh5hcHBsaWVkX2NyZWRlbnRpYWxzX2dlbmVyYXRpb24YBCABKAMSDwoHbWVzc2FnZRgFIAEoCRIbChNyZXBsaWNhdGlvbl9hZGRyZXNzGAYgASgJEhgKEHJlcGxpY2F0aW9uX3BvcnQYByABKAUSFAoMd2FsX3Bvc2l0aW9uGAggASgDEg4KBmZlbmNlZBgJIAEoCBIhChlhcHBsaWVkX2NvbmZpZ19nZW5lcmF0aW9uGB4gASgDEhcKD3BlbmRpbmdfcmVzdGFydBgfIAMoCSJmChZSZXBvcnRJbnN0YW5jZXNSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEjoKCWluc3RhbmNlcxgCIAMoCzInLmRiYWFzLmRhdGFiYXNlcy52MS5JbnN0YW5jZU9ic2VydmF0aW9uIhkKF1JlcG9ydEluc3RhbmNlc1Jlc3BvbnNlIt0BChFCYWNrdXBPYnNlcnZhdGlvbhIRCgliYWNrdXBfaWQYASABKAkSLgoFc3RhdGUYAiABKA4yHy5kYmFhcy5kYXRhYmFzZXMudjEuQmFja3VwU3RhdGUSLgoKc3RhcnRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMY29tcGxldGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpzaXplX2J5dGVzGAUgASgDEg8KB21lc3NhZ2UYBiABKAki/gEKD0RhdGFiYXNlQmFja3VwcxITCgtkYXRhYmFzZV9pZBgBIAEoCRI2CgdiYWNrdXBzGAIgAygLMiUuZGJhYXMuZGF0YWJhc2VzLnYxLkJhY2t1cE9ic2VydmF0aW9uEjkKFWVhcmxpZXN0X3Jlc3RvcmVfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNwoTbGF0ZXN0X3Jlc3RvcmVfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNYXJjaGl2ZV9lcnJvchgFIAEoCRITCgtzcG9vbF9ieXRlcxgGIAEoAyJgChRSZXBvcnRCYWNrdXBzUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRI2CglkYXRhYmFzZXMYAiADKAsyIy5kYmFhcy5kYXRhYmFzZXMudjEuRGF0YWJhc2VCYWNrdXBzIhcKFVJlcG9ydEJhY2t1cHNSZXNwb25zZSKFBQoOSW5zdGFuY2VTYW1wbGUSEwoLZGF0YWJhc2VfaWQYASABKAkSEQoJc2FtcGxlX2lkGAIgASgJEi4KCnNhbXBsZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKDmNvdW50ZXJzX2Vwb2NoGAQgASgJEhUKDXN0b3JhZ2VfYnl0ZXMYBSABKAMSGAoQbmV0d29ya19ieXRlc19pbhgGIAEoAxIZChFuZXR3b3JrX2J5dGVzX291dBgHIAEoAxITCgtjcHVfcGVyY2VudBgIIAEoARIUCgxtZW1vcnlfYnl0ZXMYCSABKAMSGgoSY29ubmVjdGlvbnNfYWN0aXZlGAogASgFEhgKEGNvbm5lY3Rpb25zX2lkbGUYCyABKAUSJwofY29ubmVjdGlvbnNfaWRsZV9pbl90cmFuc2FjdGlvbhgMIAEoBRITCgt4YWN0X2NvbW1pdBgNIAEoAxIVCg14YWN0X3JvbGxiYWNrGA4gASgDEhMKC3R1cF9mZXRjaGVkGA8gASgDEhQKDHR1cF9pbnNlcnRlZBgQIAEoAxITCgt0dXBfdXBkYXRlZBgRIAEoAxITCgt0dXBfZGVsZXRlZBgSIAEoAxIQCghibGtzX2hpdBgTIAEoAxIRCglibGtzX3JlYWQYFCABKAMSEQoJZGVhZGxvY2tzGBUgASgDEh8KF3dhbF9hcmNoaXZlX2xhZ19zZWNvbmRzGBYgASgBEh0KFXJlcGxpY2F0aW9uX2xhZ19ieXRlcxgXIAEoAxI0CgxyZXBsaWNhX2xhZ3MYGCADKAsyHi5kYmFhcy5kYXRhYmFzZXMudjEuUmVwbGljYUxhZyJCCgpSZXBsaWNhTGFnEhIKCnJlcGxpY2FfaWQYASABKAkSEQoJbGFnX2J5dGVzGAIgASgDEg0KBXN0YXRlGAMgASgJIl0KFFJlcG9ydFNhbXBsZXNSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEjMKB3NhbXBsZXMYAiADKAsyIi5kYmFhcy5kYXRhYmFzZXMudjEuSW5zdGFuY2VTYW1wbGUiFwoVUmVwb3J0U2FtcGxlc1Jlc3BvbnNlIiYKElJlbmV3TGVhc2VzUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSJBChNSZW5ld0xlYXNlc1Jlc3BvbnNlEhQKDGRhdGFiYXNlX2lkcxgBIAMoCRIUCgxsZWFzZV9taWxsaXMYAiABKAUqmAEKDERlc2lyZWRTdGF0ZRIdChlERVNJUkVEX1NUQVRFX1VOU1BFQ0lGSUVEEAASGQoVREVTSVJFRF9TVEFURV9SVU5OSU5HEAESGQoVREVTSVJFRF9TVEFURV9TVE9QUEVEEAISGQoVREVTSVJFRF9TVEFURV9ERUxFVEVEEAMSGAoUREVTSVJFRF9TVEFURV9QVVJHRUQQBCq9AQoNT2JzZXJ2ZWRTdGF0ZRIeChpPQlNFUlZFRF9TVEFURV9VTlNQRUNJRklFRBAAEhoKFk9CU0VSVkVEX1NUQVRFX1JVTk5JTkcQARIaChZPQlNFUlZFRF9TVEFURV9TVE9QUEVEEAISGQoVT0JTRVJWRURfU1RBVEVfRkFJTEVEEAMSGQoVT0JTRVJWRURfU1RBVEVfUFVSR0VEEAQSHgoaT0JTRVJWRURfU1RBVEVfUFJPR1JFU1NJTkcQBSqTAQoLQmFja3VwU3RhdGUSHAoYQkFDS1VQX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoUQkFDS1VQX1NUQVRFX1JVTk5JTkcQARIaChZCQUNLVVBfU1RBVEVfQ09NUExFVEVEEAISFwoTQkFDS1VQX1NUQVRFX0ZBSUxFRBADEhcKE0JBQ0tVUF9TVEFURV9QUlVORUQQBDL9BAoMQWdlbnRTZXJ2aWNlEmQKDVJlZ2lzdGVyQWdlbnQSKC5kYmFhcy5kYXRhYmFzZXMudjEuUmVnaXN0ZXJBZ2VudFJlcXVlc3QaKS5kYmFhcy5kYXRhYmFzZXMudjEuUmVnaXN0ZXJBZ2VudFJlc3BvbnNlEm8KEFdhdGNoQXNzaWdubWVudHMSKy5kYmFhcy5kYXRhYmFzZXMudjEuV2F0Y2hBc3NpZ25tZW50c1JlcXVlc3QaLC5kYmFhcy5kYXRhYmFzZXMudjEuV2F0Y2hBc3NpZ25tZW50c1Jlc3BvbnNlMAESagoPUmVwb3J0SW5zdGFuY2VzEiouZGJhYXMuZGF0YWJhc2VzLnYxLlJlcG9ydEluc3RhbmNlc1JlcXVlc3QaKy5kYmFhcy5kYXRhYmFzZXMudjEuUmVwb3J0SW5zdGFuY2VzUmVzcG9uc2USZAoNUmVwb3J0QmFja3VwcxIoLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBvcnRCYWNrdXBzUmVxdWVzdBopLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBvcnRCYWNrdXBzUmVzcG9uc2USZAoNUmVwb3J0U2FtcGxlcxIoLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBvcnRTYW1wbGVzUmVxdWVzdBopLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBvcnRTYW1wbGVzUmVzcG9uc2USXgoLUmVuZXdMZWFzZXMSJi5kYmFhcy5kYXRhYmFzZXMudjEuUmVuZXdMZWFzZXNSZXF1ZXN0GicuZGJhYXMuZGF0YWJhc2VzLnYxLlJlbmV3TGVhc2VzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message dbaas.databases.v1.RegisterAgentRequest
@@ -56,6 +56,46 @@ export type RegisterAgentRequest = Message<"dbaas.databases.v1.RegisterAgentRequ
    * @generated from field: string ca_certificate_pem = 7;
    */
   caCertificatePem: string;
+
+  /**
+   * AGENT_PUBLIC_ADDRESS: where clients reach the agent's published ports (IPv4 and/or IPv6
+   * literals). Every database and replica it runs gets its host name's A/AAAA records pointing
+   * here (DNS_PROVIDER=rfc2136). Empty from an agent that predates the field.
+   *
+   * @generated from field: repeated string public_addresses = 8;
+   */
+  publicAddresses: string[];
+
+  /**
+   * Where the agent publishes a database's pooler (PgBouncer): the database's port plus this
+   * offset; 0 when it runs no poolers, with the reason in pooler_unavailable_reason.
+   * (Numbered apart from the fields of other work beside it.)
+   *
+   * @generated from field: int32 pooler_port_offset = 30;
+   */
+  poolerPortOffset: number;
+
+  /**
+   * @generated from field: string pooler_unavailable_reason = 31;
+   */
+  poolerUnavailableReason: string;
+
+  /**
+   * Where the databases service reaches the agent's InstanceAdminService (AGENT_CONTROL_URL): roles,
+   * logical databases, extensions, logs and query statistics of its instances. Empty from an agent
+   * that predates the field: those calls answer 503 until it registers again.
+   *
+   * @generated from field: string control_url = 20;
+   */
+  controlUrl: string;
+
+  /**
+   * What the agent's servers run with for each tier before any customer override (its tier
+   * settings and the settings it sets whatever the tier): the defaults the configuration API shows.
+   *
+   * @generated from field: repeated dbaas.databases.v1.TierSettings tier_settings = 21;
+   */
+  tierSettings: TierSettings[];
 };
 
 /**
@@ -64,6 +104,30 @@ export type RegisterAgentRequest = Message<"dbaas.databases.v1.RegisterAgentRequ
  */
 export const RegisterAgentRequestSchema: GenMessage<RegisterAgentRequest> = /*@__PURE__*/
   messageDesc(file_dbaas_databases_v1_agent_service, 0);
+
+/**
+ * The settings an agent renders for one tier (PostgreSQL's notation: "30MB", "50", "on").
+ *
+ * @generated from message dbaas.databases.v1.TierSettings
+ */
+export type TierSettings = Message<"dbaas.databases.v1.TierSettings"> & {
+  /**
+   * @generated from field: string tier = 1;
+   */
+  tier: string;
+
+  /**
+   * @generated from field: map<string, string> settings = 2;
+   */
+  settings: { [key: string]: string };
+};
+
+/**
+ * Describes the message dbaas.databases.v1.TierSettings.
+ * Use `create(TierSettingsSchema)` to create a new message.
+ */
+export const TierSettingsSchema: GenMessage<TierSettings> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_agent_service, 1);
 
 /**
  * @generated from message dbaas.databases.v1.RegisterAgentResponse
@@ -76,7 +140,7 @@ export type RegisterAgentResponse = Message<"dbaas.databases.v1.RegisterAgentRes
  * Use `create(RegisterAgentResponseSchema)` to create a new message.
  */
 export const RegisterAgentResponseSchema: GenMessage<RegisterAgentResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 1);
+  messageDesc(file_dbaas_databases_v1_agent_service, 2);
 
 /**
  * @generated from message dbaas.databases.v1.WatchAssignmentsRequest
@@ -93,7 +157,7 @@ export type WatchAssignmentsRequest = Message<"dbaas.databases.v1.WatchAssignmen
  * Use `create(WatchAssignmentsRequestSchema)` to create a new message.
  */
 export const WatchAssignmentsRequestSchema: GenMessage<WatchAssignmentsRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 2);
+  messageDesc(file_dbaas_databases_v1_agent_service, 3);
 
 /**
  * @generated from message dbaas.databases.v1.InstanceSpec
@@ -200,6 +264,81 @@ export type InstanceSpec = Message<"dbaas.databases.v1.InstanceSpec"> & {
    * @generated from field: string adopt_instance_id = 15;
    */
   adoptInstanceId: string;
+
+  /**
+   * The database is at its tier's storage (the databases service decides, from the samples): the
+   * agent makes it read-only (default_transaction_read_only, a session may still opt back into
+   * writes to delete data); false: writable.
+   *
+   * @generated from field: bool read_only = 16;
+   */
+  readOnly: boolean;
+
+  /**
+   * The sources allowed to connect to the published port and the pooler's (empty: every address).
+   * The agent drops an entry itself at its expires_at. (Numbered apart from other work's fields.)
+   *
+   * @generated from field: repeated dbaas.databases.v1.TrustedSourceSpec trusted_sources = 30;
+   */
+  trustedSources: TrustedSourceSpec[];
+
+  /**
+   * The database's PgBouncer; unset or disabled: none.
+   *
+   * @generated from field: dbaas.databases.v1.PoolerSpec pooler = 31;
+   */
+  pooler?: PoolerSpec | undefined;
+
+  /**
+   * High availability (numbered apart from other work's fields).
+   * A standby of a highly available database ("node-…", with replica_of): like a replica, but its
+   * port is never served to clients (nobody but its primary's failover reaches it).
+   *
+   * @generated from field: bool standby = 40;
+   */
+  standby: boolean;
+
+  /**
+   * A highly available primary: it may take writes only while the agent holds its lease
+   * (RenewLeases); without one the agent fences it (no client sessions) and does not start it.
+   *
+   * @generated from field: bool lease_required = 41;
+   */
+  leaseRequired: boolean;
+
+  /**
+   * A primary's synchronous_standby_names ("ANY 1 (\"node-…\", …)", or empty for asynchronous
+   * commits); applied with a reload, never a restart.
+   *
+   * @generated from field: string synchronous_standby_names = 42;
+   */
+  synchronousStandbyNames: string;
+
+  /**
+   * Fenced now, whatever the lease: a planned switchover is handing the primary over. The agent
+   * reports `fenced` and the WAL position it stopped at.
+   *
+   * @generated from field: bool fenced = 43;
+   */
+  fenced: boolean;
+
+  /**
+   * Configuration (numbered apart from other work's fields).
+   * The customer's configuration overrides (allowlisted and validated by the databases service, in
+   * PostgreSQL's notation): applied with ALTER SYSTEM and a reload on a running server (restart-only
+   * ones wait for the next restart), written to postgresql.auto.conf before every start. A replica
+   * carries its primary's (less what hot standby forces on it).
+   *
+   * @generated from field: map<string, string> parameters = 50;
+   */
+  parameters: { [key: string]: string };
+
+  /**
+   * Bumped on every change of `parameters`; not a restart by itself.
+   *
+   * @generated from field: int64 config_generation = 51;
+   */
+  configGeneration: bigint;
 };
 
 /**
@@ -207,7 +346,77 @@ export type InstanceSpec = Message<"dbaas.databases.v1.InstanceSpec"> & {
  * Use `create(InstanceSpecSchema)` to create a new message.
  */
 export const InstanceSpecSchema: GenMessage<InstanceSpec> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 3);
+  messageDesc(file_dbaas_databases_v1_agent_service, 4);
+
+/**
+ * @generated from message dbaas.databases.v1.TrustedSourceSpec
+ */
+export type TrustedSourceSpec = Message<"dbaas.databases.v1.TrustedSourceSpec"> & {
+  /**
+   * Network form, IPv4 or IPv6 ("10.0.0.0/8", "2001:db8::/32").
+   *
+   * @generated from field: string cidr = 1;
+   */
+  cidr: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 2;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.TrustedSourceSpec.
+ * Use `create(TrustedSourceSpecSchema)` to create a new message.
+ */
+export const TrustedSourceSpecSchema: GenMessage<TrustedSourceSpec> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_agent_service, 5);
+
+/**
+ * @generated from message dbaas.databases.v1.PoolerSpec
+ */
+export type PoolerSpec = Message<"dbaas.databases.v1.PoolerSpec"> & {
+  /**
+   * @generated from field: bool enabled = 1;
+   */
+  enabled: boolean;
+
+  /**
+   * "transaction" or "session".
+   *
+   * @generated from field: string mode = 2;
+   */
+  mode: string;
+
+  /**
+   * @generated from field: int32 pool_size = 3;
+   */
+  poolSize: number;
+
+  /**
+   * @generated from field: int32 max_client_connections = 4;
+   */
+  maxClientConnections: number;
+
+  /**
+   * The pooler's published port and host name (its certificate's name).
+   *
+   * @generated from field: int32 port = 5;
+   */
+  port: number;
+
+  /**
+   * @generated from field: string host = 6;
+   */
+  host: string;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.PoolerSpec.
+ * Use `create(PoolerSpecSchema)` to create a new message.
+ */
+export const PoolerSpecSchema: GenMessage<PoolerSpec> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_agent_service, 6);
 
 /**
  * Where and how a replica reaches its primary. Replication goes to the primary's server
@@ -274,7 +483,7 @@ export type ReplicaSource = Message<"dbaas.databases.v1.ReplicaSource"> & {
  * Use `create(ReplicaSourceSchema)` to create a new message.
  */
 export const ReplicaSourceSchema: GenMessage<ReplicaSource> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 4);
+  messageDesc(file_dbaas_databases_v1_agent_service, 7);
 
 /**
  * @generated from message dbaas.databases.v1.RestoreSource
@@ -300,7 +509,7 @@ export type RestoreSource = Message<"dbaas.databases.v1.RestoreSource"> & {
  * Use `create(RestoreSourceSchema)` to create a new message.
  */
 export const RestoreSourceSchema: GenMessage<RestoreSource> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 5);
+  messageDesc(file_dbaas_databases_v1_agent_service, 8);
 
 /**
  * @generated from message dbaas.databases.v1.WatchAssignmentsResponse
@@ -310,6 +519,15 @@ export type WatchAssignmentsResponse = Message<"dbaas.databases.v1.WatchAssignme
    * @generated from field: repeated dbaas.databases.v1.InstanceSpec instances = 1;
    */
   instances: InstanceSpec[];
+
+  /**
+   * Instances on this agent that are no longer anyone's (an old primary after a failover): to be
+   * stopped and their data removed locally, the blob store left alone (the database lives on
+   * elsewhere). Confirmed by an observation PURGED of the id.
+   *
+   * @generated from field: repeated string discard_instance_ids = 2;
+   */
+  discardInstanceIds: string[];
 };
 
 /**
@@ -317,7 +535,7 @@ export type WatchAssignmentsResponse = Message<"dbaas.databases.v1.WatchAssignme
  * Use `create(WatchAssignmentsResponseSchema)` to create a new message.
  */
 export const WatchAssignmentsResponseSchema: GenMessage<WatchAssignmentsResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 6);
+  messageDesc(file_dbaas_databases_v1_agent_service, 9);
 
 /**
  * @generated from message dbaas.databases.v1.InstanceObservation
@@ -362,6 +580,36 @@ export type InstanceObservation = Message<"dbaas.databases.v1.InstanceObservatio
    * @generated from field: int32 replication_port = 7;
    */
   replicationPort: number;
+
+  /**
+   * The server's WAL position as a byte offset (a primary's current write position, a standby's last
+   * received one); 0 when not running or unknown. Failover promotes the standby with the most WAL.
+   *
+   * @generated from field: int64 wal_position = 8;
+   */
+  walPosition: bigint;
+
+  /**
+   * A highly available primary the agent has fenced (no client sessions): its lease ran out, or the
+   * spec asked for it (a switchover).
+   *
+   * @generated from field: bool fenced = 9;
+   */
+  fenced: boolean;
+
+  /**
+   * The spec's config_generation whose parameters the server has (a stopped one: will have at its start).
+   *
+   * @generated from field: int64 applied_config_generation = 30;
+   */
+  appliedConfigGeneration: bigint;
+
+  /**
+   * Parameters changed that take effect only at the next restart (pg_settings.pending_restart).
+   *
+   * @generated from field: repeated string pending_restart = 31;
+   */
+  pendingRestart: string[];
 };
 
 /**
@@ -369,7 +617,7 @@ export type InstanceObservation = Message<"dbaas.databases.v1.InstanceObservatio
  * Use `create(InstanceObservationSchema)` to create a new message.
  */
 export const InstanceObservationSchema: GenMessage<InstanceObservation> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 7);
+  messageDesc(file_dbaas_databases_v1_agent_service, 10);
 
 /**
  * @generated from message dbaas.databases.v1.ReportInstancesRequest
@@ -391,7 +639,7 @@ export type ReportInstancesRequest = Message<"dbaas.databases.v1.ReportInstances
  * Use `create(ReportInstancesRequestSchema)` to create a new message.
  */
 export const ReportInstancesRequestSchema: GenMessage<ReportInstancesRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 8);
+  messageDesc(file_dbaas_databases_v1_agent_service, 11);
 
 /**
  * @generated from message dbaas.databases.v1.ReportInstancesResponse
@@ -404,7 +652,7 @@ export type ReportInstancesResponse = Message<"dbaas.databases.v1.ReportInstance
  * Use `create(ReportInstancesResponseSchema)` to create a new message.
  */
 export const ReportInstancesResponseSchema: GenMessage<ReportInstancesResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 9);
+  messageDesc(file_dbaas_databases_v1_agent_service, 12);
 
 /**
  * @generated from message dbaas.databases.v1.BackupObservation
@@ -450,7 +698,7 @@ export type BackupObservation = Message<"dbaas.databases.v1.BackupObservation"> 
  * Use `create(BackupObservationSchema)` to create a new message.
  */
 export const BackupObservationSchema: GenMessage<BackupObservation> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 10);
+  messageDesc(file_dbaas_databases_v1_agent_service, 13);
 
 /**
  * @generated from message dbaas.databases.v1.DatabaseBackups
@@ -500,7 +748,7 @@ export type DatabaseBackups = Message<"dbaas.databases.v1.DatabaseBackups"> & {
  * Use `create(DatabaseBackupsSchema)` to create a new message.
  */
 export const DatabaseBackupsSchema: GenMessage<DatabaseBackups> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 11);
+  messageDesc(file_dbaas_databases_v1_agent_service, 14);
 
 /**
  * @generated from message dbaas.databases.v1.ReportBackupsRequest
@@ -522,7 +770,7 @@ export type ReportBackupsRequest = Message<"dbaas.databases.v1.ReportBackupsRequ
  * Use `create(ReportBackupsRequestSchema)` to create a new message.
  */
 export const ReportBackupsRequestSchema: GenMessage<ReportBackupsRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 12);
+  messageDesc(file_dbaas_databases_v1_agent_service, 15);
 
 /**
  * @generated from message dbaas.databases.v1.ReportBackupsResponse
@@ -535,7 +783,7 @@ export type ReportBackupsResponse = Message<"dbaas.databases.v1.ReportBackupsRes
  * Use `create(ReportBackupsResponseSchema)` to create a new message.
  */
 export const ReportBackupsResponseSchema: GenMessage<ReportBackupsResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 13);
+  messageDesc(file_dbaas_databases_v1_agent_service, 16);
 
 /**
  * One measurement of one instance. Counters are cumulative within their epoch;
@@ -695,7 +943,7 @@ export type InstanceSample = Message<"dbaas.databases.v1.InstanceSample"> & {
  * Use `create(InstanceSampleSchema)` to create a new message.
  */
 export const InstanceSampleSchema: GenMessage<InstanceSample> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 14);
+  messageDesc(file_dbaas_databases_v1_agent_service, 17);
 
 /**
  * @generated from message dbaas.databases.v1.ReplicaLag
@@ -726,7 +974,7 @@ export type ReplicaLag = Message<"dbaas.databases.v1.ReplicaLag"> & {
  * Use `create(ReplicaLagSchema)` to create a new message.
  */
 export const ReplicaLagSchema: GenMessage<ReplicaLag> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 15);
+  messageDesc(file_dbaas_databases_v1_agent_service, 18);
 
 /**
  * @generated from message dbaas.databases.v1.ReportSamplesRequest
@@ -748,7 +996,7 @@ export type ReportSamplesRequest = Message<"dbaas.databases.v1.ReportSamplesRequ
  * Use `create(ReportSamplesRequestSchema)` to create a new message.
  */
 export const ReportSamplesRequestSchema: GenMessage<ReportSamplesRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 16);
+  messageDesc(file_dbaas_databases_v1_agent_service, 19);
 
 /**
  * @generated from message dbaas.databases.v1.ReportSamplesResponse
@@ -761,7 +1009,50 @@ export type ReportSamplesResponse = Message<"dbaas.databases.v1.ReportSamplesRes
  * Use `create(ReportSamplesResponseSchema)` to create a new message.
  */
 export const ReportSamplesResponseSchema: GenMessage<ReportSamplesResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 17);
+  messageDesc(file_dbaas_databases_v1_agent_service, 20);
+
+/**
+ * @generated from message dbaas.databases.v1.RenewLeasesRequest
+ */
+export type RenewLeasesRequest = Message<"dbaas.databases.v1.RenewLeasesRequest"> & {
+  /**
+   * @generated from field: string agent_id = 1;
+   */
+  agentId: string;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.RenewLeasesRequest.
+ * Use `create(RenewLeasesRequestSchema)` to create a new message.
+ */
+export const RenewLeasesRequestSchema: GenMessage<RenewLeasesRequest> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_agent_service, 21);
+
+/**
+ * @generated from message dbaas.databases.v1.RenewLeasesResponse
+ */
+export type RenewLeasesResponse = Message<"dbaas.databases.v1.RenewLeasesResponse"> & {
+  /**
+   * The highly available primaries on this agent whose lease was renewed.
+   *
+   * @generated from field: repeated string database_ids = 1;
+   */
+  databaseIds: string[];
+
+  /**
+   * How long the lease lasts, counted on the agent from when it sent the request.
+   *
+   * @generated from field: int32 lease_millis = 2;
+   */
+  leaseMillis: number;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.RenewLeasesResponse.
+ * Use `create(RenewLeasesResponseSchema)` to create a new message.
+ */
+export const RenewLeasesResponseSchema: GenMessage<RenewLeasesResponse> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_agent_service, 22);
 
 /**
  * @generated from enum dbaas.databases.v1.DesiredState
@@ -946,6 +1237,19 @@ export const AgentService: GenService<{
     methodKind: "unary";
     input: typeof ReportSamplesRequestSchema;
     output: typeof ReportSamplesResponseSchema;
+  },
+  /**
+   * RenewLeases renews the agent's leases on its highly available primaries (every few seconds, beside
+   * the watch stream): the answer names the primaries it may keep taking writes on, for lease_millis
+   * from when the request was sent. An agent that cannot renew fences them before that time ends; the
+   * databases service promotes a standby only after the lease plus a margin (docs/product.md, High availability).
+   *
+   * @generated from rpc dbaas.databases.v1.AgentService.RenewLeases
+   */
+  renewLeases: {
+    methodKind: "unary";
+    input: typeof RenewLeasesRequestSchema;
+    output: typeof RenewLeasesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_dbaas_databases_v1_agent_service, 0);

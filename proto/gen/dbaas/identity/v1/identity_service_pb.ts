@@ -283,7 +283,7 @@ export type Principal = Message<"dbaas.identity.v1.Principal"> & {
 
   /**
    * Effective permissions: what the role allows AND the credential's scopes allow.
-   * Named like the scopes of DESIGN.md ("databases:write", "billing:read", ...).
+   * Named like the scopes of docs/product.md ("databases:write", "billing:read", ...).
    *
    * @generated from field: repeated string permissions = 9;
    */
@@ -1344,7 +1344,7 @@ export type NotifyOrganizationRequest = Message<"dbaas.identity.v1.NotifyOrganiz
   notificationId: string;
 
   /**
-   * A scope name (services/kit scopes), e.g. `billing:read`.
+   * A scope name (services/catalogue scopes), e.g. `billing:read`.
    *
    * @generated from field: string permission = 3;
    */
@@ -1388,7 +1388,7 @@ export const NotifyOrganizationResponseSchema: GenMessage<NotifyOrganizationResp
   messageDesc(file_dbaas_identity_v1_identity_service, 48);
 
 /**
- * A member's role, highest first (services/kit `ROLES` names them: owner, admin, developer, viewer).
+ * A member's role, highest first (services/catalogue `ROLES` names them: owner, admin, developer, viewer).
  *
  * @generated from enum dbaas.identity.v1.Role
  */
@@ -1426,7 +1426,7 @@ export const RoleSchema: GenEnum<Role> = /*@__PURE__*/
   enumDesc(file_dbaas_identity_v1_identity_service, 0);
 
 /**
- * An organization's plan (services/kit `SUPPORT_PLANS` names them: free, pro, enterprise, internal).
+ * An organization's plan (services/catalogue `SUPPORT_PLANS` names them: free, pro, enterprise, internal).
  * Rate limits follow it; pro and enterprise need a payment method.
  *
  * @generated from enum dbaas.identity.v1.Plan

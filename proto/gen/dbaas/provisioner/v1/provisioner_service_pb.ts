@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dbaas/provisioner/v1/provisioner_service.proto.
  */
 export const file_dbaas_provisioner_v1_provisioner_service: GenFile = /*@__PURE__*/
-  fileDesc("Ci5kYmFhcy9wcm92aXNpb25lci92MS9wcm92aXNpb25lcl9zZXJ2aWNlLnByb3RvEhRkYmFhcy5wcm92aXNpb25lci52MSIXChVHZXRBZ2VudFN0YXR1c1JlcXVlc3QiUQoQT2JzZXJ2ZWRJbnN0YW5jZRITCgtkYXRhYmFzZV9pZBgBIAEoCRINCgVzdGF0ZRgCIAEoCRIMCgRwb3J0GAMgASgFEgsKA3BpZBgEIAEoBSJ2ChZHZXRBZ2VudFN0YXR1c1Jlc3BvbnNlEhAKCGFnZW50X2lkGAEgASgJEg8KB3JlZ2lvbnMYAiADKAkSOQoJaW5zdGFuY2VzGAMgAygLMiYuZGJhYXMucHJvdmlzaW9uZXIudjEuT2JzZXJ2ZWRJbnN0YW5jZTKBAQoSUHJvdmlzaW9uZXJTZXJ2aWNlEmsKDkdldEFnZW50U3RhdHVzEisuZGJhYXMucHJvdmlzaW9uZXIudjEuR2V0QWdlbnRTdGF0dXNSZXF1ZXN0GiwuZGJhYXMucHJvdmlzaW9uZXIudjEuR2V0QWdlbnRTdGF0dXNSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("Ci5kYmFhcy9wcm92aXNpb25lci92MS9wcm92aXNpb25lcl9zZXJ2aWNlLnByb3RvEhRkYmFhcy5wcm92aXNpb25lci52MSIXChVHZXRBZ2VudFN0YXR1c1JlcXVlc3QiUQoQT2JzZXJ2ZWRJbnN0YW5jZRITCgtkYXRhYmFzZV9pZBgBIAEoCRINCgVzdGF0ZRgCIAEoCRIMCgRwb3J0GAMgASgFEgsKA3BpZBgEIAEoBSLpAQoWR2V0QWdlbnRTdGF0dXNSZXNwb25zZRIQCghhZ2VudF9pZBgBIAEoCRIPCgdyZWdpb25zGAIgAygJEjkKCWluc3RhbmNlcxgDIAMoCzImLmRiYWFzLnByb3Zpc2lvbmVyLnYxLk9ic2VydmVkSW5zdGFuY2USEQoJaXNvbGF0aW9uGAQgASgJEhgKEHB1YmxpY19hZGRyZXNzZXMYBSADKAkSCwoDcGlkGAYgASgFEhcKD3Jlc291cmNlX2xpbWl0cxgUIAEoCRIeChZyZXNvdXJjZV9saW1pdHNfcmVhc29uGBUgASgJMoEBChJQcm92aXNpb25lclNlcnZpY2USawoOR2V0QWdlbnRTdGF0dXMSKy5kYmFhcy5wcm92aXNpb25lci52MS5HZXRBZ2VudFN0YXR1c1JlcXVlc3QaLC5kYmFhcy5wcm92aXNpb25lci52MS5HZXRBZ2VudFN0YXR1c1Jlc3BvbnNlYgZwcm90bzM");
 
 /**
  * @generated from message dbaas.provisioner.v1.GetAgentStatusRequest
@@ -75,6 +75,43 @@ export type GetAgentStatusResponse = Message<"dbaas.provisioner.v1.GetAgentStatu
    * @generated from field: repeated dbaas.provisioner.v1.ObservedInstance instances = 3;
    */
   instances: ObservedInstance[];
+
+  /**
+   * How the agent's servers are isolated from each other: "per-tenant-uid" (each its own OS user), or
+   * "shared-uid" (the agent cannot switch users; every server runs as the agent).
+   *
+   * @generated from field: string isolation = 4;
+   */
+  isolation: string;
+
+  /**
+   * Where the agent publishes its databases' ports (AGENT_PUBLIC_ADDRESS).
+   *
+   * @generated from field: repeated string public_addresses = 5;
+   */
+  publicAddresses: string[];
+
+  /**
+   * The agent's own process id.
+   *
+   * @generated from field: int32 pid = 6;
+   */
+  pid: number;
+
+  /**
+   * How the runtime holds each server to its tier's CPU, memory and pids ("cgroup v1", "cgroup v2"), or "none".
+   * (Numbered apart from the fields of the isolation work beside it, issue #20.)
+   *
+   * @generated from field: string resource_limits = 20;
+   */
+  resourceLimits: string;
+
+  /**
+   * Why there are none, when resource_limits is "none".
+   *
+   * @generated from field: string resource_limits_reason = 21;
+   */
+  resourceLimitsReason: string;
 };
 
 /**

@@ -3,6 +3,8 @@ import { type Args, type Command, type Context, type Group, need, optional, outc
 import type { Column } from "../output.ts";
 import { progress } from "../output.ts";
 import { psql } from "../psql.ts";
+import { pooler, trustedSources } from "./edge.ts";
+import { config, dbs, extensions, logs, queries, roles } from "./inside.ts";
 
 type ListItem = Schemas["DatabaseListItem"];
 
@@ -66,15 +68,20 @@ export const databases: Group = {
     },
     create: {
       summary: "Create a database; its password is shown this once",
-      usage: "--name NAME --region REGION --tier TIER [--version VERSION] [--wait]",
+      usage: "--name NAME --region REGION --tier TIER [--version VERSION] [--standbys N [--synchronous]] [--wait]",
       options: {
         name: { type: "string", value: "NAME", description: "3-63 characters, unique in the organization" },
         region: { type: "string", value: "REGION", description: "fsn1, nbg1 or hel1" },
         tier: { type: "string", value: "TIER", description: "micro, small, medium, large or xlarge" },
         version: { type: "string", value: "VERSION", description: "PostgreSQL major version (default: the newest)" },
+        standbys: { type: "string", value: "N", description: "Standbys on other hosts of the region: 0 (default), 1 or 2" },
+        synchronous: { type: "boolean", description: "Commit only once a standby has the WAL (needs --standbys)" },
         wait: { type: "boolean", description: "Wait until it is running, showing progress" },
       },
-      examples: ["dbaas databases create --name orders --region fsn1 --tier micro --wait"],
+      examples: [
+        "dbaas databases create --name orders --region fsn1 --tier micro --wait",
+        "dbaas databases create --name orders --region fsn1 --tier small --standbys 1 --synchronous",
+      ],
       async run(ctx, args) {
         const version = optional(args, "version") as Schemas["CreatedDatabase"]["version"] | undefined;
         const created = await ctx.client.databases.create({
@@ -82,6 +89,8 @@ export const databases: Group = {
           region: need(args, "region") as ListItem["region"],
           tier: need(args, "tier") as ListItem["tier"],
           ...(version && { version: version as "17" }),
+          ...(optional(args, "standbys") !== undefined && { standbys: Number(optional(args, "standbys")) }),
+          ...(args.values.synchronous === true && { synchronous: true }),
         });
         const status = args.values.wait ? (await waitFor(ctx, created.id, "running")).status : created.status;
         print(ctx, { ...created, status });
@@ -159,6 +168,70 @@ export const databases: Group = {
         ]);
       },
     },
+    ha: {
+      summary: "Show a database's high availability, or set its standbys and mode",
+      usage: "<database-id> [--standbys 0|1|2 [--synchronous]]",
+      args: ["database-id"],
+      options: {
+        standbys: {
+          type: "string",
+          value: "N",
+          description: "Standbys to keep: 0, 1 or 2, each on another host of the region (billed as compute)",
+        },
+        synchronous: { type: "boolean", description: "Commit only once a standby has the WAL (no acknowledged commit lost on failover)" },
+      },
+      examples: ["dbaas databases ha db-abc123", "dbaas databases ha db-abc123 --standbys 1 --synchronous"],
+      async run(ctx, args) {
+        const standbys = optional(args, "standbys");
+        const ha =
+          standbys === undefined
+            ? await ctx.client.databases.getHighAvailability(id(args))
+            : await ctx.client.databases.setHighAvailability(id(args), {
+                standbys: Number(standbys),
+                synchronous: args.values.synchronous === true,
+              });
+        if (ctx.output === "json") return print(ctx, ha);
+        say(ctx, `standbys: ${ha.standbys}, synchronous: ${ha.synchronous}`);
+        const last = ha.last_failover;
+        say(ctx, `last failover: ${last ? `${last.at} from ${last.from} to ${last.to}: ${last.reason}` : "none"}\n`);
+        print(ctx, ha.members, [
+          ["id", (m) => m.id],
+          ["role", (m) => m.role],
+          ["status", (m) => m.status],
+          ["region", (m) => m.region],
+          ["lag_bytes", (m) => String(m.lag_bytes)],
+        ]);
+      },
+    },
+    failover: {
+      summary: "Switch over to the healthiest standby (planned; the connection string stays the same)",
+      usage: "<database-id> [--wait]",
+      args: ["database-id"],
+      options: { wait: { type: "boolean", description: "Wait until the standby runs as the primary, showing progress" } },
+      examples: ["dbaas databases failover db-abc123 --wait"],
+      async run(ctx, args) {
+        let op = await ctx.client.databases.failover(id(args));
+        if (args.values.wait) {
+          const p = progress(ctx.stderr);
+          try {
+            const deadline = Date.now() + 300_000;
+            while (op.status === "running") {
+              p.update(`${id(args)}: switching over to ${op.to ?? "a standby"}`);
+              if (Date.now() > deadline) throw new Error(`${op.id} still running after 5 minutes`);
+              await new Promise((r) => setTimeout(r, 1000));
+              const ops = await ctx.client.databases.listOperations(id(args), { per_page: 100 });
+              op = ops.items.find((o) => o.id === op.id) ?? op;
+            }
+            if (op.status === "failed") throw new Error(`switchover failed: ${op.error ?? "no reason given"}`);
+            p.done(`${id(args)} runs on ${op.to}`);
+          } catch (err) {
+            p.fail();
+            throw err;
+          }
+        }
+        print(ctx, op);
+      },
+    },
     "ca-certificate": {
       summary: "Print the CA certificate (PEM) for sslmode=verify-full",
       usage: "<database-id>",
@@ -197,5 +270,13 @@ export const databases: Group = {
         });
       },
     },
+    "trusted-sources": trustedSources,
+    pooler,
+    roles,
+    dbs,
+    config,
+    extensions,
+    logs,
+    queries,
   },
 };

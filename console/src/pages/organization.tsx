@@ -1,0 +1,248 @@
+import type { Schemas } from "@dbaas/client";
+import { useState } from "preact/hooks";
+import { ConfirmByName, described, Empty, Field, OnceSecret, ProblemBanner, Time, TextField, SubmitForm } from "../components/ui.tsx";
+import { problemOf } from "../errors.ts";
+import { done, useSubmit } from "../form.ts";
+import { usePoll } from "../poll.ts";
+import { client } from "../session.ts";
+
+const ROLES = ["admin", "developer", "viewer"] as const;
+const NO_POLL = { intervalMs: 0, idleMs: 0, active: () => false };
+
+export function Members() {
+  const members = usePoll(async () => (await client.organization.listMembers({ per_page: 100 })).items, NO_POLL, []);
+  const invitations = usePoll(async () => (await client.organization.listInvitations({ per_page: 100 })).items, NO_POLL, []);
+  const [invite, setInvite] = useState<{ email: string; role: (typeof ROLES)[number] }>({ email: "", role: "developer" });
+  const [removing, setRemoving] = useState<string | undefined>(undefined);
+  const inviting = useSubmit();
+  const act = useSubmit();
+  return (
+    <main id="main">
+      <h1>Members</h1>
+      <ProblemBanner problem={act.problem} />
+      {members.error !== undefined && <ProblemBanner problem={problemOf(members.error)} />}
+      {members.value === undefined ? (
+        <p aria-busy="true">Loading…</p>
+      ) : (
+        <ul class="rows">
+          {members.value.map((m) => (
+            <li key={m.id} data-email={m.user.email}>
+              <strong>{m.user.name}</strong> &lt;{m.user.email}&gt; · joined <Time iso={m.joined_at} />
+              {m.role === "owner" ? (
+                <span class="status">owner</span>
+              ) : (
+                <div class="actions">
+                  <label class="inline" for={`role-${m.id}`}>
+                    Role of {m.user.email}
+                  </label>
+                  <select
+                    id={`role-${m.id}`}
+                    value={m.role}
+                    onChange={async (e) => {
+                      const role = e.currentTarget.value as (typeof ROLES)[number];
+                      if (await act.submit(() => client.organization.updateMember(m.id, { role }))) members.refresh();
+                    }}
+                  >
+                    {ROLES.map((r) => (
+                      <option key={r} value={r}>
+                        {r}
+                      </option>
+                    ))}
+                  </select>
+                  {removing === m.id ? (
+                    <ConfirmByName
+                      name={m.user.email}
+                      action="Remove member"
+                      busy={act.busy}
+                      onConfirm={async () => {
+                        const removed = await act.submit(() => done(client.organization.removeMember(m.id)));
+                        if (removed) {
+                          setRemoving(undefined);
+                          members.refresh();
+                        }
+                      }}
+                    />
+                  ) : (
+                    <button type="button" class="danger small" onClick={() => setRemoving(m.id)}>
+                      Remove {m.user.email}
+                    </button>
+                  )}
+                </div>
+              )}
+            </li>
+          ))}
+        </ul>
+      )}
+      <SubmitForm
+        submission={inviting}
+        label="Send invitation"
+        class="card"
+        aria-labelledby="invite-title"
+        intro={<h2 id="invite-title">Invite someone</h2>}
+        onSubmit={async () => {
+          if (await inviting.submit(() => client.organization.inviteMember(invite))) {
+            setInvite({ ...invite, email: "" });
+            invitations.refresh();
+          }
+        }}
+      >
+        <Field id="invite-email" label="E-mail" error={inviting.fieldError("email")}>
+          <input
+            id="invite-email"
+            type="email"
+            autoComplete="off"
+            value={invite.email}
+            onInput={(e) => setInvite({ ...invite, email: e.currentTarget.value })}
+            {...described("invite-email", inviting.fieldError("email"))}
+          />
+        </Field>
+        <Field id="invite-role" label="Role" error={inviting.fieldError("role")}>
+          <select id="invite-role" value={invite.role} onChange={(e) => setInvite({ ...invite, role: e.currentTarget.value as never })}>
+            {ROLES.map((r) => (
+              <option key={r} value={r}>
+                {r}
+              </option>
+            ))}
+          </select>
+        </Field>
+      </SubmitForm>
+      <h2>Pending invitations</h2>
+      {invitations.value?.length === 0 ? (
+        <Empty>
+          <p>No pending invitations. Invite someone above: they get a mail with a link to join.</p>
+        </Empty>
+      ) : (
+        <ul class="rows">
+          {invitations.value?.map((i) => (
+            <li key={i.id}>
+              {i.email} · {i.role} · {i.status}, expires <Time iso={i.expires_at} />
+              <button
+                type="button"
+                class="secondary small"
+                onClick={async () => {
+                  if (await act.submit(() => done(client.organization.cancelInvitation(i.id)))) invitations.refresh();
+                }}
+              >
+                Cancel invitation to {i.email}
+              </button>
+            </li>
+          ))}
+        </ul>
+      )}
+      {members.value && members.value.length > 1 && <Transfer members={members.value} onDone={members.refresh} />}
+    </main>
+  );
+}
+
+function Transfer({ members, onDone }: { members: Schemas["Member"][]; onDone: () => void }) {
+  const others = members.filter((m) => m.role !== "owner");
+  const [to, setTo] = useState(others[0]?.user.id ?? "");
+  const [password, setPassword] = useState("");
+  const form = useSubmit();
+  return (
+    <SubmitForm
+      submission={form}
+      label="Transfer ownership"
+      class="card"
+      aria-labelledby="transfer-title"
+      intro={
+        <>
+          <h2 id="transfer-title">Transfer ownership</h2>
+          <p class="hint">The owner only. You become an admin.</p>
+        </>
+      }
+      onSubmit={async () => {
+        if (await form.submit(() => client.organization.transferOwnership({ new_owner_id: to, password }))) {
+          setPassword("");
+          onDone();
+        }
+      }}
+    >
+      <Field id="transfer-to" label="New owner" error={form.fieldError("new_owner_id")}>
+        <select id="transfer-to" value={to} onChange={(e) => setTo(e.currentTarget.value)}>
+          {others.map((m) => (
+            <option key={m.id} value={m.user.id}>
+              {m.user.name} &lt;{m.user.email}&gt;
+            </option>
+          ))}
+        </select>
+      </Field>
+      <TextField
+        id="transfer-password"
+        label="Your password"
+        error={form.fieldError("password")}
+        type="password"
+        autoComplete="current-password"
+        value={password}
+        onValue={setPassword}
+      />
+    </SubmitForm>
+  );
+}
+
+export function ApiKeys() {
+  const keys = usePoll(async () => (await client.apiKeys.list({ per_page: 100 })).items, NO_POLL, []);
+  const [name, setName] = useState("");
+  const [created, setCreated] = useState<Schemas["CreatedApiKey"] | undefined>(undefined);
+  const form = useSubmit();
+  const act = useSubmit();
+  return (
+    <main id="main">
+      <h1>API keys</h1>
+      {created && (
+        <OnceSecret title={`Secret of ${created.name}`} secret={created.secret} label="secret" onDismiss={() => setCreated(undefined)} />
+      )}
+      <SubmitForm
+        submission={form}
+        label="Create API key"
+        class="card"
+        onSubmit={async () => {
+          const key = await form.submit(() => client.apiKeys.create({ name }));
+          if (key) {
+            setCreated(key);
+            setName("");
+            keys.refresh();
+          }
+        }}
+      >
+        <TextField
+          id="key-name"
+          label="What the key is for"
+          error={form.fieldError("name")}
+          autoComplete="off"
+          value={name}
+          onValue={setName}
+        />
+      </SubmitForm>
+      <ProblemBanner problem={act.problem} />
+      {keys.value?.length === 0 ? (
+        <Empty>
+          <p>No API keys. Create one above for scripts, CI or the `dbaas` CLI: its secret is shown once.</p>
+        </Empty>
+      ) : (
+        <ul class="rows">
+          {keys.value?.map((k) => (
+            <li key={k.id}>
+              <strong>{k.name}</strong> <code>{k.prefix}…</code> · {k.role} · created <Time iso={k.created_at} />
+              {k.expires_at && (
+                <>
+                  {" "}
+                  · expires <Time iso={k.expires_at} />
+                </>
+              )}
+              <button
+                type="button"
+                class="danger small"
+                onClick={async () => {
+                  if (await act.submit(() => done(client.apiKeys.revoke(k.id)))) keys.refresh();
+                }}
+              >
+                Revoke {k.name}
+              </button>
+            </li>
+          ))}
+        </ul>
+      )}
+    </main>
+  );
+}

@@ -1,0 +1,282 @@
+import { appendFile, mkdtemp, open, rm, stat, symlink, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  CHUNK,
+  decodeCursor,
+  encodeCursor,
+  type LogCursor,
+  type LogEntry,
+  logEnd,
+  MAX_LINE,
+  messagesSince,
+  readLog,
+} from "../../src/server-log/reader.ts";
+import { pruneLogs } from "../../src/server-log/retention.ts";
+
+/** A jsonlog line as PostgreSQL 17 writes it. */
+function line(t: number, message: string, extra: Record<string, unknown> = {}): string {
+  const ts = new Date(t).toISOString().replace("T", " ").replace("Z", " UTC");
+  return `${JSON.stringify({ timestamp: ts, user: "dbadmin", dbname: "defaultdb", pid: 4242, error_severity: "LOG", message, backend_type: "client backend", ...extra })}\n`;
+}
+
+const fileName = (t: number) => {
+  const d = new Date(t).toISOString();
+  return `postgresql-${d.slice(0, 4)}${d.slice(5, 7)}${d.slice(8, 10)}-${d.slice(11, 13)}${d.slice(14, 16)}${d.slice(17, 19)}.json`;
+};
+
+const T0 = Date.UTC(2026, 10, 20, 10, 0, 0);
+const messages = (es: LogEntry[]) => es.map((e) => e.message);
+
+/** Every entry, newest first page then backwards with prev cursors. */
+async function readAllBackwards(dir: string, limit: number, filter = {}): Promise<string[]> {
+  const out: string[][] = [];
+  let cursor: LogCursor | undefined;
+  for (let i = 0; i < 10_000; i++) {
+    const page = await readLog(dir, { limit, ...filter, ...(cursor && { cursor }) });
+    out.unshift(messages(page.entries));
+    if (!page.prev) break;
+    cursor = page.prev;
+  }
+  return out.flat();
+}
+
+describe("the server log reader", () => {
+  let root: string;
+  beforeAll(async () => {
+    root = await mkdtemp(path.join(os.tmpdir(), "server-log-"));
+  });
+  afterAll(async () => {
+    await rm(root, { recursive: true, force: true });
+  });
+
+  async function dirWith(name: string, files: Record<string, string>): Promise<string> {
+    const dir = path.join(root, name);
+    await rm(dir, { recursive: true, force: true });
+    await import("node:fs/promises").then((fs) => fs.mkdir(dir, { recursive: true }));
+    for (const [f, text] of Object.entries(files)) await writeFile(path.join(dir, f), text);
+    return dir;
+  }
+
+  it("reads across rotated files in time order: the newest first, then back page by page, then forward with the cursor", async () => {
+    const files: Record<string, string> = {};
+    let n = 0;
+    for (let f = 0; f < 4; f++) {
+      const start = T0 + f * 3_600_000;
+      let text = "";
+      // An empty file (a rotation with nothing logged) in the middle.
+      const count = f === 2 ? 0 : 7 + f;
+      for (let i = 0; i < count; i++) text += line(start + i * 1000, `m${String(n++).padStart(3, "0")}`);
+      files[fileName(start)] = text;
+    }
+    const dir = await dirWith("rotated", files);
+    const all = Array.from({ length: n }, (_, i) => `m${String(i).padStart(3, "0")}`);
+
+    const newest = await readLog(dir, { limit: 5 });
+    expect(messages(newest.entries)).toEqual(all.slice(-5));
+    expect(newest.prev).toBeDefined();
+    for (const limit of [1, 3, 8, 100]) expect(await readAllBackwards(dir, limit)).toEqual(all);
+
+    // From the very beginning forward, in pages of 4, the next cursor of each page continuing exactly.
+    const first = await readLog(dir, { limit: 4, cursor: { direction: "after", file: fileName(T0), offset: 0 } });
+    const seen = messages(first.entries);
+    let next = first.next;
+    for (let i = 0; i < 50; i++) {
+      const page = await readLog(dir, { limit: 4, cursor: next });
+      if (page.entries.length === 0) break;
+      seen.push(...messages(page.entries));
+      next = page.next;
+    }
+    expect(seen).toEqual(all);
+    // A tail's cursor after the end: nothing new, and the same position again.
+    const idle = await readLog(dir, { limit: 10, cursor: newest.next });
+    expect(idle.entries).toEqual([]);
+    expect(idle.next).toEqual(newest.next);
+  });
+
+  it("leaves a line still being written for later and returns it once, when complete", async () => {
+    const name = fileName(T0);
+    const whole = line(T0, "complete one") + line(T0 + 1000, "complete two");
+    const partial = line(T0 + 2000, "being written");
+    const dir = await dirWith("partial", { [name]: whole + partial.slice(0, 40) });
+
+    const tail = await readLog(dir, { limit: 10 });
+    expect(messages(tail.entries)).toEqual(["complete one", "complete two"]);
+    expect(tail.next.offset).toBe(Buffer.byteLength(whole));
+    expect(await readLog(dir, { limit: 10, cursor: tail.next })).toMatchObject({ entries: [] });
+
+    await appendFile(path.join(dir, name), partial.slice(40));
+    const after = await readLog(dir, { limit: 10, cursor: tail.next });
+    expect(messages(after.entries)).toEqual(["being written"]);
+    expect(messages((await readLog(dir, { limit: 10, cursor: after.next })).entries)).toEqual([]);
+    expect(messages((await readLog(dir, { limit: 10 })).entries)).toEqual(["complete one", "complete two", "being written"]);
+
+    // A half line at the end of a file that was rotated away (a crash mid-write) is skipped, not waited for.
+    await writeFile(path.join(dir, fileName(T0 + 3_600_000)), line(T0 + 3_600_000, "next file"));
+    await appendFile(path.join(dir, name), line(T0 + 3000, "cut short").slice(0, 30));
+    const fwd = await readLog(dir, { limit: 10, cursor: after.next });
+    expect(messages(fwd.entries)).toEqual(["next file"]);
+    expect(await readAllBackwards(dir, 2)).toEqual(["complete one", "complete two", "being written", "next file"]);
+  });
+
+  it("filters by severity (and worse), text, SQLSTATE and time, and masks secrets before it searches", async () => {
+    const text =
+      line(T0, "checkpoint starting: time") +
+      line(T0 + 1000, 'relation "no_such_table" does not exist', {
+        error_severity: "ERROR",
+        state_code: "42P01",
+        statement: "SELECT * FROM no_such_table",
+      }) +
+      line(T0 + 2000, "terminating connection due to administrator command", { error_severity: "FATAL", state_code: "57P01" }) +
+      line(T0 + 3000, 'role "ghost" does not exist', {
+        error_severity: "ERROR",
+        state_code: "42704",
+        statement: "ALTER ROLE ghost PASSWORD 'hunter2-secret'",
+      }) +
+      line(T0 + 4000, 'syntax error at or near "hunter3"', {
+        error_severity: "ERROR",
+        state_code: "42601",
+        statement: "ALTER ROLE x WITH PASSWORD hunter3",
+      }) +
+      line(T0 + 5000, "duration: 0.1 ms  statement: ALTER ROLE x PASSWORD 'SCRAM-SHA-256$4096:c2FsdA==$abc=:def='") +
+      line(T0 + 6000, "a warning", { error_severity: "WARNING" });
+    const dir = await dirWith("filters", { [fileName(T0)]: text });
+
+    const errors = await readLog(dir, { limit: 100, minSeverity: "ERROR" });
+    expect(errors.entries.map((e) => e.severity)).toEqual(["ERROR", "FATAL", "ERROR", "ERROR"]);
+    const warnings = await readLog(dir, { limit: 100, minSeverity: "warning" });
+    expect(warnings.entries).toHaveLength(5);
+
+    const found = await readLog(dir, { limit: 100, q: "NO_SUCH_TABLE" });
+    expect(found.entries).toHaveLength(1);
+    expect(found.entries[0]).toMatchObject({ sqlState: "42P01", statement: "SELECT * FROM no_such_table", user: "dbadmin" });
+
+    const window = await readLog(dir, { limit: 100, since: new Date(T0 + 1000), until: new Date(T0 + 3000) });
+    expect(window.entries.map((e) => e.sqlState)).toEqual(["42P01", "57P01"]);
+
+    const everything = JSON.stringify((await readLog(dir, { limit: 100 })).entries);
+    for (const secret of ["hunter2", "hunter3", "SCRAM-SHA-256$", "c2FsdA"]) expect(everything).not.toContain(secret);
+    const all = (await readLog(dir, { limit: 100 })).entries;
+    expect(all.find((e) => e.sqlState === "42704")!.statement).toBe("ALTER ROLE ghost PASSWORD '[redacted]'");
+    expect(all.find((e) => e.sqlState === "42601")).toMatchObject({
+      message: 'syntax error at or near "[redacted]"',
+      statement: "ALTER ROLE x WITH PASSWORD [redacted]",
+    });
+    expect(all.find((e) => e.message.startsWith("duration"))!.message).toBe(
+      "duration: 0.1 ms  statement: ALTER ROLE x PASSWORD '[redacted]'",
+    );
+    for (const q of ["hunter2", "hunter3", "c2FsdA"]) expect((await readLog(dir, { limit: 100, q })).entries).toEqual([]);
+  });
+
+  it("reads only regular files: a link the tenant planted is not followed, a file of another uid not read", async () => {
+    const dir = await dirWith("links", { [fileName(T0)]: line(T0, "own line") });
+    const secret = path.join(root, "agent-secret.txt");
+    await writeFile(secret, line(T0 + 1000, "the agent's secret"));
+    await symlink(secret, path.join(dir, fileName(T0 + 3_600_000)));
+    expect(messages((await readLog(dir, { limit: 10 })).entries)).toEqual(["own line"]);
+    const uid = (await stat(path.join(dir, fileName(T0)))).uid;
+    expect(messages((await readLog(dir, { limit: 10, uid: uid + 1 })).entries)).toEqual([]);
+    expect(messages((await readLog(dir, { limit: 10, uid })).entries)).toEqual(["own line"]);
+  });
+
+  it("refuses cursors it never gave", () => {
+    const c: LogCursor = { direction: "before", file: fileName(T0), offset: 1234 };
+    expect(decodeCursor(encodeCursor(c))).toEqual(c);
+    for (const bad of [
+      "",
+      "x",
+      Buffer.from("a:../../etc/passwd:0").toString("base64url"),
+      Buffer.from(`a:${fileName(T0)}:-1`).toString("base64url"),
+    ])
+      expect(decodeCursor(bad)).toBeUndefined();
+  });
+
+  it("reads a very large file in bounded memory: the newest entries fast, a search bounded, an overlong line skipped", async () => {
+    const dir = await dirWith("large", {});
+    const name = fileName(T0);
+    const file = path.join(dir, name);
+    // ~512 MiB: 1 MiB blocks of ~250-byte lines, an overlong line (2 MiB) near the end, then the newest lines.
+    const block = Array.from({ length: 4096 }, (_, i) => line(T0 + i, `filler line ${i} ${"x".repeat(120)}`)).join("");
+    const fh = await open(file, "w");
+    const blocks = Math.ceil((512 * 1024 * 1024) / Buffer.byteLength(block));
+    for (let i = 0; i < blocks; i++) await fh.write(block);
+    await fh.write(line(T0 + 5_000_000, "y".repeat(2 * MAX_LINE)));
+    for (let i = 0; i < 50; i++) await fh.write(line(T0 + 6_000_000 + i, `newest ${i}`));
+    await fh.close();
+    expect((await stat(file)).size).toBeGreaterThan(512 * 1024 * 1024);
+
+    global.gc?.();
+    const before = process.memoryUsage();
+    let peak = 0;
+    const probe = setInterval(() => {
+      peak = Math.max(peak, process.memoryUsage().rss);
+    }, 5);
+    const t = performance.now();
+    const page = await readLog(dir, { limit: 60 });
+    const newestMs = performance.now() - t;
+    expect(messages(page.entries).slice(-50)).toEqual(Array.from({ length: 50 }, (_, i) => `newest ${i}`));
+    // The overlong line is skipped whole; the filler before it goes on.
+    expect(page.entries[9]!.message).toMatch(/^filler line 4095 /);
+    expect(newestMs).toBeLessThan(2000);
+
+    // A search that matches nothing stops at the scan bound and says where to go on.
+    const miss = await readLog(dir, { limit: 10, q: "never there", maxScanBytes: 64 * 1024 * 1024 });
+    expect(miss.entries).toEqual([]);
+    expect(miss.prev).toBeDefined();
+    expect(miss.prev!.offset).toBeGreaterThan((await stat(file)).size - 64 * 1024 * 1024 - CHUNK - 2 * MAX_LINE);
+    // And forward from the start, also bounded.
+    const fwd = await readLog(dir, {
+      limit: 10,
+      q: "never there",
+      cursor: { direction: "after", file: name, offset: 0 },
+      maxScanBytes: 8 * 1024 * 1024,
+    });
+    expect(fwd.entries).toEqual([]);
+    expect(fwd.next.offset).toBeLessThanOrEqual(8 * 1024 * 1024 + CHUNK);
+    clearInterval(probe);
+    peak = Math.max(peak, process.memoryUsage().rss);
+    // Never the file in memory: well under the 512 MiB it holds.
+    expect(peak - before.rss).toBeLessThan(96 * 1024 * 1024);
+    await rm(file);
+  }, 180_000);
+
+  it("gives the messages written since a mark (what recovery looks for)", async () => {
+    const dir = await dirWith("since", { [fileName(T0)]: line(T0, "before the mark") });
+    const mark = await logEnd(dir);
+    await appendFile(path.join(dir, fileName(T0)), line(T0 + 1, 'restored log file "000000010000000000000003" from archive'));
+    await writeFile(
+      path.join(dir, fileName(T0 + 3_600_000)),
+      line(T0 + 3_600_000, "recovery ended before configured recovery target was reached"),
+    );
+    expect(await messagesSince(dir, mark)).toBe(
+      'restored log file "000000010000000000000003" from archive\nrecovery ended before configured recovery target was reached',
+    );
+  });
+});
+
+describe("server log retention", () => {
+  it("drops files older than the limit and then the oldest beyond the quota, never the newest", async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "server-log-retention-"));
+    try {
+      const day = 86_400_000;
+      const now = T0 + 10 * day;
+      const names: string[] = [];
+      for (const t of [T0, T0 + 2 * day, T0 + 3 * day + 3_600_000, T0 + 4 * day, T0 + 8 * day, T0 + 9 * day, T0 + 10 * day - 60_000]) {
+        names.push(fileName(t));
+        await writeFile(path.join(dir, fileName(t)), "x".repeat(1000));
+      }
+      const r = await pruneLogs(dir, { quotaBytes: 1_000_000, maxAgeMs: 7 * day, now });
+      // A file goes once the next one began more than 7 days ago (its entries end there).
+      expect(r.removed).toEqual(names.slice(0, 1));
+      const q = await pruneLogs(dir, { quotaBytes: 2500, maxAgeMs: 7 * day, now });
+      expect(q.removed).toEqual(names.slice(1, 5));
+      expect(q.keptBytes).toBe(2000);
+      // The newest alone over the quota is kept: the server writes it.
+      const last = await pruneLogs(dir, { quotaBytes: 10, maxAgeMs: 7 * day, now: now + 30 * day });
+      expect(last.removed).toEqual([names[5]]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
