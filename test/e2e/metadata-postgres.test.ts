@@ -127,6 +127,15 @@ describe.runIf(process.getuid?.() === 0)("the local stack's metadata PostgreSQL"
     const port = await freePort();
     await startKeeper(dataDir, port);
     await assertLockedDown(dataDir, port);
+    // Crash recovery syncs the filesystem once instead of fsyncing every file (seconds under I/O load).
+    const password = (await readFile(path.join(dataDir, "metadata-password"), "utf8")).trim();
+    const client = new pg.Client({ host: "127.0.0.1", port, user: "postgres", database: "dbaas", password });
+    await client.connect();
+    try {
+      expect((await client.query("SHOW recovery_init_sync_method")).rows[0].recovery_init_sync_method).toBe("syncfs");
+    } finally {
+      await client.end();
+    }
   });
 
   it("a cluster an earlier version made (trust, as nobody) is handed over and given the password", async () => {

@@ -97,6 +97,8 @@ describe("crash safety and recovery", { timeout: 60_000 }, () => {
     expect(recovered.state).toBe("running");
     expect(recovered.pid).not.toBe(running.pid);
     expect(await query(port, password, "SELECT v FROM t")).toEqual([{ v: 7 }]);
+    // Its crash recovery began with one syncfs() of the filesystem, not an fsync of every file (seconds on a busy host).
+    expect(await query(port, password, "SELECT current_setting('recovery_init_sync_method') AS m")).toEqual([{ m: "syncfs" }]);
   });
 
   it("once the dead postmaster's pid is gone, PostgreSQL itself discards the stale postmaster.pid", async () => {
