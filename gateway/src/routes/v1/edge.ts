@@ -1,5 +1,5 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { POOLER_MODES } from "@dbaas/catalogue";
+import { maxPoolSize, POOLER_MODES, TIERS } from "@dbaas/catalogue";
 import type { Pooler, TrustedSource } from "@dbaas/proto/databases";
 import { Type } from "@sinclair/typebox";
 import { created, list, noContent, ok, type Reply } from "../../middleware/envelope.ts";
@@ -33,7 +33,12 @@ export const updatePoolerBody = body({
     ),
   ),
   pool_size: optional(
-    Type.Integer({ minimum: 1, description: "Server connections per database and user: 1 … the tier's max_connections − 5." }),
+    Type.Integer({
+      minimum: 1,
+      // The largest tier's bound; the databases service holds a database to its own tier's (a 422 naming it).
+      maximum: Math.max(...TIERS.map((t) => maxPoolSize(t.name))),
+      description: "Server connections per database and user: 1 … the tier's max_connections − 5.",
+    }),
   ),
 });
 
