@@ -187,19 +187,39 @@ export function parseLine(line: string): LogEntry | undefined {
   };
 }
 
-/** A compiled filter: a cheap test of the raw line first (a necessary condition), then of the entry. */
-function matcher(f: LogFilter): { raw: (line: string) => boolean; entry: (e: LogEntry) => boolean } {
+/** A test of raw bytes `data[start, end)` (whole lines): false only when no line in them can match. */
+export type ChunkTest = (data: Buffer, start: number, end: number) => boolean;
+
+/** What PostgreSQL's jsonlog writes for `s` inside a JSON string (escape_json): `"` and `\` escaped, the rest as is. */
+const jsonEscaped = (s: string): string => JSON.stringify(s).slice(1, -1);
+
+/**
+ * Non-ASCII characters whose lower case holds an ASCII letter (U+0130 İ → "i̇", U+212A KELVIN SIGN → "k"), as their
+ * UTF-8 bytes read as Latin-1: a chunk holding them may match an ASCII needle with that letter (the reader test checks
+ * that no other character does).
+ */
+export const LOWERS_TO_ASCII: Readonly<Record<string, string>> = { i: "\u00c4\u00b0", k: "\u00e2\u0084\u00aa" };
+
+/**
+ * A compiled filter: a test of a whole chunk's raw bytes first (chunk: a necessary condition for any of its lines, so
+ * a chunk that fails is not split into lines), then of the raw line (also a necessary condition), then of the entry.
+ */
+export function matcher(f: LogFilter): { chunk?: ChunkTest; raw: (line: string) => boolean; entry: (e: LogEntry) => boolean } {
   const q = f.q?.toLowerCase();
   const min = f.minSeverity ? severityRank(f.minSeverity) : 0;
   const since = f.since?.getTime();
   const until = f.until?.getTime();
-  // The text fields stand in the raw line as they are, unless the query holds what JSON escapes.
-  const rawQ = q && ![...q].some((ch) => ch === '"' || ch === "\\" || ch.charCodeAt(0) < 0x20) ? q : undefined;
+  // The text fields stand in the raw line JSON-escaped: `"` and `\` as `\"` and `\\` (lower case commutes with
+  // that). A control character (a newline joins the fields the entry's test searches) leaves the line to the entry.
+  // jsonlog escapes nothing else: what a non-ASCII character is, it writes in UTF-8.
+  const rawQ = q && ![...q].some((ch) => ch.charCodeAt(0) < 0x20) ? jsonEscaped(q) : undefined;
   // jsonlog writes `"error_severity":"ERROR"` as it is: a line naming none of the wanted ones is not parsed.
   const wanted = min > 0 ? ["DEBUG1", "DEBUG2", "DEBUG3", "DEBUG4", "DEBUG5", ...SEVERITIES].filter((s) => severityRank(s) >= min) : [];
   const marks = wanted.map((s) => `"error_severity":"${s}"`);
   const severityOk = (line: string) => !line.includes('"error_severity":"') || marks.some((m) => line.includes(m));
+  const chunk = chunkTest(rawQ, min, wanted);
   return {
+    ...(chunk && { chunk }),
     raw: (line) => (min === 0 || severityOk(line)) && (!rawQ || line.toLowerCase().includes(rawQ)),
     entry: (e) => {
       if (min > 0 && severityRank(e.severity) < min) return false;
@@ -212,6 +232,34 @@ function matcher(f: LogFilter): { raw: (line: string) => boolean; entry: (e: Log
       }
       return true;
     },
+  };
+}
+
+const reEscape = (s: string) => s.replace(/[.*+?^${}()|[\]\\/-]/g, "\\$&");
+
+/**
+ * The chunk's test: the severity marks and the needle searched in the chunk's bytes at once, never line by line.
+ * An ASCII needle is a case-insensitive regular expression over the bytes read as Latin-1 (no byte of a UTF-8
+ * multi-byte character is ASCII, and a non-ASCII Latin-1 character never matches an ASCII one case-insensitively),
+ * with {@link LOWERS_TO_ASCII} as alternatives of its letters; any other needle is searched in the chunk decoded and
+ * lower-cased once (a newline ends every context lower case looks at, so the chunk's lower case is its lines').
+ */
+function chunkTest(rawQ: string | undefined, min: number, wanted: readonly string[]): ChunkTest | undefined {
+  // A line without a severity counts as LOG: marks decide only above LOG.
+  const sev = min > severityRank("LOG") ? new RegExp(`"error_severity":"(?:${wanted.join("|")})"`) : undefined;
+  let ascii: RegExp | undefined;
+  let other: string | undefined;
+  if (rawQ && /^[\x20-\x7e]*$/.test(rawQ))
+    ascii = new RegExp([...rawQ].map((ch) => (LOWERS_TO_ASCII[ch] ? `(?:${ch}|${LOWERS_TO_ASCII[ch]})` : reEscape(ch))).join(""), "i");
+  else other = rawQ;
+  if (!sev && !ascii && other === undefined) return undefined;
+  return (data, start, end) => {
+    if (sev || ascii) {
+      const text = data.toString("latin1", start, end);
+      if (sev && !sev.test(text)) return false;
+      if (ascii && !ascii.test(text)) return false;
+    }
+    return other === undefined || data.toString("utf8", start, end).toLowerCase().includes(other);
   };
 }
 
@@ -238,6 +286,7 @@ async function scanForward(
   budget: number,
   f: LogFilter,
   uid: number | undefined,
+  chunkTest?: ChunkTest,
 ): Promise<{ pos: LogPosition; end: boolean }> {
   let i = from ? files.findIndex((n) => n >= from.file) : 0;
   if (i < 0) return { pos: from ?? { file: files[files.length - 1] ?? "", offset: 0 }, end: true };
@@ -271,6 +320,15 @@ async function scanForward(
         const data = carry.length ? Buffer.concat([carry, chunk.subarray(0, bytesRead)]) : chunk.subarray(0, bytesRead);
         at += bytesRead;
         let ls = 0;
+        // No line of the chunk can match: none is split or visited, the position moves past its last complete one.
+        if (chunkTest) {
+          const lastNl = data.lastIndexOf(10);
+          if (lastNl !== -1 && !chunkTest(data, 0, lastNl + 1)) {
+            skipping = false;
+            pos = { file: name, offset: carryStart + lastNl + 1 };
+            ls = lastNl + 1;
+          }
+        }
         for (let nl = data.indexOf(10, ls); nl !== -1; nl = data.indexOf(10, ls)) {
           const lineAt = { file: name, offset: carryStart + ls };
           const endAt = { file: name, offset: carryStart + nl + 1 };
@@ -311,6 +369,7 @@ async function scanBackward(
   f: LogFilter,
   uid: number | undefined,
   floor?: LogPosition,
+  chunkTest?: ChunkTest,
 ): Promise<{ pos: LogPosition; start: boolean }> {
   let i = from ? findLastIndex(files, (n) => n <= from.file) : files.length - 1;
   let pos: LogPosition = from ?? { file: files[files.length - 1] ?? "", offset: 0 };
@@ -351,6 +410,7 @@ async function scanBackward(
         const base = end - len;
         end -= len;
         let le = data.length;
+        let tested = !chunkTest;
         for (;;) {
           if (trailing) {
             const nl = data.lastIndexOf(10, le - 1);
@@ -359,6 +419,19 @@ async function scanBackward(
             le = nl + 1;
             pos = { file: name, offset: base + le };
             continue;
+          }
+          // No line in data[0, le) can match (the first, maybe partial, is tested again with the chunk before it):
+          // none is split or visited, the position moves to the start of the oldest complete one.
+          if (!tested && !skipping) {
+            tested = true;
+            if (!chunkTest!(data, 0, le)) {
+              const first = data.indexOf(10);
+              if (first !== -1 && first <= le - 2) {
+                le = first + 1;
+                pos = { file: name, offset: base + le };
+              }
+              break;
+            }
           }
           // data[0, le) ends with the newline of the line being looked for (unless skipping one too long).
           const nl = skipping ? (le > 0 ? data.lastIndexOf(10, le - 1) : -1) : le >= 2 ? data.lastIndexOf(10, le - 2) : -1;
@@ -432,6 +505,7 @@ export async function readLog(dir: string, o: ReadLogOptions): Promise<LogPage> 
       budget,
       o,
       o.uid,
+      m.chunk,
     );
     return { entries, next: { ...r.pos, direction: "after" }, prev: { ...(firstAt[0] ?? o.cursor), direction: "before" } };
   }
@@ -448,6 +522,8 @@ export async function readLog(dir: string, o: ReadLogOptions): Promise<LogPage> 
     budget,
     o,
     o.uid,
+    undefined,
+    m.chunk,
   );
   entries.reverse();
   const next = o.cursor ?? (await endOfLog(dir, files, o.uid)) ?? newestEnd ?? { file: files[files.length - 1]!, offset: 0 };

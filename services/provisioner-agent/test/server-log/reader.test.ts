@@ -8,6 +8,7 @@ import {
   encodeCursor,
   type LogCursor,
   type LogEntry,
+  LOWERS_TO_ASCII,
   logEnd,
   MAX_LINE,
   messagesSince,
@@ -167,6 +168,115 @@ describe("the server log reader", () => {
       "duration: 0.1 ms  statement: ALTER ROLE x PASSWORD '[redacted]'",
     );
     for (const q of ["hunter2", "hunter3", "c2FsdA"]) expect((await readLog(dir, { limit: 100, q })).entries).toEqual([]);
+  });
+
+  it("skips whole chunks only when no line in them can match: across chunk boundaries, escaped, any case, any script", async () => {
+    const base = Buffer.byteLength(line(T0, "filler "));
+    /** Filler lines (~200 bytes, none matching any search below) of exactly `bytes` bytes. */
+    const filler = (bytes: number, t: number): string => {
+      let out = "";
+      for (let i = 0; bytes > 0; i++) {
+        const n = bytes - base < 400 ? bytes - base : 200 - base;
+        if (n < 0) throw new Error(`cannot fill ${bytes} bytes`);
+        const l = line(t + i, `filler ${"x".repeat(n)}`);
+        out += l;
+        bytes -= Buffer.byteLength(l);
+      }
+      return out;
+    };
+    /**
+     * A log with two entries holding `mark` (a substring of their raw line) astride a chunk's boundary: the first
+     * across offset CHUNK (forward reads' first boundary), the second across size - CHUNK (backward reads' first).
+     */
+    const straddling = (first: string, second: string, mark: string): string => {
+      const at = (l: string) => Buffer.from(l).indexOf(Buffer.from(mark));
+      if (at(first) < 0 || at(second) < 0) throw new Error(`${mark} is not in the line`);
+      return (
+        filler(CHUNK - 1 - at(first), T0) +
+        first +
+        filler(3 * CHUNK + 777, T0 + 10_000) +
+        second +
+        filler(CHUNK + 1 - (Buffer.byteLength(second) - at(second)), T0 + 30_000)
+      );
+    };
+    const cases: { name: string; filter: { q?: string; minSeverity?: string }; lines: [string, string]; mark: string }[] = [
+      {
+        name: "case",
+        filter: { q: "needle_AstRide" },
+        lines: [line(T0 + 5000, "found NEEDLE_astride one"), line(T0 + 20_000, "found nEEDLE_astride two")],
+        mark: "EEDLE_astride",
+      },
+      {
+        // jsonlog writes `"` and `\` escaped: the needle is searched for as written.
+        name: "escaped",
+        filter: { q: 'at or near "x\\Y"' },
+        lines: [
+          line(T0 + 5000, 'syntax error at or near "x\\y"', { error_severity: "ERROR" }),
+          line(T0 + 20_000, 'syntax error AT OR NEAR "X\\y" again', { error_severity: "ERROR" }),
+        ],
+        mark: '\\\\y\\"',
+      },
+      {
+        // U+212A KELVIN SIGN is "k" in lower case: an ASCII needle matches it.
+        name: "kelvin",
+        filter: { q: "kelvin" },
+        lines: [line(T0 + 5000, "300 \u212Aelvin one"), line(T0 + 20_000, "300 \u212Aelvin two")],
+        mark: "\u212Aelvin",
+      },
+      {
+        name: "non-ascii",
+        filter: { q: "ÉCOLE Ünïcode" },
+        lines: [line(T0 + 5000, "l'école ünïcode one"), line(T0 + 20_000, "L'ÉCOLE ünïcode two")],
+        mark: "ünïcode",
+      },
+      {
+        name: "severity",
+        filter: { minSeverity: "error" },
+        lines: [line(T0 + 5000, "one failed", { error_severity: "ERROR" }), line(T0 + 20_000, "two failed", { error_severity: "FATAL" })],
+        mark: '"error_severity":"',
+      },
+      {
+        name: "severity and text",
+        filter: { minSeverity: "WARNING", q: "BOTH" },
+        lines: [line(T0 + 5000, "both one", { error_severity: "WARNING" }), line(T0 + 20_000, "both two", { error_severity: "PANIC" })],
+        mark: "both",
+      },
+    ];
+    for (const c of cases) {
+      const name = fileName(T0);
+      const dir = await dirWith(`chunks-${c.name}`, { [name]: straddling(c.lines[0], c.lines[1], c.mark) });
+      const want = c.lines.map((l) => JSON.parse(l).message as string);
+      // Backwards, the newest page, then page by page from one entry a page.
+      expect(messages((await readLog(dir, { limit: 100, ...c.filter })).entries), c.name).toEqual(want);
+      for (const limit of [1, 2]) expect(await readAllBackwards(dir, limit, c.filter), c.name).toEqual(want);
+      // Forwards from the start, one a page, the cursors going on exactly.
+      const seen: string[] = [];
+      let cursor: LogCursor = { direction: "after", file: name, offset: 0 };
+      for (let i = 0; i < 10; i++) {
+        const page = await readLog(dir, { limit: 1, ...c.filter, cursor });
+        seen.push(...messages(page.entries));
+        if (page.entries.length === 0) break;
+        cursor = page.next;
+      }
+      expect(seen, c.name).toEqual(want);
+      // Every entry is still read (nothing skipped without a filter), and a miss finds nothing.
+      expect((await readAllBackwards(dir, 1000)).length, c.name).toBeGreaterThan(400);
+      expect((await readLog(dir, { limit: 100, ...c.filter, q: `${c.filter.q ?? ""}never there` })).entries).toEqual([]);
+    }
+  });
+
+  it("knows every character whose lower case holds an ASCII letter", () => {
+    const found: string[] = [];
+    for (let cp = 0x80; cp <= 0x10ffff; cp++) {
+      if (cp >= 0xd800 && cp <= 0xdfff) continue;
+      const ch = String.fromCodePoint(cp);
+      for (const lower of ch.toLowerCase()) if (lower.charCodeAt(0) < 0x80) found.push(`${lower}:${Buffer.from(ch).toString("latin1")}`);
+    }
+    expect(found.sort()).toEqual(
+      Object.entries(LOWERS_TO_ASCII)
+        .map(([l, bytes]) => `${l}:${bytes}`)
+        .sort(),
+    );
   });
 
   it("reads only regular files: a link the tenant planted is not followed, a file of another uid not read", async () => {
