@@ -75,6 +75,8 @@ export interface Config {
   cgroupRoot: string;
   /** Period of full reports (heartbeat) and of re-observing every instance. */
   reportIntervalMs: number;
+  /** AGENT_LIVENESS_INTERVAL_MS (500): how often the servers reported running are checked for having exited (a pid check each). */
+  livenessIntervalMs: number;
   /** AGENT_TRUST_REPAIR_INTERVAL_MS (5 s): how often the trusted sources are put back in the meter, whatever changed them. */
   trustRepairIntervalMs: number;
   /**
@@ -240,6 +242,7 @@ export function readConfig(env: Record<string, string | undefined> = process.env
     nftPath: envString(env, "NFT_PATH", "nft"),
     cgroupRoot: envString(env, "AGENT_CGROUP_ROOT", "/sys/fs/cgroup"),
     reportIntervalMs: envInt(env, "AGENT_REPORT_INTERVAL_MS", 3000),
+    livenessIntervalMs: envInt(env, "AGENT_LIVENESS_INTERVAL_MS", 500),
     trustRepairIntervalMs: positive(env, "AGENT_TRUST_REPAIR_INTERVAL_MS", 5000),
     pgbouncerPath: envString(env, "PGBOUNCER_PATH", existsSync("/usr/sbin/pgbouncer") ? "/usr/sbin/pgbouncer" : "pgbouncer"),
     poolerPortOffset: poolerOffset(env, portRangeStart, portRangeEnd),

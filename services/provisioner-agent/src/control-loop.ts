@@ -168,6 +168,14 @@ export function startControlLoop(ctx: AppContext, signal: AbortSignal, fencedAtS
     }
   };
 
+  // A server that died between two heartbeats is started again at once: its pid is checked every AGENT_LIVENESS_INTERVAL_MS.
+  const liveness = async () => {
+    while (!signal.aborted) {
+      await sleep(cfg.livenessIntervalMs, undefined, { signal }).catch(() => {});
+      if (!signal.aborted) reconciler.checkServers();
+    }
+  };
+
   const heartbeat = async () => {
     while (!signal.aborted) {
       await sleep(cfg.reportIntervalMs, undefined, { signal }).catch(() => {});
@@ -199,6 +207,7 @@ export function startControlLoop(ctx: AppContext, signal: AbortSignal, fencedAtS
   const done = Promise.all([
     watch(),
     heartbeat(),
+    liveness(),
     sampler.run(cfg.sampleIntervalMs, signal),
     trust.run(cfg.trustRepairIntervalMs, signal),
     poolers.run(signal),

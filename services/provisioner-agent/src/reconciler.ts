@@ -93,6 +93,8 @@ export function createReconciler(opts: ReconcilerOptions) {
    */
   const configApplied = new Map<string, bigint>();
   const pendingRestart = new Map<string, string[]>();
+  /** What the last `running` report of each instance saw (its server's pid): `checkServers` asks whether it exited. */
+  const lastRunning = new Map<string, RuntimeObservation>();
   let failedSteps = 0;
   const waiting: Array<() => void> = [];
   let active = 0;
@@ -110,6 +112,8 @@ export function createReconciler(opts: ReconcilerOptions) {
 
   const observe = (spec: InstanceSpec, state: ObservedState, appliedCredentials: bigint, message = "", seen?: RuntimeObservation) => {
     const running = state === ObservedState.RUNNING;
+    if (running && seen?.state === "running") lastRunning.set(spec.databaseId, seen);
+    else lastRunning.delete(spec.databaseId);
     const obs = create(InstanceObservationSchema, {
       databaseId: spec.databaseId,
       state,
@@ -454,7 +458,10 @@ export function createReconciler(opts: ReconcilerOptions) {
       } while (dirty.has(id));
     } finally {
       busy.delete(id);
-      if (busy.size === 0) for (const fn of idle) fn();
+      if (busy.size === 0) {
+        for (const fn of idle) fn();
+        idle.clear();
+      }
     }
   }
 
@@ -475,6 +482,20 @@ export function createReconciler(opts: ReconcilerOptions) {
       if (!received) return;
       for (const id of specs.keys()) void run(id);
       for (const id of discards) void run(id);
+    },
+    /**
+     * Converges at once every instance whose server, reported running, has exited since (a crash between two
+     * heartbeats: it is started again now, not at the next `resync`). Answers how many it found.
+     */
+    checkServers(): number {
+      let found = 0;
+      for (const [id, seen] of lastRunning) {
+        if (!runtime.exited(seen)) continue;
+        lastRunning.delete(id);
+        found++;
+        void run(id);
+      }
+      return found;
     },
     /** Re-observes one instance now (its fencing changed: the report says so at once). */
     touch(id: string): void {
@@ -500,6 +521,11 @@ export function createReconciler(opts: ReconcilerOptions) {
     /** The latest observation of every instance in the desired state, for the heartbeat report. */
     observations(): InstanceObservation[] {
       return [...specs.keys()].map((id) => observations.get(id)).filter((o): o is InstanceObservation => !!o);
+    },
+    /** Resolves when no instance's work is under way (at once when none is). */
+    async settled(): Promise<void> {
+      if (busy.size === 0) return;
+      await new Promise<void>((r) => idle.add(r));
     },
     /** Stops taking new work and resolves when what is under way has finished. */
     async drain(): Promise<void> {

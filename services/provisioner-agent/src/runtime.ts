@@ -247,6 +247,13 @@ export interface InstanceRuntime extends InstanceAccess {
   serverDefaults(tier: string): Record<string, string>;
   /** The instance's current state, read from the real system, never from a cache. */
   observe(id: string): Promise<RuntimeObservation>;
+  /**
+   * Whether the server a `running` observation described has exited since, checked without touching its data
+   * (the local runtime: its postmaster's pid, signal 0 and its procfs state), so that the agent notices a crash between two heartbeats and
+   * starts the server again at once. A runtime that cannot tell that cheaply answers false: the next
+   * heartbeat's `observe` notices.
+   */
+  exited(seen: RuntimeObservation): boolean;
   /** Stops the instance if needed and removes its data for good. */
   destroy(id: string): Promise<void>;
   /** Ids of every instance that exists (complete data), sorted. */

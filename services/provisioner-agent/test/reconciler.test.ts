@@ -22,7 +22,7 @@ import {
 const ID = "rec1";
 const HOST = "db-rec.example.test";
 
-describe("reconciler on the local-process runtime", { timeout: 60_000 }, () => {
+describe("reconciler on the local-process runtime", { timeout: 180_000 }, () => {
   let host: TestHost;
   let runtime: InstanceRuntime;
   let applied: AppliedStore;
@@ -37,16 +37,20 @@ describe("reconciler on the local-process runtime", { timeout: 60_000 }, () => {
     spec = create(InstanceSpecSchema, { ...spec, ...next });
     const from = reports.length;
     reconciler.setDesired([spec]);
-    return waitFor(() =>
-      reports
-        .slice(from)
-        .find(
-          (o) =>
-            o.databaseId === spec.databaseId &&
-            o.state === state &&
-            o.observedGeneration === spec.generation &&
-            o.appliedCredentialsGeneration === spec.credentialsGeneration,
-        ),
+    // Generous: the first create builds the template its copies come from (initdb), 30 s and more on a loaded machine.
+    return waitFor(
+      () =>
+        reports
+          .slice(from)
+          .find(
+            (o) =>
+              o.databaseId === spec.databaseId &&
+              o.state === state &&
+              o.observedGeneration === spec.generation &&
+              o.appliedCredentialsGeneration === spec.credentialsGeneration,
+          ),
+      120_000,
+      `a ${ObservedState[state]} report of generation ${spec.generation}`,
     );
   };
 
@@ -111,6 +115,26 @@ describe("reconciler on the local-process runtime", { timeout: 60_000 }, () => {
     const after = await runtime.observe(ID);
     expect(after).toMatchObject({ state: "running", port });
     expect(after.pid).not.toBe(before.pid);
+  });
+
+  it("a postmaster killed with -9 between two heartbeats is noticed by checkServers and started again, no resync", async () => {
+    // The last test's start is carried out to its report (customers got in before it ended).
+    await reconciler.settled();
+    const before = await runtime.observe(ID);
+    expect(before.state).toBe("running");
+    // Nothing exited: nothing to do.
+    expect(reconciler.checkServers()).toBe(0);
+    process.kill(before.pid!, "SIGKILL");
+    // Its pid is gone (reaped by init) before the check can see it.
+    const found = await waitFor(() => reconciler.checkServers() || undefined);
+    expect(found).toBe(1);
+    const rows = await waitFor(() => query(port, password, "SELECT v FROM kept").catch(() => undefined));
+    expect(rows).toEqual([{ v: 42 }]);
+    const after = await runtime.observe(ID);
+    expect(after).toMatchObject({ state: "running", port });
+    expect(after.pid).not.toBe(before.pid);
+    // The new server is the one watched now: still running, nothing to do.
+    expect(reconciler.checkServers()).toBe(0);
   });
 
   it("stopped keeps the data; purged removes it and the applied record", async () => {

@@ -1,6 +1,7 @@
 import type { InstanceRuntime } from "../runtime.ts";
 import type { InstanceManager } from "./instance-manager.ts";
 import { serverDefaults } from "./parameters.ts";
+import { processRunning } from "./procfs.ts";
 
 /**
  * The first {@link InstanceRuntime}: PostgreSQL servers as processes of this
@@ -43,6 +44,7 @@ export function createLocalProcessRuntime(m: InstanceManager): InstanceRuntime {
     setParameters: (id, parameters) => m.applyParameters(id, parameters),
     serverDefaults: (tier) => serverDefaults(tier),
     observe: (id) => m.observe(id),
+    exited: (seen) => seen.pid !== undefined && !processRunning(seen.pid),
     destroy: (id) => m.purge(id),
     list: () => m.listInstances(),
     caCertificatePem: () => m.caCertificatePem(),

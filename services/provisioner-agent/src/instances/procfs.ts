@@ -94,3 +94,19 @@ export function processMemory(pid: number): { rssBytes: number; pssBytes: number
   }
   return { rssBytes, pssBytes };
 }
+
+/**
+ * Whether `pid` is a process that has not exited: `pidExists`, less zombies (a server whose postmaster was
+ * killed but not yet reaped has exited). One procfs read: cheap enough to ask for every server twice a second.
+ */
+export function processRunning(pid: number): boolean {
+  if (!pidExists(pid)) return false;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // "pid (comm) S …": the state follows the last ")" (comm may hold parentheses).
+    return stat.charAt(stat.lastIndexOf(")") + 2) !== "Z";
+  } catch {
+    // Gone between the two checks.
+    return false;
+  }
+}
