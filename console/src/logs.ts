@@ -39,6 +39,18 @@ export function newestFirst(shown: LogEntry[], page: LogEntry[], where: "newer" 
   return where === "newer" ? [...reversed, ...shown] : [...shown, ...reversed];
 }
 
+/** At most this many entries are shown while following: a busy server's log does not grow the page without bound. */
+export const MAX_SHOWN = 1_000;
+
+/**
+ * What follow read `page` adds on top of `shown`, newest first, kept to the newest `MAX_SHOWN`; `trimmed` when
+ * older ones left the view (what is below them can then no longer be loaded from the cursor the list had).
+ */
+export function followed(shown: LogEntry[], page: LogEntry[], max = MAX_SHOWN): { entries: LogEntry[]; trimmed: boolean } {
+  const entries = newestFirst(shown, page, "newer");
+  return entries.length > max ? { entries: entries.slice(0, max), trimmed: true } : { entries, trimmed: false };
+}
+
 /** The CSS class of a severity: errors and worse in red, warnings in amber. */
 export function severityClass(severity: string): string {
   if (["ERROR", "FATAL", "PANIC"].includes(severity)) return "status status-failed";

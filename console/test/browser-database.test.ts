@@ -20,7 +20,7 @@ import { type Named, namedMissing, startNamed } from "../../test/support/named.t
 import { createTestDatabase, type TestDatabase } from "../../test/support/pg.ts";
 import { startSmtpServer, type SmtpServer } from "../../test/support/smtp.ts";
 import { startStack, type Stack } from "../../test/support/stack.ts";
-import { checkPage, launchChromium, newContext, signInWith } from "./support/browser.ts";
+import { checkPage, expectAccessible, expectFitsPhone, launchChromium, newContext, signInWith } from "./support/browser.ts";
 
 const missing = namedMissing();
 if (missing) console.warn(`console/test/browser-database.test.ts skipped: ${missing}`);
@@ -318,6 +318,7 @@ describe.skipIf(missing !== undefined)("the console's database tabs, in Chromium
     const severities = async () => await entries.evaluateAll((ls) => ls.map((l) => (l as HTMLElement).dataset.severity));
     // The server's own entries (it started, restarted, checkpointed): LOG, not only errors.
     expect(await severities()).toContain("LOG");
+    await checkPage(page, "logs", "logs.png");
     await page.getByLabel(/Follow new entries/).check();
     await page.getByText(/^Following: new entries appear at the top/).waitFor();
     // More failed statements than a page holds (50): the text filter then has an older page to load.
@@ -362,7 +363,8 @@ describe.skipIf(missing !== undefined)("the console's database tabs, in Chromium
         { timeout: 30_000 },
       )
       .toBe(true);
-    await checkPage(page, "logs (ERROR and worse)", "logs.png");
+    await expectAccessible(page, "logs (ERROR and worse)");
+    await expectFitsPhone(page, "logs (ERROR and worse)", "logs-errors-375px.png");
 
     // The text as the API searches it: a page of 50, the 10 before it loaded below.
     await page.getByLabel("Text in the message or statement").fill("console_missing_table");

@@ -11,7 +11,7 @@ import type { AddressInfo } from "node:net";
 import { cleanup, fireEvent, render, screen, waitFor } from "@testing-library/preact";
 import { h } from "preact";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { duration, FOLLOW_MS, type LogEntry, logQuery, newestFirst, ratio } from "../src/logs.ts";
+import { duration, FOLLOW_MS, followed, type LogEntry, logQuery, newestFirst, ratio } from "../src/logs.ts";
 
 let server: Server;
 /** Every request: method, path and query. */
@@ -68,6 +68,14 @@ describe("the logs' and queries' logic", () => {
     expect(first.map((e) => e.message)).toEqual(["b", "a"]);
     expect(newestFirst(first, [c], "newer").map((e) => e.message)).toEqual(["c", "b", "a"]);
     expect(newestFirst(first, [z], "older").map((e) => e.message)).toEqual(["b", "a", "z"]);
+  });
+
+  it("keeps at most the newest entries while following, and says when older ones left the view", () => {
+    const shown = newestFirst([], [entry("a"), entry("b"), entry("c")], "newer");
+    expect(followed(shown, [entry("d")], 5)).toEqual({ entries: [entry("d"), entry("c"), entry("b"), entry("a")], trimmed: false });
+    const over = followed(shown, [entry("d"), entry("e"), entry("f")], 5);
+    expect(over.entries.map((e) => e.message)).toEqual(["f", "e", "d", "c", "b"]);
+    expect(over.trimmed).toBe(true);
   });
 
   it("asks only for the filters set, the cursor with them", () => {

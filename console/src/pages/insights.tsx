@@ -8,6 +8,8 @@ import { done, useSubmit } from "../form.ts";
 import {
   duration,
   FOLLOW_MS,
+  followed,
+  MAX_SHOWN,
   type LogEntry,
   type LogFilters,
   logQuery,
@@ -26,8 +28,10 @@ type Db = Schemas["Database"];
 
 interface Shown {
   entries: LogEntry[];
-  /** Null at the beginning of the log: nothing older to load. */
+  /** Null at the beginning of the log (nothing older to load), or once following dropped the oldest from view. */
   prev: string | null;
+  /** Following dropped the oldest entries from view (MAX_SHOWN). */
+  trimmed?: boolean;
 }
 
 /**
@@ -76,7 +80,12 @@ export function Logs({ db }: { db: Pick<Db, "id"> }) {
       (page) => {
         next.current = page.next_cursor;
         setError(undefined);
-        if (page.entries.length > 0) setShown((s) => s && { ...s, entries: newestFirst(s.entries, page.entries, "newer") });
+        if (page.entries.length === 0) return;
+        setShown((s) => {
+          if (!s) return s;
+          const { entries, trimmed } = followed(s.entries, page.entries);
+          return trimmed ? { entries, prev: null, trimmed } : { ...s, entries };
+        });
       },
       failed,
     );
@@ -172,6 +181,11 @@ export function Logs({ db }: { db: Pick<Db, "id"> }) {
             >
               Load older
             </button>
+          ) : shown.trimmed ? (
+            <p class="hint" data-testid="log-trimmed">
+              The newest {MAX_SHOWN.toLocaleString()} entries are shown; older ones left the view while following. Change a filter or reopen
+              the tab to page through older entries again.
+            </p>
           ) : (
             <p class="hint" data-testid="log-beginning">
               The beginning of the kept log.
