@@ -30,13 +30,18 @@ export function logQuery(filters: LogFilters, cursor?: string | null): { limit: 
   };
 }
 
+const timeOf = (e: LogEntry) => (e.time ? Date.parse(e.time) : Number.NEGATIVE_INFINITY);
+
 /**
  * The shown list, newest first, from pages the API gives oldest first: `newer` (a follow read) goes on
- * top, `older` (a "load older" read) below.
+ * top, `older` (a "load older" read) below. The API's order is the log file's, in which processes'
+ * entries can be a few milliseconds out of time order: the list is ordered by the entries' times (a stable
+ * sort, so entries of the same instant keep the file's order, reversed).
  */
 export function newestFirst(shown: LogEntry[], page: LogEntry[], where: "newer" | "older"): LogEntry[] {
   const reversed = [...page].reverse();
-  return where === "newer" ? [...reversed, ...shown] : [...shown, ...reversed];
+  const merged = where === "newer" ? [...reversed, ...shown] : [...shown, ...reversed];
+  return merged.sort((a, b) => timeOf(b) - timeOf(a));
 }
 
 /** At most this many entries are shown while following: a busy server's log does not grow the page without bound. */

@@ -78,6 +78,21 @@ describe("the logs' and queries' logic", () => {
     expect(over.trimmed).toBe(true);
   });
 
+  it("orders by the entries' times, where the log file has processes' entries a few milliseconds apart out of order", () => {
+    const at = (message: string, ms: number) => entry(message, "LOG", new Date(Date.UTC(2026, 10, 28, 10, 0, 0, ms)).toISOString());
+    // As the API gives them (file order): y was written after x but happened 150 ms before it; t1 and t2 share an instant.
+    const page = [at("w", 100), at("x", 647), at("y", 498), at("t1", 700), at("t2", 700)];
+    expect(newestFirst([], page, "newer").map((e) => e.message)).toEqual(["t2", "t1", "x", "y", "w"]);
+    expect(newestFirst(newestFirst([], page, "newer"), [at("v", 600)], "newer").map((e) => e.message)).toEqual([
+      "t2",
+      "t1",
+      "x",
+      "v",
+      "y",
+      "w",
+    ]);
+  });
+
   it("asks only for the filters set, the cursor with them", () => {
     expect(logQuery({ severity: "", q: "  " })).toEqual({ limit: 50 });
     expect(logQuery({ severity: "ERROR", q: " missing " }, "c1")).toEqual({ limit: 50, severity: "ERROR", q: "missing", cursor: "c1" });
