@@ -364,7 +364,7 @@ describe.skipIf(missing !== undefined)("the console's database tabs, in Chromium
       )
       .toBe(true);
     await expectAccessible(page, "logs (ERROR and worse)");
-    await expectFitsPhone(page, "logs (ERROR and worse)", "logs-errors-375px.png");
+    await expectFitsPhone(page, "logs (ERROR and worse)");
 
     // The text as the API searches it: a page of 50, the 10 before it loaded below.
     await page.getByLabel("Text in the message or statement").fill("console_missing_table");
