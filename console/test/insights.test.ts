@@ -134,6 +134,27 @@ describe("the logs tab", () => {
     expect(logReads().at(-1)!.query.get("q")).toBe("relation");
   });
 
+  it("a first read that failed: the API's words, and a way to read again", async () => {
+    const { Logs } = await import("../src/pages/insights.tsx");
+    let fail = true;
+    respond = () =>
+      fail
+        ? {
+            status: 503,
+            body: {
+              error: { code: "unavailable", message: "The database's host does not answer", details: [] },
+              meta: { request_id: "r" },
+            },
+          }
+        : ok({ entries: [entry("a")], next_cursor: "n1", prev_cursor: null });
+    render(h(Logs, { db: { id: "db-1" } }));
+    await waitFor(() => expect(screen.getByRole("alert").textContent).toContain("The database's host does not answer"));
+    fail = false;
+    fireEvent.click(screen.getByRole("button", { name: "Try again" }));
+    await waitFor(() => expect(messages()).toEqual(["a"]));
+    expect(screen.queryByRole("alert")).toBeNull();
+  });
+
   it("follows what is new from next_cursor, on top, and stops reading once the tab is closed", async () => {
     const { Logs } = await import("../src/pages/insights.tsx");
     respond = (_m, _p, q) => {

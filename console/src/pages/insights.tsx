@@ -46,6 +46,8 @@ export function Logs({ db }: { db: Pick<Db, "id"> }) {
   const [follow, setFollow] = useState(false);
   const [shown, setShown] = useState<Shown | undefined>(undefined);
   const [error, setError] = useState<unknown>(undefined);
+  /** Bumped by "Try again" after a first read that failed. */
+  const [attempt, setAttempt] = useState(0);
   const older = useSubmit();
   const next = useRef("");
   const failed = (err: unknown) => {
@@ -68,7 +70,7 @@ export function Logs({ db }: { db: Pick<Db, "id"> }) {
     return () => {
       live = false;
     };
-  }, [db.id, filters]);
+  }, [db.id, filters, attempt]);
 
   const loaded = shown !== undefined;
   useEffect(() => {
@@ -146,7 +148,13 @@ export function Logs({ db }: { db: Pick<Db, "id"> }) {
       </p>
       {error !== undefined && <ProblemBanner problem={problemOf(error)} />}
       {shown === undefined ? (
-        error === undefined && <p aria-busy="true">Loading…</p>
+        error === undefined ? (
+          <p aria-busy="true">Loading…</p>
+        ) : (
+          <button type="button" class="secondary" onClick={() => setAttempt((n) => n + 1)}>
+            Try again
+          </button>
+        )
       ) : shown.entries.length === 0 ? (
         <Empty>
           <p data-testid="logs-empty">
