@@ -7,7 +7,7 @@
  *    (or empty state) rendered and its controls usable, from the performance timeline;
  *  - the requests an idle tab makes per minute, on the databases page, on
  *    a running database's page and on each of its tabs that reads more than
- *    the database itself (the free plan allows 60 a minute).
+ *    the database itself (the Logs tab also while following new entries) (the free plan allows 60 a minute).
  * Prints a Markdown table for docs/benchmarks.md.
  */
 import { readFileSync } from "node:fs";
@@ -84,9 +84,10 @@ for (let i = 0; i < 5; i++) {
 }
 tti.sort((a, b) => a - b);
 
-async function idleRate(path: string, ready: string): Promise<number> {
+async function idleRate(path: string, ready: string, then?: () => Promise<void>): Promise<number> {
   await page.goto(path);
   await page.getByText(ready).first().waitFor();
+  await then?.();
   let count = 0;
   const onRequest = (r: { url(): string }) => {
     if (new URL(r.url()).pathname.startsWith("/v1/")) count++;
@@ -110,9 +111,16 @@ for (const [path, ready] of [
   ["roles", "Databases on this server"],
   ["configuration", "work_mem"],
   ["extensions", "Available"],
+  ["logs", "Follow new entries"],
+  ["queries", "Counting since"],
 ] as const) {
   tabRates.push([path, await idleRate(`/databases/${db.id}/${path}`, ready)]);
 }
+// The Logs tab while following: every 3 s from next_cursor, as long as the box is ticked.
+tabRates.push([
+  "logs (following)",
+  await idleRate(`/databases/${db.id}/logs`, "Follow new entries", () => page.getByLabel(/Follow new entries/).check()),
+]);
 await browser.close();
 await api.databases.delete(db.id);
 

@@ -7,8 +7,9 @@
  * without a reload, a planned switchover followed to its end; a role created (password shown once,
  * working with `pg`), its password reset, a logical database owned by it, both removed by typing their
  * names; several parameters saved at once (each 422 beside its field), one waiting for a restart, the
- * restart applying it; an extension installed and removed; a viewer seeing every changing control
- * disabled, with a note. Each page: axe-core, 375 px, a screenshot in console/screenshots/.
+ * restart applying it; an extension installed and removed; the server's log (failed statements followed
+ * in, filtered by severity and text, older pages) and its query statistics (calls counted, ordered, reset
+ * after a confirmation); a viewer seeing every changing control disabled, with a note. Each page: axe-core, 375 px, a screenshot in console/screenshots/.
  */
 import type { BrowserContext, Page } from "playwright-core";
 import pg from "pg";
@@ -19,7 +20,7 @@ import { type Named, namedMissing, startNamed } from "../../test/support/named.t
 import { createTestDatabase, type TestDatabase } from "../../test/support/pg.ts";
 import { startSmtpServer, type SmtpServer } from "../../test/support/smtp.ts";
 import { startStack, type Stack } from "../../test/support/stack.ts";
-import { checkPage, launchChromium, newContext, signInWith } from "./support/browser.ts";
+import { checkPage, expectAccessible, expectFitsPhone, launchChromium, newContext, signInWith } from "./support/browser.ts";
 
 const missing = namedMissing();
 if (missing) console.warn(`console/test/browser-database.test.ts skipped: ${missing}`);
@@ -308,6 +309,124 @@ describe.skipIf(missing !== undefined)("the console's database tabs, in Chromium
     expect(await sqlAs("dbadmin", db.password, "SELECT extname FROM pg_extension WHERE extname = 'pg_trgm'")).toEqual([]);
   });
 
+  it("logs: failed statements followed in without a reload, newest first, times in UTC on hover; the severity and text filters; older pages", {
+    timeout: 240_000,
+  }, async () => {
+    await tab("Logs").click();
+    const entries = page.getByTestId("log-entries").locator("li");
+    await entries.first().waitFor();
+    const severities = async () => await entries.evaluateAll((ls) => ls.map((l) => (l as HTMLElement).dataset.severity));
+    // The server's own entries (it started, restarted, checkpointed): LOG, not only errors.
+    expect(await severities()).toContain("LOG");
+    await checkPage(page, "logs", "logs.png");
+    await page.getByLabel(/Follow new entries/).check();
+    await page.getByText(/^Following: new entries appear at the top/).waitFor();
+    // More failed statements than a page holds (50): the text filter then has an older page to load.
+    const [address] = await named.dig(db.host);
+    const client = new pg.Client({
+      host: address,
+      port: db.port,
+      user: "dbadmin",
+      password: db.password,
+      database: "defaultdb",
+      ssl: { rejectUnauthorized: false },
+    });
+    await client.connect();
+    try {
+      for (let i = 0; i < 60; i++) await client.query("SELECT * FROM console_missing_table").catch(() => {});
+    } finally {
+      await client.end();
+    }
+    const failure = 'relation "console_missing_table" does not exist';
+    await expect
+      .poll(async () => await entries.first().locator(".log-message").textContent(), { timeout: 60_000, interval: 1_000 })
+      .toBe(failure);
+    expect(await page.evaluate(() => performance.getEntriesByType("navigation").length)).toBe(1);
+    const first = entries.first();
+    expect(await first.getAttribute("data-severity")).toBe("ERROR");
+    expect(await first.locator(".log-more").textContent()).toContain("SELECT * FROM console_missing_table");
+    expect(await first.locator("time").getAttribute("title")).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
+    const times = await page
+      .getByTestId("log-entries")
+      .locator("time")
+      .evaluateAll((ts) => ts.map((t) => Date.parse(t.getAttribute("datetime")!)));
+    expect(times).toEqual([...times].sort((a, b) => b - a));
+
+    // ERROR and worse only: the LOG entries go.
+    await page.getByLabel("Severity (this and worse)").selectOption("ERROR");
+    await expect
+      .poll(
+        async () => {
+          const s = await severities();
+          return s.length > 0 && s.every((v) => v === "ERROR" || v === "FATAL" || v === "PANIC");
+        },
+        { timeout: 30_000 },
+      )
+      .toBe(true);
+    await expectAccessible(page, "logs (ERROR and worse)");
+    await expectFitsPhone(page, "logs (ERROR and worse)");
+
+    // The text as the API searches it: a page of 50, the 10 before it loaded below.
+    await page.getByLabel("Text in the message or statement").fill("console_missing_table");
+    await page.getByRole("button", { name: "Search" }).click();
+    await expect.poll(async () => await entries.count(), { timeout: 30_000 }).toBe(50);
+    expect(new Set(await entries.locator(".log-message").allTextContents())).toEqual(new Set([failure]));
+    await page.getByRole("button", { name: "Load older" }).click();
+    await expect.poll(async () => await entries.count(), { timeout: 30_000 }).toBe(60);
+
+    // Nothing matches: the empty state says what to do.
+    await page.getByLabel("Text in the message or statement").fill("no-such-words-anywhere");
+    await page.getByRole("button", { name: "Search" }).click();
+    await page.getByTestId("logs-empty").waitFor();
+    expect(await page.getByTestId("logs-empty").textContent()).toMatch(/choose a lower severity or clear the text/);
+    await page.getByLabel(/Follow new entries/).uncheck();
+  });
+
+  it("queries: a statement run 7 times listed with its calls, ordered by calls; reset after a confirmation empties it", async () => {
+    const [address] = await named.dig(db.host);
+    const client = new pg.Client({
+      host: address,
+      port: db.port,
+      user: "dbadmin",
+      password: db.password,
+      database: "defaultdb",
+      ssl: { rejectUnauthorized: false },
+    });
+    await client.connect();
+    try {
+      for (let i = 0; i < 7; i++) await client.query(`SELECT 'probe' AS console_probe, ${i} * 6 AS answer`);
+    } finally {
+      await client.end();
+    }
+    await tab("Queries").click();
+    const probe = page.locator("tbody tr", { hasText: "console_probe" });
+    await probe.waitFor();
+    // Normalized: the constants are $n, one row for the 7 runs.
+    expect(await probe.count()).toBe(1);
+    expect(await probe.locator("td.sql").textContent()).toMatch(/^SELECT \$1 AS console_probe, \$2 \* \$3 AS answer$/);
+    expect(await probe.locator("[data-column=calls]").textContent()).toBe("7");
+    expect(await page.locator("th[aria-sort=descending]").textContent()).toMatch(/^Total time/);
+
+    await page.getByRole("button", { name: /^Calls/ }).click();
+    await expect.poll(async () => await page.locator("th[aria-sort=descending]").textContent()).toMatch(/^Calls/);
+    await expect
+      .poll(async () => {
+        const calls = (await page.locator("tbody [data-column=calls]").allTextContents()).map(Number);
+        return calls.length > 0 && calls.every((c, i) => i === 0 || calls[i - 1]! >= c);
+      })
+      .toBe(true);
+    await checkPage(page, "queries", "queries.png");
+
+    const since = await page.getByTestId("queries-since").textContent();
+    await page.getByRole("button", { name: "Reset statistics" }).click();
+    await page.getByRole("button", { name: "Reset query statistics" }).click();
+    await expect.poll(async () => await probe.count(), { timeout: 30_000 }).toBe(0);
+    await expect.poll(async () => await page.getByTestId("queries-since").textContent()).not.toBe(since);
+    const after = await api.get(`/v1/databases/${db.id}/queries`);
+    expect(after.status).toBe(200);
+    expect(after.body.data.queries.filter((q: { query: string }) => q.query.includes("console_probe"))).toEqual([]);
+  });
+
   it("a viewer sees the tabs with every changing control disabled, and a note saying why", { timeout: 120_000 }, async () => {
     const viewerEmail = `viewer-${Date.now()}@example.com`;
     const invited = await api.post("/v1/organization/members", { email: viewerEmail, role: "viewer" });
@@ -341,6 +460,12 @@ describe.skipIf(missing !== undefined)("the console's database tabs, in Chromium
     await viewer.getByRole("link", { name: "Network", exact: true }).click();
     await viewer.getByRole("button", { name: "Add trusted source" }).waitFor();
     expect(await viewer.getByRole("button", { name: "Add trusted source" }).isDisabled()).toBe(true);
+    // Logs and query statistics are metrics:read: a viewer reads them; resetting the statistics is a change.
+    await viewer.getByRole("link", { name: "Logs", exact: true }).click();
+    await viewer.getByTestId("log-entries").locator("li").first().waitFor();
+    await viewer.getByRole("link", { name: "Queries", exact: true }).click();
+    await viewer.getByTestId("queries-since").waitFor();
+    expect(await viewer.getByRole("button", { name: "Reset statistics" }).isDisabled()).toBe(true);
     await viewer.getByRole("link", { name: "Overview", exact: true }).click();
     expect(await viewer.getByRole("button", { name: "Stop", exact: true }).isDisabled()).toBe(true);
     await other.close();

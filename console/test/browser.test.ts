@@ -8,11 +8,15 @@
  * deletes it by typing its name; lists and removes a trusted source, toggles
  * and resizes its pooler; invites a member who joins through the real
  * mail link; makes an API key and uses it; adds a card after a 402, sets an
- * alert. Every page is checked with axe-core (no serious or critical
+ * alert; opens last month's invoice as a PDF. Every page is checked with axe-core (no serious or critical
  * violation), at 375 px wide (no horizontal scroll), for Content-Security-Policy
  * violations, and photographed into console/screenshots/.
  */
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { createInternalClient, operatorSecret } from "@dbaas/kit";
+import { BillingService } from "@dbaas/proto/billing";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { query } from "../../test/support/pgclient.ts";
@@ -36,7 +40,8 @@ const email = `console-${Date.now()}@example.com`;
 beforeAll(async () => {
   smtp = await startSmtpServer();
   meta = await createTestDatabase("e2e_console");
-  stack = await startStack({ databaseUrl: meta.url, agents: "fsn1", env: { SMTP_URL: smtp.url } });
+  // The invoice closer looks every half second: last month's usage recorded below is invoiced at once.
+  stack = await startStack({ databaseUrl: meta.url, agents: "fsn1", env: { SMTP_URL: smtp.url, INVOICE_CLOSE_INTERVAL_MS: "500" } });
   browser = await launchChromium();
   context = await newContext();
   page = await context.newPage();
@@ -302,6 +307,53 @@ describe("the console, in Chromium, against the real stack", { timeout: 180_000 
     await page.getByRole("button", { name: "Add alert" }).click();
     await page.getByText(/At \$25\.00 by email/).waitFor();
     await checkPage(page, "billing", "billing.png");
+  });
+
+  it("opens an invoice's PDF: the API answers application/pdf to the signed-in member, with the token in no URL", async () => {
+    // Usage in last month (ended, so billed), recorded at billing as the databases outbox would have: 10 micro hours.
+    const session = JSON.parse((await page.evaluate(() => sessionStorage.getItem("dbaas.session")))!) as { token: string };
+    const org = await (await fetch(`${stack.baseUrl}/v1/organization`, { headers: { authorization: `Bearer ${session.token}` } })).json();
+    const now = new Date();
+    const lastMonth = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 1, 1));
+    const period = lastMonth.toISOString().slice(0, 7);
+    const at = (hours: number) => timestampFromDate(new Date(lastMonth.getTime() + hours * 3_600_000));
+    const billing = createInternalClient(BillingService, `http://127.0.0.1:${Number(stack.env.PORT) + 3}`, {
+      secret: operatorSecret({ ...process.env, DBAAS_DATA_DIR: stack.dataDir }),
+      caller: "support",
+    });
+    const base = { organizationId: org.data.id, databaseId: `db-console-invoice-${org.data.id}`, tier: "micro" };
+    await billing.recordStatusEvents({
+      events: [
+        { ...base, eventId: `${base.databaseId}-up`, status: "running", occurredAt: at(24) },
+        { ...base, eventId: `${base.databaseId}-down`, status: "stopped", occurredAt: at(34) },
+      ],
+    });
+    // The invoices are read when the page opens: read again until the closer has issued it.
+    const button = page.getByRole("button", { name: `PDF of ${period}` });
+    await expect
+      .poll(
+        async () => {
+          await page.goto("/billing");
+          await page.getByRole("heading", { name: "Invoices" }).waitFor();
+          return await button.isVisible({ timeout: 2_000 }).catch(() => false);
+        },
+        { timeout: 60_000, interval: 1_000 },
+      )
+      .toBe(true);
+    const [response, download] = await Promise.all([
+      page.waitForResponse((r) => /\/v1\/billing\/invoices\/[^/]+\/pdf$/.test(r.url())),
+      page.waitForEvent("download"),
+      button.click(),
+    ]);
+    expect(response.status()).toBe(200);
+    expect(response.headers()["content-type"]).toMatch(/^application\/pdf/);
+    expect(response.url()).not.toContain(session.token);
+    expect(await response.request().headerValue("authorization")).toBe(`Bearer ${session.token}`);
+    expect(download.suggestedFilename()).toBe(`invoice-${period}.pdf`);
+    const pdf = readFileSync((await download.path())!);
+    expect(pdf.subarray(0, 5).toString("latin1")).toBe("%PDF-");
+    expect(pdf.length).toBeGreaterThan(500);
+    await checkPage(page, "billing with an invoice", "billing-invoice.png");
   });
 
   it("makes an API key whose secret is shown once and works", async () => {

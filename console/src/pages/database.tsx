@@ -26,6 +26,7 @@ import { usePoll } from "../poll.ts";
 import { Configuration } from "./configuration.tsx";
 import { HighAvailabilityTab } from "./high-availability.tsx";
 import { Extensions, RolesAndDatabases } from "./inside.tsx";
+import { Logs, Queries } from "./insights.tsx";
 import { Network } from "./network.tsx";
 import { client } from "../session.ts";
 import { FAST_MS, IDLE_MS, isTransitional } from "../status.ts";
@@ -42,6 +43,8 @@ const TABS = [
   ["/roles", "Roles & databases"],
   ["/configuration", "Configuration"],
   ["/extensions", "Extensions"],
+  ["/logs", "Logs"],
+  ["/queries", "Queries"],
   ["/operations", "Operations"],
   ["/settings", "Settings"],
 ] as const;
@@ -105,6 +108,12 @@ export function DatabasePage({ id }: { id: string }) {
           </Route>
           <Route path={`${base}/extensions`}>
             <Extensions db={d} />
+          </Route>
+          <Route path={`${base}/logs`}>
+            <Logs db={d} />
+          </Route>
+          <Route path={`${base}/queries`}>
+            <Queries db={d} />
           </Route>
           <Route path={`${base}/operations`}>
             <Operations id={id} />
