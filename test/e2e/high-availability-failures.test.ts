@@ -4,8 +4,8 @@
  * runs alone (`-t`):
  * - asynchronous mode, the primary's host lost while the standby trails: what is lost is bounded by the lag the
  *   API reported just before;
- * - a database with a read replica fails over: the replica streams from the new primary (re-seeded when it had
- *   replayed past the new timeline's start);
+ * - a database with a read replica fails over: the replica streams from the new primary (re-seeded when it cannot
+ *   follow it);
  * - the control plane down for 60 s, every host fine: no failover, and what customers see;
  * - the primary's host cut from the control plane while a client writes to it directly: fenced before the lease
  *   runs out, the standby promoted, and after healing the old member comes back as a standby, its data discarded.
@@ -69,7 +69,12 @@ describe.skipIf(missing !== undefined)("high availability failures on three simu
       const dir = join(ha.stack.dataDir, "agents", agent, "server-logs", id);
       for (const f of (await readdir(dir).catch(() => [] as string[])).sort()) {
         for (const line of (await readFile(join(dir, f), "utf8")).split("\n")) {
-          const e = line ? (JSON.parse(line) as Record<string, string>) : undefined;
+          let e: Record<string, string> | undefined;
+          try {
+            e = JSON.parse(line) as Record<string, string>;
+          } catch {
+            continue;
+          }
           if (e) out.push(`${agent} ${e.timestamp} ${e.error_severity}: ${e.message}${e.detail ? ` (${e.detail})` : ""}`);
         }
       }
@@ -226,10 +231,11 @@ describe.skipIf(missing !== undefined)("high availability failures on three simu
     TEST_MS,
   );
 
-  // Under continuous writes the asynchronous replica has almost always replayed WAL the lost primary wrote after the
-  // promoted standby's last position, so it cannot follow the new timeline: its agent finds that in its log, stops it
-  // (provisioning, not running) and it is seeded again from the new primary (docs/decisions.md, "A replica past the
-  // new primary's timeline is re-seeded"). Times printed: the failover, and the replica having the new primary's writes.
+  // After the failover the replica either follows the new timeline, or cannot follow the new primary: it had replayed
+  // WAL the lost primary wrote after the promoted standby's last position, or (seen here) the new primary had already
+  // removed the WAL segment it needs. Its agent finds that in its log, stops it (provisioning, not running) and it is
+  // seeded again from the new primary (docs/decisions.md, "A replica that cannot follow the new primary is
+  // re-seeded"). Printed: the failover's time, the replica's to have the new primary's writes, its statuses meanwhile.
   it(
     "a database with a read replica fails over: the replica streams from the new primary and keeps up with writes made after",
     async () => {
@@ -276,7 +282,8 @@ describe.skipIf(missing !== undefined)("high availability failures on three simu
           const seen = `${r?.status}${r?.status_reason ? ` (${r.status_reason})` : ""}`;
           if (statuses.at(-1) !== seen) statuses.push(seen);
           const rows = await onReplica(
-            `SELECT count(*)::int AS n, pg_last_wal_receive_lsn()::text AS received, pg_last_wal_replay_lsn()::text AS replayed
+            `SELECT count(*)::int AS n, pg_last_wal_receive_lsn()::text AS received, pg_last_wal_replay_lsn()::text AS replayed,
+               (SELECT status FROM pg_stat_wal_receiver) AS receiver
              FROM acked WHERE id = ANY('{${after.join(",")}}'::int[])`,
           ).catch((e: Error): Record<string, any>[] => [{ error: e.message }]);
           replicaSaw = JSON.stringify(rows[0]);

@@ -48,7 +48,7 @@ export async function applyObservation(
     await recordWal(db, row.id, obs.walPosition, obs.fenced, ctx.clock.now());
     // An observation of an older spec says nothing about the current one.
     if (obs.observedGeneration < BigInt(row.generation)) return undefined;
-    // A replica that can never follow its primary's timeline (the agent stopped it): a new seed, from the primary.
+    // A replica that can never follow its primary (the agent stopped it): a new seed, from the primary.
     if (obs.reseed) {
       if (await requestReseed(ctx, db, row, obs.message)) reseedOf = row.primary_id ?? undefined;
       return undefined;

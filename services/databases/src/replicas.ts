@@ -148,8 +148,8 @@ export async function reconcileSeeds(ctx: AppContext, db: pg.ClientBase, primary
 
 /**
  * Replica (or standby) `row`, which its agent reports it stopped because it can never follow its primary's
- * timeline (`reason`: what its server logged), is seeded again (docs/decisions.md, "A replica past the new
- * primary's timeline is re-seeded"): its seed is taken away (a new generation: its agent discards the data and waits
+ * timeline or finds the WAL it needs gone there (`reason`: what its server logged), is seeded again
+ * (docs/decisions.md, "A replica that cannot follow the new primary is re-seeded"): its seed is taken away (a new generation: its agent discards the data and waits
  * for the new one) with its attempts counted afresh, and it shows provisioning until it runs again. Answers whether
  * it did (a replica not seeded yet, or not meant to run, is left alone); the caller then has the primary asked for
  * the seed ({@link reconcileSeedsOf}).
@@ -158,11 +158,11 @@ export async function requestReseed(ctx: AppContext, db: pg.ClientBase, row: Dat
   if (row.primary_id === null || !row.seed_ready || row.desired_state !== "running" || row.deleted_at !== null) return false;
   await resetSeed(db, row.id);
   const updated = await updateSpec(db, row.id, {});
-  await setStatus(db, updated, "provisioning", `seeding it again from its primary: ${reason}`);
+  await setStatus(db, updated, "provisioning", `${reason}; seeding it again from its primary`);
   await notifyAgent(db, row.agent_id);
   // A standby leaves its primary's synchronous standbys.
   if (row.standby) await notifyPrimaryAgent(db, row.primary_id);
-  ctx.log.warn("replica cannot follow its primary's timeline; seeding it again", {
+  ctx.log.warn("replica cannot follow its primary; seeding it again", {
     replica_id: row.id,
     database_id: row.primary_id,
     reason,

@@ -202,8 +202,8 @@ export function createReconciler(opts: ReconcilerOptions) {
   }
 
   /**
-   * A replica (or standby) that can never follow its primary's timeline (timeline-divergence.ts: it replayed WAL the
-   * old primary wrote after the promoted standby's last position) is stopped and reported so (`reseed`), not
+   * A replica (or standby) that can never follow its primary (timeline-divergence.ts: it replayed WAL the old primary
+   * wrote after the promoted standby's last position, or the new primary removed WAL it needs) is stopped and reported so (`reseed`), not
    * running, until the databases service takes its seed away; a replica whose data exists while its spec has no seed
    * is one the databases service asked to re-seed: its data goes, and `provision` waits for the new seed. Nothing
    * else takes a replica's seed away (it is kept once it completed).
@@ -224,10 +224,10 @@ export function createReconciler(opts: ReconcilerOptions) {
     const why = await timelineDivergence(runtime, c.id);
     if (!why) return "next";
     if (c.state.state === "running") {
-      log.warn("replica cannot follow its primary's new timeline; stopped until it is seeded again", { database_id: c.id, why });
+      log.warn("replica cannot follow its primary; stopped until it is seeded again", { database_id: c.id, why });
       await c.work.step("stop diverged replica", () => runtime.stop(c.id));
     }
-    observe(c.spec, ObservedState.PROGRESSING, 0n, `cannot follow its primary's timeline: ${why}`, undefined, true);
+    observe(c.spec, ObservedState.PROGRESSING, 0n, `cannot follow its primary: ${why}`, undefined, true);
     return "wait";
   }
 

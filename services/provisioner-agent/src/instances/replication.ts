@@ -186,9 +186,9 @@ export async function waitStreaming(
   for (let i = 0; ; i++) {
     status = await query();
     if (status === "streaming") return;
-    // One that can never follow its primary's timeline says so in its log: no use waiting (the reconciler re-seeds it).
+    // One that can never follow its primary says so in its log: no use waiting (the reconciler re-seeds it).
     const why = i % 10 === 9 ? await diverged() : undefined;
-    if (why) throw new Error(`replica ${id}: cannot follow its primary's timeline: ${why}`);
+    if (why) throw new Error(`replica ${id}: cannot follow its primary: ${why}`);
     if (Date.now() > deadline) break;
     await sleep(100);
   }

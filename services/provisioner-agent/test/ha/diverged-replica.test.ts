@@ -29,8 +29,8 @@ import {
 // A read replica that replayed WAL its old primary wrote after the promoted standby's last position can never follow
 // the new primary's timeline (no pg_rewind in the server binaries): its agent finds what the server logged, stops it
 // and reports it for a new seed (not running); once the databases service takes its seed away its data goes, and a
-// seed of the new primary brings it back, streaming the new primary's writes (docs/decisions.md, "A replica past the
-// new primary's timeline is re-seeded"). On real PostgreSQL 17: a primary, a standby held back (its slot dropped, so
+// seed of the new primary brings it back, streaming the new primary's writes (docs/decisions.md, "A replica that
+// cannot follow the new primary is re-seeded"). On real PostgreSQL 17: a primary, a standby held back (its slot dropped, so
 // it receives nothing more), a replica that got everything, the standby promoted by adoption (a new timeline).
 
 const SECRET = "diverged-test-secret";
@@ -90,6 +90,15 @@ describe("a replica past the new primary's timeline", { timeout: 300_000 }, () =
     ).toBeUndefined();
     expect(divergenceIn([start, notChild])).toBe(`${notChild.message} (${notChild.detail})`);
     expect(divergenceIn([{ message: "new timeline 2 forked off current database system timeline 1", detail: "" }])).toBeUndefined();
+    // Seen on the three-host stack: it followed the new timeline, but the new primary had removed the WAL it needed.
+    const removed = {
+      message: "could not receive data from WAL stream: ERROR:  requested WAL segment 000000020000000000000004 has already been removed",
+      detail: "",
+    };
+    expect(divergenceIn([start, { message: "started streaming WAL from primary at 0/4000000 on timeline 2", detail: "" }, removed])).toBe(
+      removed.message,
+    );
+    expect(divergenceIn([removed, start])).toBeUndefined();
   });
 
   it("is stopped and reported for a new seed, discarded when its seed is taken away, and seeded from the new primary", async () => {

@@ -612,10 +612,9 @@ export type InstanceObservation = Message<"dbaas.databases.v1.InstanceObservatio
   pendingRestart: string[];
 
   /**
-   * A replica (or standby) whose data went past the point where its primary's current timeline forked off (it
-   * replayed WAL the old primary wrote after the promoted standby's last position): it can never follow, so the
-   * agent stopped it and it needs a new seed (no pg_rewind in the server binaries). `message` says what the server
-   * logged.
+   * A replica (or standby) that can never follow its primary: it replayed WAL the old primary wrote after the
+   * promoted standby's last position (no pg_rewind in the server binaries), or the primary removed WAL it needs. The
+   * agent stopped it; it needs a new seed. `message` says what the server logged.
    *
    * @generated from field: bool reseed = 60;
    */
