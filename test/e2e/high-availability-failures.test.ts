@@ -140,7 +140,16 @@ describe.skipIf(missing !== undefined)("high availability failures on three simu
   async function remove(db: HaDatabase): Promise<void> {
     created.splice(created.indexOf(db.id), 1);
     const res = await api.delete(`/v1/databases/${db.id}`);
-    expect([200, 202, 204], JSON.stringify(res.body)).toContain(res.status);
+    // A failure names what the stack logged about the request (its id) and its errors.
+    const requestId = String(res.body?.meta?.request_id ?? "-");
+    const about = () =>
+      ha.stack
+        .output()
+        .split("\n")
+        .filter((l) => l.includes(requestId) || /\b(ERROR|error)\b/.test(l))
+        .slice(-30)
+        .join("\n");
+    expect([200, 202, 204], `${JSON.stringify(res.body)}\n${res.status >= 500 ? about() : ""}`).toContain(res.status);
   }
 
   /** Once the lost host came back: its old primary discarded, recorded in the failover's operation. */
