@@ -9,7 +9,7 @@ import { notifyPrimaryAgent, notifyReported } from "./db/notify.ts";
 import { recordCurrent, type PublishedRecord } from "./dns/records.ts";
 import { finishOperations } from "./db/operations.ts";
 import { onReport } from "./lifecycle.ts";
-import { recordReplicationEndpoint } from "./replicas.ts";
+import { reconcileSeedsOf, recordReplicationEndpoint, requestReseed } from "./replicas.ts";
 
 /**
  * Applies what agent `agentId` observed of one of its instances: the
@@ -33,7 +33,9 @@ export async function applyObservation(
   obs: InstanceObservation,
   published?: PublishedRecord,
 ): Promise<"running" | "awaiting-record" | undefined> {
-  return await withTransaction(ctx.pool, async (db) => {
+  /** A replica to be seeded again: its primary is asked for the seed once this transaction has committed. */
+  let reseedOf: string | undefined;
+  const outcome = await withTransaction(ctx.pool, async (db) => {
     const row = await lockHosted(db, agentId, obs.databaseId);
     if (!row) return undefined;
     const credentialsAdvanced = obs.appliedCredentialsGeneration > BigInt(row.applied_credentials_generation);
@@ -46,6 +48,11 @@ export async function applyObservation(
     await recordWal(db, row.id, obs.walPosition, obs.fenced, ctx.clock.now());
     // An observation of an older spec says nothing about the current one.
     if (obs.observedGeneration < BigInt(row.generation)) return undefined;
+    // A replica that can never follow its primary (the agent stopped it): a new seed, from the primary.
+    if (obs.reseed) {
+      if (await requestReseed(ctx, db, row, obs.message)) reseedOf = row.primary_id ?? undefined;
+      return undefined;
+    }
 
     const outcome = onReport({ ...row, deleted: row.deleted_at !== null }, obs.state, obs.message);
     // Never running while its name resolves nowhere (or somewhere else). A standby has no name.
@@ -58,4 +65,7 @@ export async function applyObservation(
     if (obs.state === ObservedState.PURGED && row.desired_state === "purged") await deleteBackupsOf(db, row.id);
     return outcome.status?.status === "running" ? "running" : undefined;
   });
+  // Apart: the primary is locked before its replicas everywhere else.
+  if (reseedOf) await reconcileSeedsOf(ctx, reseedOf);
+  return outcome;
 }

@@ -6,17 +6,19 @@ import { requireAllowance } from "./allowance.ts";
 import type { AppContext } from "./context.ts";
 import { insertBackup } from "./db/backups.ts";
 import { insertDatabase, lockOwned, markDeleted, nameTaken, setStatus, updateSpec, type DatabaseRow } from "./db/databases.ts";
-import { notifyAgent } from "./db/notify.ts";
+import { notifyAgent, notifyPrimaryAgent } from "./db/notify.ts";
 import { finishOperations, startBackupOperation, startOperation } from "./db/operations.ts";
 import {
   assignSeed,
   clearSeed,
   countLiveReplicas,
   lockLiveReplicas,
+  lockPrimary,
   lockReplica,
   lockUnseeded,
   markSeedReady,
   replicaNameTaken,
+  resetSeed,
   retire,
   seedStatus,
   setReplicationEndpoint,
@@ -142,6 +144,38 @@ export async function reconcileSeeds(ctx: AppContext, db: pg.ClientBase, primary
   );
   await startBackupOperation(db, primary.id, backup.id, primary.generation);
   await notifyAgent(db, primary.agent_id);
+}
+
+/**
+ * Replica (or standby) `row`, which its agent reports it stopped because it can never follow its primary's
+ * timeline or finds the WAL it needs gone there (`reason`: what its server logged), is seeded again
+ * (docs/decisions.md, "A replica that cannot follow the new primary is re-seeded"): its seed is taken away (a new generation: its agent discards the data and waits
+ * for the new one) with its attempts counted afresh, and it shows provisioning until it runs again. Answers whether
+ * it did (a replica not seeded yet, or not meant to run, is left alone); the caller then has the primary asked for
+ * the seed ({@link reconcileSeedsOf}).
+ */
+export async function requestReseed(ctx: AppContext, db: pg.ClientBase, row: DatabaseRow, reason: string): Promise<boolean> {
+  if (row.primary_id === null || !row.seed_ready || row.desired_state !== "running" || row.deleted_at !== null) return false;
+  await resetSeed(db, row.id);
+  const updated = await updateSpec(db, row.id, {});
+  await setStatus(db, updated, "provisioning", `${reason}; seeding it again from its primary`);
+  await notifyAgent(db, row.agent_id);
+  // A standby leaves its primary's synchronous standbys.
+  if (row.standby) await notifyPrimaryAgent(db, row.primary_id);
+  ctx.log.warn("replica cannot follow its primary; seeding it again", {
+    replica_id: row.id,
+    database_id: row.primary_id,
+    reason,
+  });
+  return true;
+}
+
+/** {@link reconcileSeeds} of primary `primaryId` in a transaction of its own (nothing when it is gone). */
+export async function reconcileSeedsOf(ctx: AppContext, primaryId: string): Promise<void> {
+  await withTransaction(ctx.pool, async (db) => {
+    const primary = await lockPrimary(db, primaryId);
+    if (primary) await reconcileSeeds(ctx, db, primary);
+  });
 }
 
 /**

@@ -307,6 +307,50 @@ describe("seeding", () => {
     expect((await h.dbs.listReplicas({ organizationId: ORG, databaseId: id })).total).toBe(0);
   });
 
+  it("seeds a replica again when its agent reports it cannot follow its primary: provisioning with why, a new seed, running again", async () => {
+    const id = await primary();
+    const replica = await runningReplica(id);
+    const before = (await specOf(h, AGENT, replica.id))!;
+    const why = "new timeline 2 forked off current database system timeline 1 before current recovery point 0/7000AA8";
+    const cannotFollow = (generation: bigint) =>
+      h.agents.reportInstances({
+        agentId: AGENT,
+        instances: [
+          {
+            databaseId: replica.id,
+            state: ObservedState.PROGRESSING,
+            observedGeneration: generation,
+            appliedCredentialsGeneration: before.credentialsGeneration,
+            message: `cannot follow its primary: ${why}`,
+            reseed: true,
+          },
+        ],
+      });
+    // Work under way without the flag changes nothing.
+    await report(h, AGENT, replica.id, ObservedState.PROGRESSING, { message: "starting" });
+    expect(await replicaStatus(id, replica.id)).toBe("running");
+
+    await cannotFollow(before.generation);
+    const { replica: shown } = await getReplica(id, replica.id);
+    expect(shown).toMatchObject({ status: "provisioning" });
+    expect(shown!.statusReason).toContain(why);
+    // Its seed taken away (its agent discards the data), and a new one asked of the primary at once.
+    const cleared = (await specOf(h, AGENT, replica.id))!;
+    expect(cleared.generation).toBe(before.generation + 1n);
+    expect(cleared.replicaOf!.seedBackupId).toBe("");
+    const seed = (await backupsOf(id)).find((b) => b.status === BackupStatus.RUNNING)!;
+    expect(seed.id).not.toBe(before.replicaOf!.seedBackupId);
+    // Said again (the next heartbeat, of the older generation): nothing more.
+    await cannotFollow(before.generation);
+    expect((await specOf(h, AGENT, replica.id))!.generation).toBe(cleared.generation);
+    expect((await backupsOf(id)).filter((b) => b.status === BackupStatus.RUNNING)).toHaveLength(1);
+
+    await completeBackup(h, AGENT, id, seed.id);
+    expect((await specOf(h, AGENT, replica.id))!.replicaOf!.seedBackupId).toBe(seed.id);
+    await report(h, AGENT, replica.id, ObservedState.RUNNING);
+    expect(await getReplica(id, replica.id)).toMatchObject({ replica: { status: "running", statusReason: "" } });
+  });
+
   it("asks for no seed while the primary is stopped; the schedule asks once it runs again", async () => {
     const id = await primary();
     const { replica } = await newReplica(id);

@@ -4,6 +4,7 @@ import { type Logger, tracedWork, type TracedWork } from "@dbaas/kit";
 import { DesiredState, InstanceObservationSchema, ObservedState, type InstanceObservation, type InstanceSpec } from "@dbaas/proto/agent";
 import type { AppliedState, AppliedStore } from "./applied-state.ts";
 import type { InstanceRuntime, InstanceSettings, ReplicaConnection, RestoreRequest, RuntimeObservation } from "./runtime.ts";
+import { timelineDivergence } from "./timeline-divergence.ts";
 
 /** After this many failed attempts at one spec generation the database is reported failed (and retried on). */
 const ATTEMPTS_BEFORE_FAILED = 3;
@@ -110,7 +111,14 @@ export function createReconciler(opts: ReconcilerOptions) {
     waiting.shift()?.();
   };
 
-  const observe = (spec: InstanceSpec, state: ObservedState, appliedCredentials: bigint, message = "", seen?: RuntimeObservation) => {
+  const observe = (
+    spec: InstanceSpec,
+    state: ObservedState,
+    appliedCredentials: bigint,
+    message = "",
+    seen?: RuntimeObservation,
+    reseed = false,
+  ) => {
     const running = state === ObservedState.RUNNING;
     if (running && seen?.state === "running") lastRunning.set(spec.databaseId, seen);
     else lastRunning.delete(spec.databaseId);
@@ -128,6 +136,7 @@ export function createReconciler(opts: ReconcilerOptions) {
       fenced: running && runtime.isFenced(spec.databaseId),
       appliedConfigGeneration: configApplied.get(spec.databaseId) ?? 0n,
       pendingRestart: pendingRestart.get(spec.databaseId) ?? [],
+      reseed,
     });
     const prev = observations.get(spec.databaseId);
     observations.set(spec.databaseId, obs);
@@ -141,6 +150,7 @@ export function createReconciler(opts: ReconcilerOptions) {
       prev.replicationAddress !== obs.replicationAddress ||
       prev.replicationPort !== obs.replicationPort ||
       prev.fenced !== obs.fenced ||
+      prev.reseed !== obs.reseed ||
       prev.appliedConfigGeneration !== obs.appliedConfigGeneration ||
       prev.pendingRestart.join() !== obs.pendingRestart.join()
     ) {
@@ -157,6 +167,7 @@ export function createReconciler(opts: ReconcilerOptions) {
   const runningSteps: ReadonlyArray<(c: RunningPass) => Promise<"next" | "wait">> = [
     awaitPrimary,
     finishAdoption,
+    reseed,
     provision,
     bringUp,
     applyConfig,
@@ -192,6 +203,36 @@ export function createReconciler(opts: ReconcilerOptions) {
     c.adopted = true;
     c.state = await runtime.observe(c.id);
     return "next";
+  }
+
+  /**
+   * A replica (or standby) that can never follow its primary (timeline-divergence.ts: it replayed WAL the old primary
+   * wrote after the promoted standby's last position, or the new primary removed WAL it needs) is stopped and reported so (`reseed`), not
+   * running, until the databases service takes its seed away; a replica whose data exists while its spec has no seed
+   * is one the databases service asked to re-seed: its data goes, and `provision` waits for the new seed. Nothing
+   * else takes a replica's seed away (it is kept once it completed).
+   */
+  async function reseed(c: RunningPass): Promise<"next" | "wait"> {
+    const r = c.spec.replicaOf;
+    if (!r || c.adopted || c.state.state === "absent") return "next";
+    if (!r.seedBackupId) {
+      await c.work.step("discard diverged data", async () => {
+        await runtime.destroy(c.id);
+        await applied.remove(c.id);
+      });
+      log.warn("replica's data discarded to be seeded again from its primary", { database_id: c.id });
+      c.prior = undefined;
+      c.state = await runtime.observe(c.id);
+      return "next";
+    }
+    const why = await timelineDivergence(runtime, c.id);
+    if (!why) return "next";
+    if (c.state.state === "running") {
+      log.warn("replica cannot follow its primary; stopped until it is seeded again", { database_id: c.id, why });
+      await c.work.step("stop diverged replica", () => runtime.stop(c.id));
+    }
+    observe(c.spec, ObservedState.PROGRESSING, 0n, `cannot follow its primary: ${why}`, undefined, true);
+    return "wait";
   }
 
   /** An absent instance is created: empty, from a restore's source backups, or a replica from its seed. */

@@ -112,6 +112,22 @@ export async function clearSeed(db: pg.ClientBase, id: string): Promise<void> {
   await db.query("UPDATE databases SET seed_backup_id = NULL, updated_at = now() WHERE id = $1", [id]);
 }
 
+/** The replica is to be seeded again: no seed, its attempts counted afresh. */
+export async function resetSeed(db: pg.ClientBase, id: string): Promise<void> {
+  await db.query("UPDATE databases SET seed_ready = false, seed_backup_id = NULL, seed_attempts = 0, updated_at = now() WHERE id = $1", [
+    id,
+  ]);
+}
+
+/** The live primary `id`, locked FOR UPDATE; undefined when there is none. */
+export async function lockPrimary(db: pg.ClientBase, id: string): Promise<DatabaseRow | undefined> {
+  const { rows } = await db.query<DatabaseRow>(
+    "SELECT * FROM databases WHERE id = $1 AND primary_id IS NULL AND deleted_at IS NULL FOR UPDATE",
+    [id],
+  );
+  return rows[0];
+}
+
 /** The replica's seed completed: its spec carries it from now on. */
 export async function markSeedReady(db: pg.ClientBase, id: string): Promise<void> {
   await db.query("UPDATE databases SET seed_ready = true WHERE id = $1", [id]);

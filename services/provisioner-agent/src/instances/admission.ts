@@ -11,6 +11,7 @@ import { fenceInstance } from "./fencing.ts";
 import { writeFencedHba, writeOpenHba } from "./server-config.ts";
 import type { AgentCA } from "./tls.ts";
 import { assertVerifier } from "./validate.ts";
+import { divergenceInLog } from "../timeline-divergence.ts";
 
 /**
  * TLS admission: customers get in only after the instance holds the current
@@ -92,6 +93,7 @@ export async function admitClients(host: Host, id: string, o: InstanceSettings, 
         ),
       id,
       () => tail(host.logPath(id), 4000),
+      () => divergenceInLog(host.serverLogDir(id)),
     );
   }
 }

@@ -175,12 +175,20 @@ const STREAM_TIMEOUT_MS = 30_000;
  * Waits until the replica's WAL receiver streams from its primary; the
  * failure names what the server log says (auth, TLS, slot, unreachable).
  */
-export async function waitStreaming(query: () => Promise<string | undefined>, id: string, logTail: () => Promise<string>): Promise<void> {
+export async function waitStreaming(
+  query: () => Promise<string | undefined>,
+  id: string,
+  logTail: () => Promise<string>,
+  diverged: () => Promise<string | undefined> = async () => undefined,
+): Promise<void> {
   const deadline = Date.now() + STREAM_TIMEOUT_MS;
   let status: string | undefined;
-  for (;;) {
+  for (let i = 0; ; i++) {
     status = await query();
     if (status === "streaming") return;
+    // One that can never follow its primary says so in its log: no use waiting (the reconciler re-seeds it).
+    const why = i % 10 === 9 ? await diverged() : undefined;
+    if (why) throw new Error(`replica ${id}: cannot follow its primary: ${why}`);
     if (Date.now() > deadline) break;
     await sleep(100);
   }
