@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { readFile, rmdir, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 
 /**
  * Kernel limits per server: a cgroup per instance, with the tier's CPU quota,
@@ -131,6 +132,29 @@ const ignoreMissing = (e: unknown) => {
 /** The agent's parent goes with its last instance (a test stack's agent leaves nothing behind); apply makes it again. */
 const removeIfEmpty = (dir: string) => rmdir(dir).catch(() => {});
 
+/** How long a server's cgroup may stay busy after its processes were seen gone (their exit still under way). */
+const REMOVE_BUSY_MS = 10_000;
+
+/**
+ * Removes a server's cgroup once the last of its processes has left it. A stop waits for the server's processes
+ * to be gone, but a process whose exit is still under way can keep the directory busy a moment longer (EBUSY
+ * seen on a loaded host, which failed a stop); that is waited out, within REMOVE_BUSY_MS.
+ */
+async function removeWhenEmpty(dir: string): Promise<void> {
+  const deadline = Date.now() + REMOVE_BUSY_MS;
+  for (;;) {
+    try {
+      await rmdir(dir);
+      return;
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === "ENOENT") return;
+      if (code !== "EBUSY" || Date.now() > deadline) throw e;
+    }
+    await sleep(50);
+  }
+}
+
 /**
  * cgroup v2 (Documentation/admin-guide/cgroup-v2.rst): the controllers are
  * enabled in the root's and the parent's `cgroup.subtree_control`; limits are
@@ -170,7 +194,7 @@ function v2(root: string, name: string): InstanceCgroups {
     },
     attach: (id, pid) => writeFile(path.join(dir(id), "cgroup.procs"), String(pid)),
     async remove(id) {
-      await rmdir(dir(id)).catch(ignoreMissing);
+      await removeWhenEmpty(dir(id));
       await removeIfEmpty(parent);
     },
     async stats(id) {
@@ -231,7 +255,7 @@ function v1(root: string, name: string, selfCgroup: string): InstanceCgroups {
     },
     async remove(id) {
       for (const c of V1_CONTROLLERS) {
-        await rmdir(dir(c, id)).catch(ignoreMissing);
+        await removeWhenEmpty(dir(c, id));
         await removeIfEmpty(parents[c]);
       }
     },

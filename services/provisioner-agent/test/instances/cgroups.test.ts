@@ -1,4 +1,4 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -58,6 +58,29 @@ describe("openInstanceCgroups", () => {
     }
     expect(cg.mode).toBe("none");
     expect(cg.reason).toMatch(/cgroup v2 hierarchy at .* lacks the .*controller/);
+  });
+
+  it("removing a server's cgroup waits for a process still in it to leave (EBUSY), then removes it", async (t) => {
+    const cg = openInstanceCgroups({ dataDir: tempDir(), agentId: "v1-busy" });
+    if (cg.mode !== "v1") t.skip();
+    await cg.apply("busy", tierResourceLimits("micro"));
+    // A process that leaves 0.8 s after the remove starts, as a server process whose exit is still under way.
+    const child = spawn("sleep", ["0.8"], { stdio: "ignore" });
+    const exited = new Promise((r) => child.once("exit", r));
+    await cg.attach("busy", child.pid!);
+    const self = readFileSync("/proc/self/cgroup", "utf8").match(/^\d+:([^:]*,)?cpu(,[^:]*)?:(.*)$/m)?.[3] ?? "/";
+    const busyDir = () =>
+      execFileSync("sh", ["-c", `ls -d /sys/fs/cgroup/cpu${self === "/" ? "" : self}/dbaas-*/busy 2>/dev/null || true`], {
+        encoding: "utf8",
+      }).trim();
+    expect(busyDir()).not.toBe("");
+    try {
+      await cg.remove("busy");
+      expect(busyDir()).toBe("");
+    } finally {
+      await exited;
+      await cg.remove("busy");
+    }
   });
 
   it("weighs each server's CPU by its tier's vCPUs, and the agent's parent by the host's CPUs (v1 cpu.shares)", async (t) => {
