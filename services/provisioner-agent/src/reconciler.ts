@@ -506,6 +506,11 @@ export function createReconciler(opts: ReconcilerOptions) {
     }
   }
 
+  const settled = async (): Promise<void> => {
+    if (busy.size === 0) return;
+    await new Promise<void>((r) => idle.add(r));
+  };
+
   return {
     /** Replaces the desired state with a new snapshot and converges every instance in it. */
     setDesired(next: InstanceSpec[]): void {
@@ -564,15 +569,11 @@ export function createReconciler(opts: ReconcilerOptions) {
       return [...specs.keys()].map((id) => observations.get(id)).filter((o): o is InstanceObservation => !!o);
     },
     /** Resolves when no instance's work is under way (at once when none is). */
-    async settled(): Promise<void> {
-      if (busy.size === 0) return;
-      await new Promise<void>((r) => idle.add(r));
-    },
+    settled,
     /** Stops taking new work and resolves when what is under way has finished. */
     async drain(): Promise<void> {
       stopped = true;
-      if (busy.size === 0) return;
-      await new Promise<void>((r) => idle.add(r));
+      await settled();
     },
   };
 }
