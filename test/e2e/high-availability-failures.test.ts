@@ -189,9 +189,14 @@ describe.skipIf(missing !== undefined)("high availability failures on three simu
       const stall = await stallReplication(ha.stack, standbyAgent, standby.id);
       const trailing = await poll(
         async () => {
+          // The two reports that lag is made of, as the control plane recorded them (its metadata database), read on
+          // both sides of the API's answer: when a report arrived in between (the CI's failure: the API answered
+          // from one pair, this read the next), the three reads say nothing together and are taken again.
+          const seen = await reportedPositions(db.id, standby.id);
           const lag = Number((await haOf(api, db.id)).members[1]!.lag_bytes);
-          // The two reports that lag is made of, as the control plane recorded them (its metadata database).
-          return lag >= 256 * 1024 && { lag, at: Date.now(), ...(await reportedPositions(db.id, standby.id)) };
+          const after = await reportedPositions(db.id, standby.id);
+          if (after.primary !== seen.primary || after.standby !== seen.standby) return false;
+          return lag >= 256 * 1024 && { lag, at: Date.now(), ...after };
         },
         60_000,
         "the API reporting the standby 256 KiB behind",
