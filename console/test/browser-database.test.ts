@@ -7,7 +7,7 @@
  * without a reload, a planned switchover followed to its end; a role created (password shown once,
  * working with `pg`), its password reset, a logical database owned by it, both removed by typing their
  * names; several parameters saved at once (each 422 beside its field), one waiting for a restart, the
- * restart applying it; an extension installed and removed; the server's log (failed statements followed
+ * restart applying it; an extension installed and removed (its name typed); the server's log (failed statements followed
  * in, filtered by severity and text, older pages) and its query statistics (calls counted, ordered, reset
  * after a confirmation); a viewer seeing every changing control disabled, with a note. Each page: axe-core, 375 px, a screenshot in console/screenshots/.
  */
@@ -305,6 +305,8 @@ describe.skipIf(missing !== undefined)("the console's database tabs, in Chromium
     ]);
     await checkPage(page, "extensions", "extensions.png");
     await page.getByRole("button", { name: "Remove pg_trgm" }).click();
+    await page.getByLabel("Type pg_trgm to remove pg_trgm").fill("pg_trgm");
+    await page.getByRole("button", { name: "Remove pg_trgm" }).click();
     await page.getByTestId("extensions-available").locator("li[data-extension=pg_trgm]").waitFor();
     expect(await sqlAs("dbadmin", db.password, "SELECT extname FROM pg_extension WHERE extname = 'pg_trgm'")).toEqual([]);
   });
@@ -432,7 +434,7 @@ describe.skipIf(missing !== undefined)("the console's database tabs, in Chromium
     const invited = await api.post("/v1/organization/members", { email: viewerEmail, role: "viewer" });
     expect(invited.status, JSON.stringify(invited.body)).toBe(201);
     const mail = await smtp.waitForMail((m) => m.to.includes(viewerEmail), 30_000);
-    const token = decodeURIComponent(/invitations\/accept\?token=(\S+)/.exec(mail.text)![1]!);
+    const token = decodeURIComponent(/\/join\?token=(\S+)/.exec(mail.text)![1]!);
     const accepted = await createApi(stack.baseUrl).post("/v1/invitations/accept", {
       token,
       name: "Vera Viewer",

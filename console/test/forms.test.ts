@@ -156,4 +156,25 @@ describe("confirming by name", () => {
     fireEvent.click(button);
     expect(confirmed).toEqual(["yes"]);
   });
+
+  it("opened from a row's button: says what happens, takes the focus, and is left by its keep button or Escape", async () => {
+    const { ConfirmByName } = await import("../src/components/ui.tsx");
+    const events: string[] = [];
+    render(
+      h(
+        ConfirmByName,
+        { name: "ci", action: "Revoke ci", onConfirm: () => events.push("revoked"), onCancel: () => events.push("kept") },
+        h("p", null, "Scripts using this key are refused from then on."),
+      ),
+    );
+    const input = screen.getByLabelText("Type ci to revoke ci");
+    await waitFor(() => expect(document.activeElement).toBe(input));
+    expect(screen.getByText("Scripts using this key are refused from then on.")).toBeTruthy();
+    fireEvent.click(screen.getByRole("button", { name: "Keep ci" }));
+    fireEvent.keyDown(input, { key: "Escape" });
+    expect(events).toEqual(["kept", "kept"]);
+    fireEvent.input(input, { target: { value: "ci" } });
+    fireEvent.click(screen.getByRole("button", { name: "Revoke ci" }));
+    expect(events).toEqual(["kept", "kept", "revoked"]);
+  });
 });

@@ -156,7 +156,7 @@ export function createApp(ctx: GatewayContext, metrics: Registry = new Registry(
       // Not even installed when it would log nothing: it costs a listener and a closure per request.
       ...(ctx.config.requestLog ? [accessLog(ctx)] : []),
       ...(ctx.config.corsOrigins.length > 0 ? [cors(ctx.config.corsOrigins, table.methodsOf)] : []),
-      // /docs and the invitation page (outside /v1): one map lookup for every other request.
+      // /docs and its assets, the old invitation link's redirect (outside /v1): one map lookup for every other request.
       pages(),
       // The web console at / and its routes (console/): one Set lookup for every other request.
       consolePages(),

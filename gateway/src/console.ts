@@ -26,6 +26,8 @@ const ASSET_CACHE = "public, max-age=31536000, immutable";
 
 export function consolePages(dist: string = CONSOLE_DIST): RequestHandler {
   const index: Asset = { file: join(dist, "index.html"), cache: HTML_CACHE };
+  // /join is opened from an invitation mail with its one-time token in the address: that answer is never kept.
+  const joinIndex: Asset = { ...index, cache: "no-store" };
   const loadIndex = loader(index.file);
   // The build's files, listed once: a request can only name one of them (no path from the URL reaches the disk).
   let assets: Map<string, { asset: Asset; load: ReturnType<typeof loader> }> | undefined;
@@ -49,7 +51,7 @@ export function consolePages(dist: string = CONSOLE_DIST): RequestHandler {
         res.end("The console is not built: run `npm install` (or `npm run build -w console`).\n");
         return;
       }
-      serve = () => send(req, res, index, loadIndex);
+      serve = () => send(req, res, path.split("/")[1] === "join" ? joinIndex : index, loadIndex);
     }
     if (serve === undefined) return next();
     if (req.method !== "GET" && req.method !== "HEAD") throw methodNotAllowed(["GET", "HEAD"]);

@@ -11,7 +11,7 @@ declare global {
       /** The limiter's decision for this request, reported in X-RateLimit-*: a request is counted once. */
       rateLimit?: Decision;
       /**
-       * Set by the pages (`/docs`, the invitation page, their assets): this
+       * Set by the pages (`/docs` and its assets, the console's files): this
        * Content-Security-Policy replaces the API's, and the page sets its own Cache-Control.
        */
       pagePolicy?: string;

@@ -1,7 +1,9 @@
 /**
  * The gateway's pages outside /v1: GET /docs (Swagger UI from swagger-ui-dist,
- * served by the gateway itself) and the invitation page the invitation mail
- * links to, over HTTP and in headless Chromium against the real identity service.
+ * served by the gateway itself), over HTTP and in headless Chromium; and the
+ * older invitation link (`/invitations/accept?token=…`) redirected to the
+ * console's join page, where the real identity service's mails now link (joining
+ * there is console/test/browser.test.ts's).
  */
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -43,7 +45,6 @@ describe("pages over HTTP", () => {
   it.each([
     ["/docs", "no-store"],
     ["/docs/", "no-store"],
-    ["/invitations/accept?token=dbi_x", "no-store"],
     ["/assets/swagger-ui-bundle.js", "public, max-age=3600"],
   ])("%s carries the standard headers with the pages' CSP and its own Cache-Control", async (path, cache) => {
     const res = await get(path);
@@ -69,7 +70,7 @@ describe("pages over HTTP", () => {
     const script = await (await get("/assets/docs.js")).text();
     expect(script).toContain('url: "/v1/openapi.json"');
     expect(script).toContain("validatorUrl: null");
-    for (const own of [html, script, await (await get("/invitations/accept")).text(), await (await get("/assets/invitation.js")).text()]) {
+    for (const own of [html, script]) {
       expect(own).not.toMatch(/(src|href)="(https?:)?\/\//);
       expect(own).not.toMatch(/fetch\("https?:/);
     }
@@ -123,7 +124,14 @@ describe("pages over HTTP", () => {
   });
 
   it("anything else under /docs or /assets is the API's 404, and /v1 keeps the API's CSP", async () => {
-    for (const path of ["/docs/index.html", "/assets/swagger-ui-bundle.js.map", "/assets/../package.json", "/invitations"]) {
+    for (const path of [
+      "/docs/index.html",
+      "/assets/swagger-ui-bundle.js.map",
+      "/assets/../package.json",
+      "/invitations",
+      "/assets/invitation.js",
+      "/assets/page.css",
+    ]) {
       const res = await api(gw.url, path);
       expect(res.status, path).toBe(404);
       expect(res.body.error.code).toBe("resource_not_found");
@@ -173,34 +181,10 @@ describe("in Chromium", () => {
     expectSameOrigin(page);
     expect(page.problems).toEqual([]);
   });
+});
 
-  it("the invitation page without a token says so and offers no form", async () => {
-    const page = await open("/invitations/accept");
-    const error = await page.waitFor<string>(
-      `!document.getElementById("error").hidden && document.getElementById("error").innerText`,
-      "the error",
-    );
-    expect(error).toContain("carries no invitation token");
-    expect(await page.evaluate("document.getElementById('accept').hidden")).toBe(true);
-    expect(page.problems).toEqual([]);
-  });
-
-  it("shows the API's error: an unknown token, then a password the API refuses with its field", async () => {
-    const page = await open("/invitations/accept?token=dbi_0000000000000000000000000000000000");
-    await page.type("#name", "Nobody");
-    await page.type("#password", PASSWORD);
-    await page.click("#join");
-    const error = await page.waitFor<string>(
-      `!document.getElementById("error").hidden && document.getElementById("error").innerText`,
-      "the error",
-    );
-    expect(error).toMatch(/invitation/i);
-    expect(error).toMatch(/not found/i);
-    // The API's answer was a 404 in its envelope, shown as such (the browser logs the failed status).
-    expect(page.problems.filter((p) => !p.includes("404"))).toEqual([]);
-  });
-
-  it("an invitee follows the mailed link, picks a name and password, joins, and can log in with them", async () => {
+describe("the invitation link", () => {
+  it("identity mails the console's join page; the older link is redirected there with its token, kept by no cache", async () => {
     const owner = await identity.client.signup({
       email: uniqueEmail("owner"),
       password: PASSWORD,
@@ -214,45 +198,24 @@ describe("in Chromium", () => {
       email,
       role: "developer",
     });
-    const mail = await waitForMail(email);
-    const link = new URL(/https?:\/\/\S+/.exec(mail)![0]);
-    expect(link.pathname).toBe("/invitations/accept");
-    const page = await open(link.pathname + link.search);
+    const link = new URL(/https?:\/\/\S+/.exec(await waitForMail(email))![0]);
+    expect(link.pathname).toBe("/join");
+    expect(link.searchParams.get("token")).toMatch(/^dbi_[0-9A-Za-z]{43}$/);
 
-    // Too short a password first: the API's 422 and its field detail are shown; the form stays.
-    await page.type("#name", "Grace Hopper");
-    await page.type("#password", "short");
-    await page.click("#join");
-    const refused = await page.waitFor<string>(
-      `!document.getElementById("error").hidden && document.getElementById("error").innerText`,
-      "the 422",
-    );
-    expect(refused).toContain("password: must be at least 8 characters");
-
-    await page.evaluate(`document.getElementById("password").value = ""`);
-    await page.type("#password", "a-long-new-password");
-    await page.click("#join");
-    const token = await page.waitFor<string>(
-      `!document.getElementById("done").hidden && document.getElementById("token").innerText`,
-      "the welcome",
-    );
-    expect(token).toMatch(/^dbs_/);
-    expect(await page.evaluate("document.getElementById('error').hidden")).toBe(true);
-    expect(await page.evaluate("document.getElementById('organization').innerText")).toBe("Pages Inc");
-    expect(await page.evaluate("document.getElementById('role').innerText")).toBe("developer");
-    // The spent token left the address bar.
-    expect(await page.evaluate("location.search")).toBe("");
-
-    const me = await api(gw.url, "/v1/organization/members", { token });
-    expect(me.status).toBe(200);
-    const login = await api(gw.url, "/v1/auth/token", { method: "POST", body: { email, password: "a-long-new-password" } });
-    expect(login.status).toBe(200);
-    const members = await api(gw.url, "/v1/organization/members", { token: login.body.data.access_token });
-    expect(members.body.data.members).toContainEqual(
-      expect.objectContaining({ role: "developer", user: expect.objectContaining({ email, name: "Grace Hopper" }) }),
-    );
-    expectSameOrigin(page);
-    expect(page.problems.filter((p) => !p.includes("422"))).toEqual([]);
+    // A mail sent before the upgrade: the same token, at the console's page.
+    const old = await fetch(`${gw.url}/invitations/accept${link.search}`, { redirect: "manual" });
+    expect(old.status).toBe(302);
+    expect(old.headers.get("location")).toBe(`/join${link.search}`);
+    expect(old.headers.get("cache-control")).toBe("no-store");
+    expect(old.headers.get("referrer-policy")).toBe("no-referrer");
+    expect(old.headers.get("content-security-policy")).toBe(PAGE_POLICY);
+    expect(await old.text()).toBe("");
+    const bare = await fetch(`${gw.url}/invitations/accept`, { method: "HEAD", redirect: "manual" });
+    expect(bare.status).toBe(302);
+    expect(bare.headers.get("location")).toBe("/join");
+    const post = await api(gw.url, "/invitations/accept", { method: "POST", body: {} });
+    expect(post.status).toBe(405);
+    expect(post.body.error.code).toBe("method_not_allowed");
   });
 });
 

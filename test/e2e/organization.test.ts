@@ -132,7 +132,7 @@ describe("organization and team, end to end", () => {
 
     const mail = await mailTo(admin.email);
     expect(mail.subject).toBe(`Test User invited you to Test Org`);
-    expect(mail.text).toContain(`${stack.baseUrl}/invitations/accept?token=`);
+    expect(mail.text).toContain(`${stack.baseUrl}/join?token=`);
     // Only a hash of the token is stored.
     const token = invitationToken(mail);
     const row = await sql.query("SELECT token_hash FROM identity.invitations WHERE id = $1", [res.body.data.id]);

@@ -58,9 +58,9 @@ export function parseMail(raw: string): Pick<ReceivedMail, "headers" | "subject"
   return { headers, subject: headers.subject ?? "", text: text.replace(/\r\n/g, "\n") };
 }
 
-/** The one-time token of the invitation link in a mail's body. */
+/** The one-time token of the invitation link in a mail's body (the console's join page: `<PUBLIC_BASE_URL>/join?token=…`). */
 export function invitationToken(mail: Pick<ReceivedMail, "text">): string {
-  const m = /\/invitations\/accept\?token=([A-Za-z0-9_]+)/.exec(mail.text);
+  const m = /\/join\?token=([A-Za-z0-9_]+)/.exec(mail.text);
   if (!m) throw new Error(`no invitation link in mail:\n${mail.text}`);
   return m[1]!;
 }

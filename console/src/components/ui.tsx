@@ -1,5 +1,5 @@
 import type { ComponentChildren } from "preact";
-import { useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { Link } from "wouter-preact";
 import { useReadOnly } from "../access.ts";
 import type { Problem } from "../errors.ts";
@@ -92,25 +92,54 @@ export function OnceSecret(props: { title: string; secret: string; label: string
   );
 }
 
-/** A destructive action: enabled once the thing's name is typed. */
-export function ConfirmByName(props: { name: string; action: string; busy?: boolean; onConfirm: () => void }) {
+/**
+ * A destructive action: enabled once the thing's name is typed. Opened from a row's button (`onCancel`
+ * given), it says what the action does (`children`), takes the focus, and offers to keep the thing
+ * (its button, or Escape).
+ */
+export function ConfirmByName(props: {
+  name: string;
+  action: string;
+  busy?: boolean;
+  onConfirm: () => void;
+  onCancel?: () => void;
+  /** The cancel button's words: "Keep orders-read". */
+  cancelLabel?: string;
+  children?: ComponentChildren;
+}) {
   const [typed, setTyped] = useState("");
   const readOnly = useReadOnly();
+  const input = useRef<HTMLInputElement>(null);
   const id = `confirm-${props.action.replace(/\W+/g, "-").toLowerCase()}`;
+  const opened = props.onCancel !== undefined;
+  useEffect(() => {
+    if (opened) input.current?.focus();
+  }, [opened]);
   return (
     <form
-      class="confirm"
+      class={opened ? "confirm card" : "confirm"}
       onSubmit={(e) => {
         e.preventDefault();
         if (typed === props.name) props.onConfirm();
       }}
+      onKeyDown={(e) => {
+        if (e.key === "Escape" && props.onCancel) props.onCancel();
+      }}
     >
+      {props.children}
       <Field id={id} label={`Type ${props.name} to ${props.action.toLowerCase()}`}>
-        <input id={id} autoComplete="off" disabled={readOnly} value={typed} onInput={(e) => setTyped(e.currentTarget.value)} />
+        <input ref={input} id={id} autoComplete="off" disabled={readOnly} value={typed} onInput={(e) => setTyped(e.currentTarget.value)} />
       </Field>
-      <button type="submit" class="danger" disabled={typed !== props.name || props.busy || readOnly}>
-        {props.action}
-      </button>
+      <div class="actions">
+        <button type="submit" class="danger" disabled={typed !== props.name || props.busy || readOnly}>
+          {props.action}
+        </button>
+        {props.onCancel && (
+          <button type="button" class="secondary" onClick={props.onCancel}>
+            {props.cancelLabel ?? `Keep ${props.name}`}
+          </button>
+        )}
+      </div>
     </form>
   );
 }

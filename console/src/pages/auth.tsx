@@ -98,7 +98,12 @@ export function Signup() {
   );
 }
 
-/** Accepting an invitation: the one-time token from the mail (in this page's address, as the mail link carries it). */
+/**
+ * Accepting an invitation, where the invitation mail's link lands (`/join?token=…`, identity's link; the
+ * gateway redirects the older `/invitations/accept?token=…` here): the one-time token from the address,
+ * a name and password for a new account (or the existing account's password). Joined, the member is signed
+ * in and the token leaves the address bar.
+ */
 export function Join() {
   const [, navigate] = useLocation();
   const search = useSearch();
@@ -106,6 +111,10 @@ export function Join() {
   const form = useSubmit();
   return (
     <AuthFrame title="Join an organization">
+      <p>
+        You were invited to join an organization. New here: choose your name and a password. Already have an account under the invited
+        e-mail address: enter its password.
+      </p>
       <SubmitForm
         submission={form}
         label="Join"

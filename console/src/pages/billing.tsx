@@ -1,7 +1,7 @@
 import { useMemo, useState } from "preact/hooks";
 import { usageBars } from "../chart-data.ts";
 import { BarChart } from "../components/chart.tsx";
-import { described, Empty, Field, ProblemBanner, Time, TextField, SubmitForm } from "../components/ui.tsx";
+import { ConfirmByName, described, Empty, Field, ProblemBanner, Time, TextField, SubmitForm } from "../components/ui.tsx";
 import { problemOf } from "../errors.ts";
 import { money } from "../format.ts";
 import { done, useSubmit } from "../form.ts";
@@ -103,6 +103,7 @@ function Invoices() {
 function PaymentMethods() {
   const list = usePoll(async () => (await client.billing.listPaymentMethods()).items, ONCE, []);
   const [token, setToken] = useState("");
+  const [removing, setRemoving] = useState<string | undefined>(undefined);
   const form = useSubmit();
   const act = useSubmit();
   return (
@@ -129,15 +130,27 @@ function PaymentMethods() {
                   Make {m.brand} {m.last4} the default
                 </button>
               )}
-              <button
-                type="button"
-                class="danger small"
-                onClick={async () => {
-                  if (await act.submit(() => done(client.billing.deletePaymentMethod(m.id)))) list.refresh();
-                }}
-              >
-                Remove {m.brand} {m.last4}
-              </button>
+              {removing === m.id ? (
+                <ConfirmByName
+                  name={m.last4}
+                  action={`Remove ${m.brand} ${m.last4}`}
+                  busy={act.busy}
+                  onCancel={() => setRemoving(undefined)}
+                  cancelLabel="Keep the card"
+                  onConfirm={async () => {
+                    if (await act.submit(() => done(client.billing.deletePaymentMethod(m.id)))) {
+                      setRemoving(undefined);
+                      list.refresh();
+                    }
+                  }}
+                >
+                  <p>Type the card's last four digits to remove it.</p>
+                </ConfirmByName>
+              ) : (
+                <button type="button" class="danger small" onClick={() => setRemoving(m.id)}>
+                  Remove {m.brand} {m.last4}
+                </button>
+              )}
             </li>
           ))}
         </ul>
@@ -175,6 +188,7 @@ function PaymentMethods() {
 function Alerts({ currency }: { currency: string }) {
   const list = usePoll(async () => (await client.billing.listAlerts()).items, ONCE, []);
   const [threshold, setThreshold] = useState("");
+  const [deleting, setDeleting] = useState<string | undefined>(undefined);
   const form = useSubmit();
   const act = useSubmit();
   return (
@@ -190,15 +204,27 @@ function Alerts({ currency }: { currency: string }) {
           {list.value?.map((a) => (
             <li key={a.id}>
               At {money(a.threshold, a.currency)} by {a.channels.join(", ")}
-              <button
-                type="button"
-                class="danger small"
-                onClick={async () => {
-                  if (await act.submit(() => done(client.billing.deleteAlert(a.id)))) list.refresh();
-                }}
-              >
-                Delete alert at {money(a.threshold, a.currency)}
-              </button>
+              {deleting === a.id ? (
+                <ConfirmByName
+                  name={money(a.threshold, a.currency)}
+                  action={`Delete alert at ${money(a.threshold, a.currency)}`}
+                  busy={act.busy}
+                  onCancel={() => setDeleting(undefined)}
+                  cancelLabel="Keep the alert"
+                  onConfirm={async () => {
+                    if (await act.submit(() => done(client.billing.deleteAlert(a.id)))) {
+                      setDeleting(undefined);
+                      list.refresh();
+                    }
+                  }}
+                >
+                  <p>No mail is sent any more when the month's total reaches it.</p>
+                </ConfirmByName>
+              ) : (
+                <button type="button" class="danger small" onClick={() => setDeleting(a.id)}>
+                  Delete alert at {money(a.threshold, a.currency)}
+                </button>
+              )}
             </li>
           ))}
         </ul>

@@ -411,6 +411,9 @@ function Replicas({ db }: { db: Db }) {
     [db.id],
   );
   const [name, setName] = useState("");
+  /** The replica being promoted or deleted, once its button is clicked: confirmed by typing its name. */
+  const [confirming, setConfirming] = useState<{ id: string; what: "promote" | "delete" } | undefined>(undefined);
+  const [promoted, setPromoted] = useState<Db | undefined>(undefined);
   const form = useSubmit();
   const act = useSubmit();
   const readOnly = useReadOnly();
@@ -419,6 +422,11 @@ function Replicas({ db }: { db: Db }) {
       <h2 id="replicas-title">Read replicas</h2>
       {list.error !== undefined && <ProblemBanner problem={problemOf(list.error)} />}
       <ProblemBanner problem={act.problem} />
+      {promoted && (
+        <p class="banner note" role="status" data-testid="promoted">
+          {promoted.name} is now a database of its own. <Link href={`/databases/${promoted.id}`}>Open {promoted.name}</Link>
+        </p>
+      )}
       {list.value === undefined ? (
         <p aria-busy="true">Loading…</p>
       ) : list.value.length === 0 ? (
@@ -428,30 +436,57 @@ function Replicas({ db }: { db: Db }) {
       ) : (
         <ul class="rows">
           {list.value.map((r) => (
-            <li key={r.id}>
-              <strong>{r.name}</strong> <StatusBadge status={r.status} /> · lag {bytes(r.lag_bytes)} · <code>{r.connection_string}</code>
-              <div class="actions">
-                <button
-                  type="button"
-                  class="secondary small"
-                  disabled={act.busy || r.status !== "running" || readOnly}
-                  onClick={async () => {
-                    if (await act.submit(() => client.replicas.promote(db.id, r.id))) list.refresh();
-                  }}
-                >
-                  Promote
-                </button>
-                <button
-                  type="button"
-                  class="danger small"
-                  disabled={act.busy || readOnly}
-                  onClick={async () => {
-                    if (await act.submit(() => client.replicas.delete(db.id, r.id))) list.refresh();
-                  }}
-                >
-                  Delete replica {r.name}
-                </button>
+            <li key={r.id} data-replica={r.name}>
+              <strong>{r.name}</strong> <StatusBadge status={r.status} /> · {r.region} · lag {bytes(r.lag_bytes)}
+              <div class="copyable">
+                <code>{r.connection_string}</code>
+                <CopyButton text={r.connection_string} label={`connection string of ${r.name}`} />
               </div>
+              {confirming?.id === r.id ? (
+                <ConfirmByName
+                  name={r.name}
+                  action={confirming.what === "promote" ? `Promote ${r.name}` : `Delete replica ${r.name}`}
+                  busy={act.busy}
+                  onCancel={() => setConfirming(undefined)}
+                  onConfirm={async () => {
+                    if (confirming.what === "promote") {
+                      const got = await act.submit(() => client.replicas.promote(db.id, r.id));
+                      if (got) {
+                        setPromoted(got);
+                        setConfirming(undefined);
+                      }
+                    } else if (await act.submit(() => done(client.replicas.delete(db.id, r.id)))) {
+                      setConfirming(undefined);
+                    }
+                    list.refresh();
+                  }}
+                >
+                  <p>
+                    {confirming.what === "promote"
+                      ? `${r.name} stops following ${db.name} and becomes a database of its own, writable, with its data as of now. It cannot follow again.`
+                      : `${r.name} and its connection string go; ${db.name} is not touched.`}
+                  </p>
+                </ConfirmByName>
+              ) : (
+                <div class="actions">
+                  <button
+                    type="button"
+                    class="secondary small"
+                    disabled={act.busy || r.status !== "running" || readOnly}
+                    onClick={() => setConfirming({ id: r.id, what: "promote" })}
+                  >
+                    Promote {r.name}
+                  </button>
+                  <button
+                    type="button"
+                    class="danger small"
+                    disabled={act.busy || readOnly}
+                    onClick={() => setConfirming({ id: r.id, what: "delete" })}
+                  >
+                    Delete replica {r.name}
+                  </button>
+                </div>
+              )}
             </li>
           ))}
         </ul>

@@ -108,23 +108,20 @@ function Roles(props: { id: string; roles: Role[] | undefined; error: unknown; o
                 )}
               </div>
               {deleting === r.name && (
-                <div class="card">
+                <ConfirmByName
+                  name={r.name}
+                  action={`Delete role ${r.name}`}
+                  busy={act.busy}
+                  onCancel={() => setDeleting(undefined)}
+                  onConfirm={async () => {
+                    if (await act.submit(() => done(client.roles.delete(props.id, r.name)))) {
+                      setDeleting(undefined);
+                      props.onChange();
+                    }
+                  }}
+                >
                   <p>Its sessions end at once. A role that still owns objects is refused: reassign or drop them first.</p>
-                  <ConfirmByName
-                    name={r.name}
-                    action={`Delete role ${r.name}`}
-                    busy={act.busy}
-                    onConfirm={async () => {
-                      if (await act.submit(() => done(client.roles.delete(props.id, r.name)))) {
-                        setDeleting(undefined);
-                        props.onChange();
-                      }
-                    }}
-                  />
-                  <button type="button" class="secondary small" onClick={() => setDeleting(undefined)}>
-                    Keep {r.name}
-                  </button>
-                </div>
+                </ConfirmByName>
               )}
             </li>
           ))}
@@ -203,6 +200,7 @@ function LogicalDatabases({ id, roles }: { id: string; roles: Role[] | undefined
                         name={d.name}
                         action={`Drop database ${d.name}`}
                         busy={remove.busy}
+                        onCancel={() => setDeleting(undefined)}
                         onConfirm={async () => {
                           if (await remove.submit(() => done(client.dbs.delete(id, d.name)))) {
                             setDeleting(undefined);
@@ -266,6 +264,7 @@ export function Extensions({ db }: { db: Pick<Db, "id" | "status"> }) {
     db.status === "running",
   ]);
   const act = useSubmit();
+  const [removing, setRemoving] = useState<string | undefined>(undefined);
   if (db.status !== "running") return <NotRunning db={db} />;
   const all = list.value ?? [];
   const installed = all.filter((e) => e.installed);
@@ -274,22 +273,39 @@ export function Extensions({ db }: { db: Pick<Db, "id" | "status"> }) {
   const row = (e: Extension, action: "Install" | "Remove") => (
     <li key={e.name} data-extension={e.name}>
       <strong>{e.name}</strong> {e.installed_version ?? e.default_version} <span class="hint">· {e.description}</span>
-      <div class="actions">
-        <button
-          type="button"
-          class={action === "Remove" ? "danger small" : "small"}
-          disabled={readOnly || act.busy}
-          onClick={async () => {
-            const ok =
-              action === "Install"
-                ? await act.submit(() => client.extensions.install(db.id, { name: e.name, db: target }))
-                : await act.submit(() => done(client.extensions.delete(db.id, e.name, { db: target })));
-            if (ok) list.refresh();
+      {action === "Remove" && removing === e.name ? (
+        <ConfirmByName
+          name={e.name}
+          action={`Remove ${e.name}`}
+          busy={act.busy}
+          onCancel={() => setRemoving(undefined)}
+          onConfirm={async () => {
+            if (await act.submit(() => done(client.extensions.delete(db.id, e.name, { db: target })))) {
+              setRemoving(undefined);
+              list.refresh();
+            }
           }}
         >
-          {action} {e.name}
-        </button>
-      </div>
+          <p>
+            Its functions, types and operators leave {target}. Refused while something of yours depends on them (a column, an index): drop
+            that first.
+          </p>
+        </ConfirmByName>
+      ) : (
+        <div class="actions">
+          <button
+            type="button"
+            class={action === "Remove" ? "danger small" : "small"}
+            disabled={readOnly || act.busy}
+            onClick={async () => {
+              if (action === "Remove") setRemoving(e.name);
+              else if (await act.submit(() => client.extensions.install(db.id, { name: e.name, db: target }))) list.refresh();
+            }}
+          >
+            {action} {e.name}
+          </button>
+        </div>
+      )}
     </li>
   );
   return (

@@ -14,6 +14,7 @@ export function Members() {
   const invitations = usePoll(async () => (await client.organization.listInvitations({ per_page: 100 })).items, NO_POLL, []);
   const [invite, setInvite] = useState<{ email: string; role: (typeof ROLES)[number] }>({ email: "", role: "developer" });
   const [removing, setRemoving] = useState<string | undefined>(undefined);
+  const [cancelling, setCancelling] = useState<string | undefined>(undefined);
   const inviting = useSubmit();
   const act = useSubmit();
   return (
@@ -54,6 +55,7 @@ export function Members() {
                       name={m.user.email}
                       action="Remove member"
                       busy={act.busy}
+                      onCancel={() => setRemoving(undefined)}
                       onConfirm={async () => {
                         const removed = await act.submit(() => done(client.organization.removeMember(m.id)));
                         if (removed) {
@@ -114,17 +116,29 @@ export function Members() {
       ) : (
         <ul class="rows">
           {invitations.value?.map((i) => (
-            <li key={i.id}>
+            <li key={i.id} data-invitation={i.email}>
               {i.email} · {i.role} · {i.status}, expires <Time iso={i.expires_at} />
-              <button
-                type="button"
-                class="secondary small"
-                onClick={async () => {
-                  if (await act.submit(() => done(client.organization.cancelInvitation(i.id)))) invitations.refresh();
-                }}
-              >
-                Cancel invitation to {i.email}
-              </button>
+              {cancelling === i.id ? (
+                <ConfirmByName
+                  name={i.email}
+                  action={`Cancel invitation to ${i.email}`}
+                  busy={act.busy}
+                  onCancel={() => setCancelling(undefined)}
+                  cancelLabel="Keep the invitation"
+                  onConfirm={async () => {
+                    if (await act.submit(() => done(client.organization.cancelInvitation(i.id)))) {
+                      setCancelling(undefined);
+                      invitations.refresh();
+                    }
+                  }}
+                >
+                  <p>The link mailed to {i.email} stops working.</p>
+                </ConfirmByName>
+              ) : (
+                <button type="button" class="secondary small" onClick={() => setCancelling(i.id)}>
+                  Cancel invitation to {i.email}
+                </button>
+              )}
             </li>
           ))}
         </ul>
@@ -184,6 +198,7 @@ export function ApiKeys() {
   const keys = usePoll(async () => (await client.apiKeys.list({ per_page: 100 })).items, NO_POLL, []);
   const [name, setName] = useState("");
   const [created, setCreated] = useState<Schemas["CreatedApiKey"] | undefined>(undefined);
+  const [revoking, setRevoking] = useState<string | undefined>(undefined);
   const form = useSubmit();
   const act = useSubmit();
   return (
@@ -230,15 +245,26 @@ export function ApiKeys() {
                   · expires <Time iso={k.expires_at} />
                 </>
               )}
-              <button
-                type="button"
-                class="danger small"
-                onClick={async () => {
-                  if (await act.submit(() => done(client.apiKeys.revoke(k.id)))) keys.refresh();
-                }}
-              >
-                Revoke {k.name}
-              </button>
+              {revoking === k.id ? (
+                <ConfirmByName
+                  name={k.name}
+                  action={`Revoke ${k.name}`}
+                  busy={act.busy}
+                  onCancel={() => setRevoking(undefined)}
+                  onConfirm={async () => {
+                    if (await act.submit(() => done(client.apiKeys.revoke(k.id)))) {
+                      setRevoking(undefined);
+                      keys.refresh();
+                    }
+                  }}
+                >
+                  <p>Scripts and tools using this key are refused from then on.</p>
+                </ConfirmByName>
+              ) : (
+                <button type="button" class="danger small" onClick={() => setRevoking(k.id)}>
+                  Revoke {k.name}
+                </button>
+              )}
             </li>
           ))}
         </ul>

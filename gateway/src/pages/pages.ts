@@ -9,12 +9,12 @@ import { methodNotAllowed } from "../errors.ts";
 import "../locals.ts";
 
 /**
- * The gateway's few HTML pages, outside `/v1`: `GET /docs` (the OpenAPI
- * document rendered by Swagger UI, served from the swagger-ui-dist package,
- * nothing from a CDN) and `GET /invitations/accept` (where the link of an
- * invitation mail lands: the invitee picks a name and password and joins via
- * `POST /v1/invitations/accept`). Each page is static: the token stays in the
- * browser's address bar and is read by the page's script.
+ * The gateway's own page outside `/v1`: `GET /docs` (the OpenAPI document
+ * rendered by Swagger UI, served from the swagger-ui-dist package, nothing
+ * from a CDN). `GET /invitations/accept?token=…`, where invitation mails
+ * linked before the console's join page did, redirects there (`/join?token=…`,
+ * console.ts): an invitation mailed before an upgrade still opens a page that
+ * takes it.
  */
 
 const STATIC = join(dirname(fileURLToPath(import.meta.url)), "static");
@@ -42,7 +42,7 @@ const TYPES: Record<string, string> = {
   ".png": "image/png",
 };
 
-// The HTML of the invitation page is requested at a URL holding a one-time token: no cache keeps it.
+// The pages' HTML: never kept (the redirect below answers a URL holding a one-time token).
 const PAGE_CACHE = "no-store";
 // Assets change only with a deploy; an hour's staleness at most after one.
 const ASSET_CACHE = "public, max-age=3600";
@@ -55,10 +55,7 @@ export interface Asset {
 const ASSETS: Record<string, Asset> = {
   "/docs": { file: join(STATIC, "docs.html"), cache: PAGE_CACHE },
   "/docs/": { file: join(STATIC, "docs.html"), cache: PAGE_CACHE },
-  "/invitations/accept": { file: join(STATIC, "invitation.html"), cache: PAGE_CACHE },
-  "/assets/page.css": { file: join(STATIC, "page.css"), cache: ASSET_CACHE },
   "/assets/docs.js": { file: join(STATIC, "docs.js"), cache: ASSET_CACHE },
-  "/assets/invitation.js": { file: join(STATIC, "invitation.js"), cache: ASSET_CACHE },
   "/assets/swagger-ui.css": { file: join(SWAGGER_UI, "swagger-ui.css"), cache: ASSET_CACHE },
   "/assets/swagger-ui-bundle.js": { file: join(SWAGGER_UI, "swagger-ui-bundle.js"), cache: ASSET_CACHE },
   "/assets/favicon-32x32.png": { file: join(SWAGGER_UI, "favicon-32x32.png"), cache: ASSET_CACHE },
@@ -120,10 +117,23 @@ export async function send(req: Request, res: Response, asset: Asset, load: () =
   res.end(out);
 }
 
+/** Where invitation mails linked before the console's join page (identity now links `/join?token=…`). */
+export const OLD_INVITATION_PATH = "/invitations/accept";
+
 /** Serves the pages and their assets; every other path goes on to the API. */
 export function pages(): RequestHandler {
   const table = new Map(Object.entries(ASSETS).map(([path, asset]) => [path, { asset, load: loader(asset.file) }]));
   return (req, res, next) => {
+    if (req.path === OLD_INVITATION_PATH) {
+      if (req.method !== "GET" && req.method !== "HEAD") throw methodNotAllowed(["GET", "HEAD"]);
+      // The query (the one-time token) goes along, re-encoded (nothing but ASCII reaches the header); no cache keeps the answer.
+      const at = req.originalUrl.indexOf("?");
+      const query = new URLSearchParams(at === -1 ? "" : req.originalUrl.slice(at + 1)).toString();
+      res.locals.pagePolicy = PAGE_POLICY;
+      res.writeHead(302, ["Location", `/join${query === "" ? "" : `?${query}`}`, "Cache-Control", PAGE_CACHE, "Content-Length", "0"]);
+      res.end();
+      return;
+    }
     const page = table.get(req.path);
     if (page === undefined) return next();
     if (req.method !== "GET" && req.method !== "HEAD") throw methodNotAllowed(["GET", "HEAD"]);

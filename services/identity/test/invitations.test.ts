@@ -25,7 +25,7 @@ async function tokenMailedTo(email: string): Promise<string> {
   await h.ctx.mailRelay.runOnce();
   const mail = h.mail.sent.findLast((m) => m.to === email);
   if (!mail) throw new Error(`no mail to ${email}`);
-  const m = /^https:\/\/console\.example\.com\/invitations\/accept\?token=(dbi_[0-9A-Za-z]{43})$/.exec(mail.link ?? "");
+  const m = /^https:\/\/console\.example\.com\/join\?token=(dbi_[0-9A-Za-z]{43})$/.exec(mail.link ?? "");
   if (!m) throw new Error(`unexpected link ${mail.link}`);
   expect(mail.text).toContain(mail.link);
   return m[1]!;

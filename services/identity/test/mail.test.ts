@@ -61,7 +61,7 @@ describe("mail relay over SMTP", () => {
     const row = await h.ctx.pool.query("SELECT message_id FROM mail_outbox WHERE invitation_id = $1", [invitation.id]);
     expect(mail.headers["message-id"]).toBe(`<${row.rows[0].message_id}>`);
     const token = invitationToken(mail);
-    expect(mail.text).toContain(`http://127.0.0.1:8080/invitations/accept?token=${token}`);
+    expect(mail.text).toContain(`http://127.0.0.1:8080/join?token=${token}`);
     const stored = await h.ctx.pool.query("SELECT token_hash FROM invitations WHERE id = $1", [invitation.id]);
     expect(stored.rows[0].token_hash).toEqual(hashSecret(token));
   });
@@ -153,8 +153,8 @@ describe("mail without SMTP_URL", () => {
       messageId: "m1@dbaas",
       to: "new@example.com",
       subject: "Ada invited you to Acme",
-      text: "Accept the invitation: http://127.0.0.1:8080/invitations/accept?token=dbi_x",
-      link: "http://127.0.0.1:8080/invitations/accept?token=dbi_x",
+      text: "Accept the invitation: http://127.0.0.1:8080/join?token=dbi_x",
+      link: "http://127.0.0.1:8080/join?token=dbi_x",
     });
     expect(log.lines).toEqual([
       {
@@ -163,8 +163,8 @@ describe("mail without SMTP_URL", () => {
         fields: {
           to: "new@example.com",
           subject: "Ada invited you to Acme",
-          link: "http://127.0.0.1:8080/invitations/accept?token=dbi_x",
-          body: "Accept the invitation: http://127.0.0.1:8080/invitations/accept?token=dbi_x",
+          link: "http://127.0.0.1:8080/join?token=dbi_x",
+          body: "Accept the invitation: http://127.0.0.1:8080/join?token=dbi_x",
         },
       },
     ]);

@@ -38,7 +38,8 @@ export function createInvitation(ctx: AppContext) {
     const now = ctx.clock.now();
     const expiresAt = new Date(now.getTime() + INVITATION_TTL_MS);
     const token = newInvitationToken();
-    const link = `${ctx.publicBaseUrl}/invitations/accept?token=${token}`;
+    // The console's join page (console/src/pages/auth.tsx), served by the gateway at PUBLIC_BASE_URL.
+    const link = `${ctx.publicBaseUrl}/join?token=${token}`;
     try {
       const row = await withTransaction(ctx.pool, async (db) => {
         const org = await findOrganization(db, req.organizationId);
