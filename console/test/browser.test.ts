@@ -21,7 +21,9 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { createInternalClient, operatorSecret } from "@dbaas/kit";
+import { PLAN } from "@dbaas/catalogue";
 import { BillingService } from "@dbaas/proto/billing";
+import { IdentityService } from "@dbaas/proto/identity";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createApi } from "../../test/support/api.ts";
@@ -92,6 +94,10 @@ let shelf: {
   page: Page;
   db: { id: string; name: string; password: string };
 };
+
+/** The signed-in tab's access token, as the console keeps it (sessionStorage). */
+const tokenOf = async (p: Page): Promise<string> =>
+  (JSON.parse((await p.evaluate(() => sessionStorage.getItem("dbaas.session")))!) as { token: string }).token;
 
 /** A second organization, signed up over the API, with a card and a running micro database "shelf"; a tab signed in to it. */
 async function openSecondOrganization(): Promise<typeof shelf> {
@@ -294,7 +300,8 @@ describe("the console, in Chromium, against the real stack", { timeout: 180_000 
     const after = await wall(Date.now() + 1000);
     await expect.poll(async () => (await picker.getAttribute("max"))! >= after, { timeout: 120_000, interval: 1_000 }).toBe(true);
     await picker.fill(await wall(chosen));
-    expect(await picker.inputValue()).toBe(await wall(chosen));
+    // Chromium drops ":00" seconds from the value: compared as instants.
+    expect(Date.parse(await picker.inputValue())).toBe(chosen);
     await page.getByLabel("Name of the new database").fill("orders-restored");
     await page.getByRole("button", { name: "Restore" }).click();
     const secret = page.getByTestId("secret");
@@ -570,6 +577,30 @@ describe("the console, in Chromium, against the real stack", { timeout: 180_000 
   });
 
   it("makes an API key whose secret is shown once and works", async () => {
+    // From here the test clicks through keys and members far faster than a person, in two tabs of the
+    // organization: within the free plan's fixed minute window its bursts met 429s (seen). The organization
+    // goes on the internal plan (never refused), and the tab takes a token that says so. The console's own
+    // polling cost against the free plan is measured by bench:console (docs/benchmarks.md).
+    const org = await (
+      await fetch(`${stack.baseUrl}/v1/organization`, { headers: { authorization: `Bearer ${await tokenOf(page)}` } })
+    ).json();
+    const identity = createInternalClient(IdentityService, `http://127.0.0.1:${Number(stack.env.PORT) + 1}`, {
+      secret: operatorSecret({ ...process.env, DBAAS_DATA_DIR: stack.dataDir }),
+      caller: "support",
+    });
+    await identity.updateOrganization({ organizationId: org.data.id, planEnum: PLAN.value("internal"), plan: "internal" });
+    const login = await fetch(`${stack.baseUrl}/v1/auth/token`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ email, password: PASSWORD }),
+    });
+    const fresh = (await login.json()).data;
+    await page.evaluate((s) => sessionStorage.setItem("dbaas.session", JSON.stringify(s)), {
+      token: fresh.access_token,
+      email,
+      expiresAt: fresh.expires_at,
+    });
+    await page.reload();
     await page.getByRole("link", { name: "API keys" }).click();
     await page.getByText("No API keys").waitFor();
     await page.getByLabel("What the key is for").fill("ci");
