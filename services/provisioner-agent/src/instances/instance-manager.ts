@@ -4,6 +4,7 @@ import type { BlobStore } from "../backups/blob-store.ts";
 import type { AgentConnection, ServerFiles, ServerLog, ServerUsage } from "../instance-access.ts";
 import type { ConnectionProxy } from "../proxy/counters.ts";
 import type {
+  HeldSlotPosition,
   InstanceSettings,
   Isolation,
   PoolerSettings,
@@ -24,7 +25,7 @@ import { createPoolers, poolerSupport as createPoolerSupport } from "./pooler.ts
 import { applyParameters } from "./parameters.ts";
 import { publishedPortOf } from "./private-address.ts";
 import { adoptReplica, resumeServing, startInstance, stopInstance } from "./process-control.ts";
-import { ensureReplicationRole, removeReplicaFiles, syncSlots } from "./replication.ts";
+import { ensureReplicationRole, holdSlots, removeReplicaFiles, syncSlots } from "./replication.ts";
 import { configPath, logQuotaBytes, READ_ONLY_CONF, renderReadOnlyConf } from "./server-config.ts";
 import { createSerializer } from "./serial.ts";
 import { serverUsage } from "./usage.ts";
@@ -76,6 +77,8 @@ export interface InstanceManager {
   adopt(id: string, replicaId: string): Promise<void>;
   /** Creates missing and drops unlisted `dbaas_` replication slots of a running primary (and makes its replication role current). */
   syncReplicationSlots(id: string, slots: readonly string[]): Promise<void>;
+  /** Holds a running standby's slots for the other members of its primary (replication.ts, holdSlots). Takes no turn. */
+  holdStandbySlots(id: string, slots: readonly HeldSlotPosition[]): Promise<void>;
   /** Fences the instance (fencing.ts): no client sessions, now and after any start, until unfenced. Takes no turn. */
   fence(id: string): Promise<void>;
   /** Lets clients in again. Takes no turn. */
@@ -265,6 +268,14 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
       });
       if (created.length) host.log(`instance ${id}: replication slots created: ${created.join(", ")}`);
       if (dropped.length) host.log(`instance ${id}: replication slots dropped: ${dropped.join(", ")}`);
+    },
+    holdStandbySlots: async (id, slots) => {
+      assertId(id);
+      const published = await publishedPortOf(configPath(host.instanceDir(id)), id);
+      if (!published) throw new Error(`instance ${id} has never been started`);
+      const { created, dropped } = await withAgentClient(host.socketDir, published, (c) => holdSlots(c, slots));
+      if (created.length) host.log(`instance ${id}: slots held for the other members created: ${created.join(", ")}`);
+      if (dropped.length) host.log(`instance ${id}: slots held for the other members dropped: ${dropped.join(", ")}`);
     },
     // Fencing takes no turn: it must not wait behind a slow start while a lease runs out (admission checks
     // host.fenced, and fences again when it changed during the start).

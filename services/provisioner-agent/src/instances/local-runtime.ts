@@ -31,6 +31,7 @@ export function createLocalProcessRuntime(m: InstanceManager): InstanceRuntime {
       m.provision(id, { major: o.version, ...(o.restore ? { restore: o.restore } : {}), ...(o.seed ? { seed: o.seed } : {}) }),
     adopt: (id, replicaId) => m.adopt(id, replicaId),
     syncReplicationSlots: (id, slots) => m.syncReplicationSlots(id, slots),
+    holdStandbySlots: (id, slots) => m.holdStandbySlots(id, slots),
     fence: (id) => m.fence(id),
     unfence: (id) => m.unfence(id),
     isFenced: (id) => m.isFenced(id),
