@@ -204,3 +204,37 @@ it("puts the agent's backup in the trace of the request that asked for it", { ti
   expect(parent.name).toMatch(/DatabasesService\/CreateBackup$/);
   expect(spans.filter((s) => s.parentSpanId === backup.spanId).map((s) => s.name)).toContain("base backup");
 });
+
+it("shows where a configuration change's time goes: the checks, the save, the wait, the agent's ALTER SYSTEM and reload", {
+  timeout: 120_000 + 30_000 + 15_000,
+}, async () => {
+  const api = createApi(stack.baseUrl);
+  await api.signup("trace-config");
+  const created = await api.post("/v1/databases", { name: "traced-config", region: "fsn1", tier: "micro" });
+  expect(created.status).toBe(201);
+  const id: string = created.body.data.id;
+  await waitFor(async () => (await api.get(`/v1/databases/${id}`)).body.data?.status === "running", 120_000, "running");
+
+  const traceId = "7d3c1f0e9b8a46c2a1b2c3d4e5f60718";
+  const caller = "1a2b3c4d5e6f7081";
+  const patched = await api.patch(
+    `/v1/databases/${id}/config`,
+    { parameters: { work_mem: "12MB" } },
+    { traceparent: `00-${traceId}-${caller}-01` },
+  );
+  expect(patched.status).toBe(200);
+
+  const of = (service: string, name: string) => spans.find((s) => s.traceId === traceId && s.service === service && s.name === name);
+  await waitFor(async () => of("provisioner-agent", "reload") && of("databases", "wait for the agent"), 30_000, "the change's spans");
+  const trace = spans.filter((s) => s.traceId === traceId);
+  const parentOf = (s: Span) => trace.find((p) => p.spanId === s.parentSpanId);
+  const server = trace.find((s) => s.service === "databases" && s.name.endsWith("/UpdateConfig"))!;
+  expect(server).toBeDefined();
+  for (const step of ["validate", "save", "wait for the agent"]) expect(parentOf(of("databases", step)!)).toBe(server);
+  // The agent's apply joins the request's trace through the spec; its steps are children of its configuration step.
+  const reconcile = of("provisioner-agent", "reconcile")!;
+  expect(parentOf(reconcile)?.service).toBe("databases");
+  const configuration = of("provisioner-agent", "configuration")!;
+  expect(parentOf(configuration)).toBe(reconcile);
+  for (const step of ["alter system", "reload"]) expect(parentOf(of("provisioner-agent", step)!)).toBe(configuration);
+});

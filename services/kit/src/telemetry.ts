@@ -113,6 +113,24 @@ export function tracedWork(name: string, carrier: Record<string, string>, attrib
   };
 }
 
+/**
+ * `fn` as the child span `name` of the active span (a step of a request or of traced work, so that a trace
+ * shows where its time goes); without an active span (no trace, or the process does not trace) just `fn`.
+ */
+export async function inSpan<T>(name: string, fn: () => Promise<T>, attributes: Attributes = {}): Promise<T> {
+  if (!trace.getSpan(context.active())) return fn();
+  return tracer().startActiveSpan(name, { attributes }, async (s) => {
+    try {
+      return await fn();
+    } catch (err) {
+      s.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+      throw err;
+    } finally {
+      s.end();
+    }
+  });
+}
+
 const passThrough: Interceptor = (next) => next;
 
 const tracer = () => trace.getTracer("dbaas");

@@ -1,7 +1,8 @@
 import { readFile } from "node:fs/promises";
 import path from "node:path";
+import type pg from "pg";
 import type { BlobStore } from "../backups/blob-store.ts";
-import type { AgentConnection, ServerFiles, ServerLog, ServerUsage } from "../instance-access.ts";
+import type { AdminSessionOptions, AgentConnection, ServerFiles, ServerLog, ServerUsage } from "../instance-access.ts";
 import type { ConnectionProxy } from "../proxy/counters.ts";
 import type {
   HeldSlotPosition,
@@ -13,14 +14,15 @@ import type {
   RuntimeObservation,
   SeedRequest,
 } from "../runtime.ts";
+import { adminSession, agentConnectionOf } from "./admin-session.ts";
 import { setPassword } from "./admission.ts";
-import { AGENT_SUPERUSER, withAgentClient } from "./agent-socket.ts";
+import { withAgentClient } from "./agent-socket.ts";
 import type { CgroupMode, CgroupStats } from "./cgroups.ts";
 import { createDataDirs } from "./data-dirs.ts";
 import { applySynchronousStandbys, fenceInstance, unfenceInstance } from "./fencing.ts";
 import { serverFilesOf, writeOwned } from "./files.ts";
 import { createHost, type HostOptions, walSpoolRoot } from "./host.ts";
-import { observeInstance, readPidFile, resourceUsage, type InstanceResourceUsage } from "./observe.ts";
+import { observeInstance, resourceUsage, type InstanceResourceUsage } from "./observe.ts";
 import { createPoolers, poolerSupport as createPoolerSupport } from "./pooler.ts";
 import { applyParameters } from "./parameters.ts";
 import { publishedPortOf } from "./private-address.ts";
@@ -122,6 +124,8 @@ export interface InstanceManager {
   resourceUsage(id: string): Promise<InstanceResourceUsage>;
   /** The agent's session on the running server, over its own socket (from its postmaster.pid); undefined when none runs. */
   agentConnection(id: string): Promise<AgentConnection | undefined>;
+  /** `fn` in one of the agent's sessions kept open on the running server (admin-sessions.ts); ServerNotRunning when none runs. */
+  adminSession<T>(id: string, fn: (c: pg.Client) => Promise<T>, opts?: AdminSessionOptions): Promise<T>;
   /** Files and programs as the instance's server. */
   serverFiles(id: string): Promise<ServerFiles>;
   /** CPU, memory and storage of the running server (the sampler's); undefined when none runs. */
@@ -359,8 +363,11 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
     isolation: host.isolation,
     agentConnection: async (id) => {
       assertId(id);
-      const pf = await readPidFile(host.instanceDir(id));
-      return pf?.port && pf.socketDir ? { host: pf.socketDir, port: pf.port, user: AGENT_SUPERUSER } : undefined;
+      return agentConnectionOf(host, id);
+    },
+    adminSession: (id, fn, o) => {
+      assertId(id);
+      return adminSession(host, id, fn, o);
     },
     serverFiles: async (id) => {
       assertId(id);

@@ -55,6 +55,7 @@ export function createLocalProcessRuntime(m: InstanceManager): InstanceRuntime {
     removePooler: (id) => m.removePooler(id),
     walSpoolRoot: m.walSpoolRoot,
     agentConnection: (id) => m.agentConnection(id),
+    adminSession: (id, fn, o) => m.adminSession(id, fn, o),
     serverFiles: (id) => m.serverFiles(id),
     usage: (id) => m.serverUsage(id),
     serverLog: (id) => m.serverLog(id),
