@@ -24,7 +24,7 @@ import { waitRunning } from "../support/backups.ts";
 import { connectCustomer } from "../support/pgclient.ts";
 import { account } from "../support/replicas.ts";
 import { startStack } from "../support/stack.ts";
-import { breakdown, type Collector, newTraceparent, startCollector } from "./otlp-collector.ts";
+import { breakdown, type Collector, newTraceparent, startCollector } from "../support/otlp-collector.ts";
 import { benchLog, runBench, writeSection } from "./report.ts";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 30);

@@ -1,5 +1,5 @@
 /**
- * A minimal OTLP/HTTP JSON trace receiver for the benches (as test/e2e/tracing.test.ts has one): the stack's
+ * A minimal OTLP/HTTP JSON trace receiver, as Jaeger would be, for test/e2e/tracing.test.ts and the benches: the stack's
  * processes export to it (OTEL_EXPORTER_OTLP_ENDPOINT, http/json), and {@link breakdown} answers where the time
  * of the traces asked for went, span name by span name.
  */
