@@ -175,7 +175,15 @@ function childrenOf(pid: number): number[] {
   }
   return out;
 }
-const serverMemory = (postmaster: number) => [postmaster, ...childrenOf(postmaster)].reduce((sum, p) => sum + pss(p), 0);
+/** A process that exited between the listing and the read (a backend whose client just left) counts 0. */
+const pssOrZero = (pid: number) => {
+  try {
+    return pss(pid);
+  } catch {
+    return 0;
+  }
+};
+const serverMemory = (postmaster: number) => [postmaster, ...childrenOf(postmaster)].reduce((sum, p) => sum + pssOrZero(p), 0);
 const mib = (b: number) => `${(b / 1048576).toFixed(1)} MiB`;
 
 const loadavg = () => readFileSync("/proc/loadavg", "utf8").split(" ")[0]!;
