@@ -12,7 +12,7 @@
  * Prints and writes its section of docs/benchmarks.md.
  */
 import { execFile } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -341,6 +341,8 @@ async function main() {
     process.stdout.write(`${body}\n`);
     await writeSection("Pooler and trusted sources (npm run bench:edge)", body);
   } finally {
+    // Everything the stack printed, for a closer look at one run (BENCH_EDGE_LOG=<file>).
+    if (process.env.BENCH_EDGE_LOG) writeFileSync(process.env.BENCH_EDGE_LOG, stack.output());
     await stack.destroy();
   }
 }
