@@ -5,7 +5,9 @@
  * pgbench 15 select-only with TLS, the two paths alternating round by round so both see the same machine:
  *   - steady connections (-M simple: protocol-level prepared statements do not survive transaction pooling
  *     in PgBouncer 1.18), ratio pooler / direct (target ≥ 0.8);
- *   - a new connection per transaction (-C), ratio pooler / direct (target ≥ 5);
+ *   - a new connection per transaction (-C), ratio pooler / direct (target ≥ 5), and where such a connection's time
+ *     goes: pgbench's connection time, the CPU per connection of pgbench, PgBouncer and the server (from /proc),
+ *     the server sessions opened per client connection (0 through the pooler: no server login per client);
  *   - 1,000 idle clients held through the pooler: PgBouncer's memory and the server's (all its processes);
  *   - the cost of trusted sources: direct TPS with 50 entries listed vs none (the nftables set lookup on
  *     each new connection; ratio target ≥ 0.97), and how long a change takes to be enforced.
