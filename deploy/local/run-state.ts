@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync, readlinkSync, realpathSync } fro
 import { mkdir, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { findServerBinaries } from "../../services/provisioner-agent/src/instances/binaries.ts";
-import { isServerProcessIn, serverProcessesIn } from "../../services/provisioner-agent/src/instances/procfs.ts";
+import { isServerProcessIn, poolerProcessesBelow, serverProcessesIn } from "../../services/provisioner-agent/src/instances/procfs.ts";
 
 /**
  * What a run of the local stack leaves in `<dataDir>/run/`: `stack.pid` (the
@@ -87,6 +87,14 @@ export async function clearRunFiles(dataDir: string): Promise<void> {
   }
 }
 
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    // gone meanwhile
+  }
+}
+
 /** Waits until none of `pids` runs; then SIGKILLs what is left and waits for that too. */
 async function awaitExit(pids: number[], graceMs: number): Promise<number[]> {
   const deadline = Date.now() + graceMs;
@@ -156,19 +164,31 @@ export async function stopLeftovers(dataDir: string, root: string, say: (line: s
   const services = leftoverServices(dataDir, root);
   if (services.length > 0) {
     say(`stopping ${services.map((s) => `${s.name} (pid ${s.pid})`).join(", ")}`);
-    for (const s of services) process.kill(s.pid, "SIGTERM");
+    for (const s of services) signal(s.pid, "SIGTERM");
     const killed = await awaitExit(
       services.map((s) => s.pid),
       30_000,
     );
     if (killed.length > 0) say(`killed ${killed.join(", ")}: they did not stop within 30 s`);
   }
+  const postmasters = await stopServersAndPoolers(dataDir, say);
+  return { services, postmasters };
+}
+
+/**
+ * Every PostgreSQL server and PgBouncer still running below `dataDir` once no agent is left to stop them: an
+ * agent killed (a lost host simulated, or one that outlived the runner's grace and got SIGKILL), one stopped
+ * while it was still starting, or a dead run's. Postmasters get a fast shutdown (SIGINT), PgBouncers SIGTERM,
+ * each with a grace period before SIGKILL. The runner calls it after its children stopped (Ctrl-C, `npm run
+ * stop`, a test's teardown), the next start and `npm run stop` for a killed runner's. Returns the postmasters.
+ */
+export async function stopServersAndPoolers(dataDir: string, say: (line: string) => void): Promise<Leftovers["postmasters"]> {
   // Whatever the agents did not stop (an agent killed as well), and the metadata PostgreSQL.
   const exes = serverExes();
   const postmasters = leftoverPostmasters(dataDir, exes);
   if (postmasters.length > 0) {
     say(`stopping ${postmasters.length} PostgreSQL server(s): pid ${postmasters.map((p) => p.pid).join(", ")}`);
-    for (const p of postmasters) process.kill(p.pid, "SIGINT");
+    for (const p of postmasters) signal(p.pid, "SIGINT");
     await awaitExit(
       postmasters.map((p) => p.pid),
       30_000,
@@ -182,26 +202,12 @@ export async function stopLeftovers(dataDir: string, root: string, say: (line: s
     .flatMap((d) => serverProcessesIn(realpathSync(d), exes));
   if (stragglers.length > 0) await awaitExit(stragglers, 5_000);
   // The databases' PgBouncers outlive a killed agent on purpose (its next start keeps them); a dead run's go.
-  const bouncers = leftoverPoolers(dataDir);
+  // Found in /proc by their ini below the agents' directories, not by pid file: one whose pid file was lost still goes.
+  const bouncers = poolerProcessesBelow(join(dataDir, "agents"));
   if (bouncers.length > 0) {
     say(`stopping ${bouncers.length} connection pooler(s): pid ${bouncers.join(", ")}`);
-    for (const pid of bouncers) process.kill(pid, "SIGTERM");
+    for (const pid of bouncers) signal(pid, "SIGTERM");
     await awaitExit(bouncers, 10_000);
   }
-  return { services, postmasters };
-}
-
-/** PgBouncers still running from a pooler directory below the stack's (agents/<agent>/poolers/<db>/). */
-function leftoverPoolers(dataDir: string): number[] {
-  const pids: number[] = [];
-  const agents = join(dataDir, "agents");
-  for (const agent of existsSync(agents) ? readdirSync(agents) : []) {
-    const poolers = join(agents, agent, "poolers");
-    for (const db of existsSync(poolers) ? readdirSync(poolers) : []) {
-      const dir = join(poolers, db);
-      const pid = readPid(join(dir, "pgbouncer.pid"));
-      if (pid !== undefined && running(pid) && cmdline(pid).includes(join(dir, "pgbouncer.ini"))) pids.push(pid);
-    }
-  }
-  return pids;
+  return postmasters;
 }

@@ -4,7 +4,8 @@
  * DATABASE_URL is set), identity, billing, databases, the provisioner agents
  * and the gateway. Every child is restarted when it dies and stops when this
  * runner dies (supervisor.ts, child-guard.ts). Ctrl-C (or `npm run stop`)
- * stops every process and every PostgreSQL instance; starting again brings the
+ * stops every process and every PostgreSQL instance and PgBouncer (those of an
+ * agent that was killed too: run-state.ts); starting again brings the
  * same databases back, after stopping whatever a killed earlier run left.
  * LOCAL_REPLICAS=2 (with REDIS_URL) runs two instances of each of gateway,
  * identity, databases and billing, each on its own port, behind a balancer
@@ -18,7 +19,7 @@ import { instanceName, layoutProblems, localStackLayout, localUrl, SCALED_SERVIC
 import { type Balancer, startBalancer } from "./balancer.ts";
 import { metadataHealthy, metadataPassword, metadataUrl } from "./metadata-postgres.ts";
 import { portFree, portOwner } from "./port-owner.ts";
-import { clearRunFiles, liveRunner, stopLeftovers, writeRunnerPid } from "./run-state.ts";
+import { clearRunFiles, liveRunner, stopLeftovers, stopServersAndPoolers, writeRunnerPid } from "./run-state.ts";
 import { bundleServices } from "./bundle.ts";
 import { createSupervisor, h1Health, h2Health, waitHealthy, type Service, type Supervisor } from "./supervisor.ts";
 
@@ -78,6 +79,9 @@ async function stopAll(reason: string, exitCode = 0): Promise<void> {
   // The metadata PostgreSQL last: the others write to it on their way out.
   await supervisor?.stop(stopGroups);
   await Promise.all(balancers.map((b) => b.close()));
+  // What no agent stopped: a killed one's (a lost host simulated, or one SIGKILLed after the grace), or one stopped
+  // while it was still starting. Nothing of this run may outlive it — a PgBouncer never stops on its own.
+  if (ownsRun) await stopServersAndPoolers(dataDir, (line) => say(`left running: ${line}`)).catch((e) => say(`left running: ${e}`));
   if (ownsRun) await clearRunFiles(dataDir);
   say("stopped.");
   process.exit(exitCode);

@@ -5,14 +5,16 @@
  * pgbench 15 select-only with TLS, the two paths alternating round by round so both see the same machine:
  *   - steady connections (-M simple: protocol-level prepared statements do not survive transaction pooling
  *     in PgBouncer 1.18), ratio pooler / direct (target ≥ 0.8);
- *   - a new connection per transaction (-C), ratio pooler / direct (target ≥ 5);
+ *   - a new connection per transaction (-C), ratio pooler / direct (target ≥ 5), and where such a connection's time
+ *     goes: pgbench's connection time, the CPU per connection of pgbench, PgBouncer and the server (from /proc),
+ *     the server sessions opened per client connection (0 through the pooler: no server login per client);
  *   - 1,000 idle clients held through the pooler: PgBouncer's memory and the server's (all its processes);
  *   - the cost of trusted sources: direct TPS with 50 entries listed vs none (the nftables set lookup on
  *     each new connection; ratio target ≥ 0.97), and how long a change takes to be enforced.
  * Prints and writes its section of docs/benchmarks.md.
  */
 import { execFile } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -27,15 +29,68 @@ const ROUNDS = Number(process.env.BENCH_EDGE_ROUNDS ?? 5);
 const CLIENTS = Number(process.env.BENCH_EDGE_CLIENTS ?? 8);
 const IDLE = Number(process.env.BENCH_EDGE_IDLE ?? 1000);
 const run = promisify(execFile);
+/**
+ * pgbench itself, not Debian's wrapper (/usr/bin/pgbench, a Perl script picking a version on every call): the
+ * newest /usr/lib/postgresql/<major>/bin/pgbench; PGBENCH overrides.
+ */
+const PGBENCH =
+  process.env.PGBENCH ??
+  (() => {
+    try {
+      const majors = readdirSync("/usr/lib/postgresql")
+        .filter((m) => existsSync(`/usr/lib/postgresql/${m}/bin/pgbench`))
+        .sort((a, b) => Number(b) - Number(a));
+      return majors.length ? `/usr/lib/postgresql/${majors[0]}/bin/pgbench` : "pgbench";
+    } catch {
+      return "pgbench";
+    }
+  })();
 
 interface Target {
   port: number;
   password: string;
 }
 
-async function pgbench(t: Target, extra: string[]): Promise<number> {
+/** What a -C run (a new connection per transaction) cost per connection: pgbench's own timing and the CPU of each party. */
+interface ConnectCost {
+  /** pgbench's "average connection time", ms. */
+  connectMs: number;
+  /** CPU time per connection (ms) of pgbench itself (TLS and the client's SCRAM proof), of PgBouncer, and of the server (postmaster and its processes, exited ones included). */
+  clientCpuMs: number;
+  bouncerCpuMs: number;
+  serverCpuMs: number;
+  /** New server sessions (pg_stat_database.sessions) per client connection. */
+  serverSessions: number;
+}
+
+/** Per label, each -C run's costs. */
+const connectCosts = new Map<string, ConnectCost[]>();
+
+/** The processes whose CPU a -C run is charged to (set once the database runs). */
+const watched = { bouncer: 0, postmaster: 0, sessions: async () => 0 };
+
+const TICK_MS = 10; // USER_HZ is 100 on Linux
+/** utime + stime (+ cutime + cstime: children waited for) of `pid`, ms. */
+function cpuMs(pid: number | "self", withChildren: boolean): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    // After the comm: state is field 3, so utime (14) is f[11], stime f[12], cutime f[13], cstime f[14].
+    const own = Number(f[11]) + Number(f[12]);
+    return (withChildren ? own + Number(f[13]) + Number(f[14]) : own) * TICK_MS;
+  } catch {
+    return 0;
+  }
+}
+/** The server's CPU so far: the postmaster, the processes it reaped, the ones still running. */
+const serverCpuMs = () => cpuMs(watched.postmaster, true) + childrenOf(watched.postmaster).reduce((sum, p) => sum + cpuMs(p, false), 0);
+
+async function pgbench(t: Target, extra: string[], label?: string): Promise<number> {
+  const before = label
+    ? { client: cpuMs("self", true), bouncer: cpuMs(watched.bouncer, false), server: serverCpuMs(), sessions: await watched.sessions() }
+    : undefined;
   const { stdout } = await run(
-    "pgbench",
+    PGBENCH,
     [
       "-h",
       "127.0.0.1",
@@ -60,6 +115,21 @@ async function pgbench(t: Target, extra: string[]): Promise<number> {
     /tps = ([\d.]+) \((?:without initial connection time|including connections establishing)\)/.exec(stdout) ??
     /tps = ([\d.]+)/.exec(stdout);
   if (!m) throw new Error(`no tps in pgbench output:\n${stdout}`);
+  const conn = /average connection time = ([\d.]+) ms/.exec(stdout);
+  const n = Number(/number of transactions actually processed: (\d+)/.exec(stdout)?.[1] ?? 0);
+  if (before && conn && n > 0) {
+    const sessions = (await watched.sessions()) - before.sessions;
+    connectCosts.set(label!, [
+      ...(connectCosts.get(label!) ?? []),
+      {
+        connectMs: Number(conn[1]),
+        clientCpuMs: (cpuMs("self", true) - before.client) / n,
+        bouncerCpuMs: (cpuMs(watched.bouncer, false) - before.bouncer) / n,
+        serverCpuMs: (serverCpuMs() - before.server) / n,
+        serverSessions: sessions / n,
+      },
+    ]);
+  }
   return Number(m[1]);
 }
 
@@ -107,7 +177,15 @@ function childrenOf(pid: number): number[] {
   }
   return out;
 }
-const serverMemory = (postmaster: number) => [postmaster, ...childrenOf(postmaster)].reduce((sum, p) => sum + pss(p), 0);
+/** A process that exited between the listing and the read (a backend whose client just left) counts 0. */
+const pssOrZero = (pid: number) => {
+  try {
+    return pss(pid);
+  } catch {
+    return 0;
+  }
+};
+const serverMemory = (postmaster: number) => [postmaster, ...childrenOf(postmaster)].reduce((sum, p) => sum + pssOrZero(p), 0);
 const mib = (b: number) => `${(b / 1048576).toFixed(1)} MiB`;
 
 const loadavg = () => readFileSync("/proc/loadavg", "utf8").split(" ")[0]!;
@@ -134,8 +212,28 @@ async function main() {
     const direct: Target = { port: db.port, password: db.password };
     const pooled: Target = { port: pooler.port, password: db.password };
     benchLog(`database ${db.id}: direct port ${direct.port}, pooler port ${pooled.port} (${pooler.mode}, pool ${pooler.pool_size})`);
-    await run("pgbench", ["-h", "127.0.0.1", "-p", String(direct.port), "-U", "dbadmin", "-i", "-s", "10", "-q", "defaultdb"], {
+    await run(PGBENCH, ["-h", "127.0.0.1", "-p", String(direct.port), "-U", "dbadmin", "-i", "-s", "10", "-q", "defaultdb"], {
       env: { ...process.env, PGPASSWORD: db.password, PGSSLMODE: "require" },
+    });
+
+    // Whom a -C run's CPU is charged to; the server's sessions counted over one connection kept open (no new session).
+    const agentDir = join(stack.dataDir, "agents", "agent-fsn1");
+    const bouncer = Number(readFileSync(join(agentDir, "poolers", db.id, "pgbouncer.pid"), "utf8").trim());
+    const postmaster = Number(readFileSync(join(agentDir, "instances", db.id, "postmaster.pid"), "utf8").split("\n")[0]);
+    const counter = new pg.Client({
+      host: "127.0.0.1",
+      port: direct.port,
+      user: "dbadmin",
+      password: db.password,
+      database: "defaultdb",
+      ssl: { rejectUnauthorized: false },
+    });
+    await counter.connect();
+    Object.assign(watched, {
+      bouncer,
+      postmaster,
+      sessions: async () =>
+        Number((await counter.query("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")).rows[0].sessions),
     });
 
     const steady = await sideBySide(
@@ -145,14 +243,27 @@ async function main() {
     );
     const perTx = await sideBySide(
       "-C",
-      () => pgbench(direct, ["-M", "simple", "-C"]),
-      () => pgbench(pooled, ["-M", "simple", "-C"]),
+      () => pgbench(direct, ["-M", "simple", "-C"], "direct"),
+      () => pgbench(pooled, ["-M", "simple", "-C"], "pooled"),
     );
 
+    // What one new connection cost each way during the -C rounds (means over the rounds).
+    const cost = (label: string) => {
+      const runs = connectCosts.get(label) ?? [];
+      const avg = (k: keyof ConnectCost) => mean(runs.map((r) => r[k]));
+      return {
+        connectMs: avg("connectMs"),
+        clientCpuMs: avg("clientCpuMs"),
+        bouncerCpuMs: avg("bouncerCpuMs"),
+        serverCpuMs: avg("serverCpuMs"),
+        serverSessions: avg("serverSessions"),
+      };
+    };
+    const [cDirect, cPooled] = [cost("direct"), cost("pooled")];
+    await counter.end();
+    benchLog(`-C per connection: direct ${JSON.stringify(cDirect)}; pooled ${JSON.stringify(cPooled)}`);
+
     // 1,000 idle clients through the pooler.
-    const agentDir = join(stack.dataDir, "agents", "agent-fsn1");
-    const bouncer = Number(readFileSync(join(agentDir, "poolers", db.id, "pgbouncer.pid"), "utf8").trim());
-    const postmaster = Number(readFileSync(join(agentDir, "instances", db.id, "postmaster.pid"), "utf8").split("\n")[0]);
     const [bouncerBefore, serverBefore] = [rss(bouncer), serverMemory(postmaster)];
     const url = new URL(withPw(pooler.connection_string));
     const clients: pg.Client[] = [];
@@ -183,6 +294,16 @@ async function main() {
 
     // Trusted sources: 50 entries (127.0.0.1/32 among them, the bench's own source) vs none.
     const cs = withPw(db.connection_string);
+    // The direct port right after the idle clients left, with no entry listed: two runs found it refusing here
+    // ("Connection refused" from pgbench). Waited for, and what was seen reported, rather than failing the bench.
+    const seenAfterIdle: string[] = [];
+    const afterIdle = await untilAttempt("the direct port admits after the idle clients left", "127.0.0.1", cs, (a) => {
+      seenAfterIdle.push(a);
+      return admitted(a);
+    });
+    benchLog(
+      `direct port after the idle clients left: ${seenAfterIdle.length} attempt(s) in ${afterIdle.ms} ms (${[...new Set(seenAfterIdle)].join("; ")})`,
+    );
     const ids: string[] = [];
     let applyMs: number[] = [];
     const listFifty = async () => {
@@ -215,7 +336,7 @@ async function main() {
     applyMs = applyMs.sort((a, b) => a - b);
 
     const body = [
-      `${cpus().length} cores (shared; 1-minute load average ${loadAtStart} at the start, ${loadavg()} at the end), the local stack (\`npm run bench:edge\`), one database of tier small (max_connections 100), PostgreSQL 17, PgBouncer 1.18 (Debian) in transaction mode with the tier's pool of ${pooler.pool_size}; pgbench 15 select-only (-S), ${CLIENTS} clients, 2 threads, TLS (sslmode=require), scale 10; ${ROUNDS} rounds of ${SECONDS} s per path, alternating which goes first. Both paths go through the agent's nftables meter (published ports).`,
+      `${cpus().length} cores (shared; 1-minute load average ${loadAtStart} at the start, ${loadavg()} at the end), the local stack (\`npm run bench:edge\`), one database of tier small (max_connections 100), PostgreSQL 17, PgBouncer 1.18 (Debian) in transaction mode with the tier's pool of ${pooler.pool_size}; pgbench (\`${PGBENCH}\`) select-only (-S), ${CLIENTS} clients, 2 threads, TLS (sslmode=require), scale 10; ${ROUNDS} rounds of ${SECONDS} s per path, alternating which goes first. Both paths go through the agent's nftables meter (published ports).`,
       "",
       "| measurement | direct | through the pooler | ratio pooler / direct (mean; median of rounds) | target |",
       "|---|---|---|---|---|",
@@ -224,13 +345,17 @@ async function main() {
       "",
       `- ${IDLE} idle client connections held through the pooler (TLS, each after one SELECT): PgBouncer's RSS ${mib(bouncerBefore)} → ${mib(bouncerIdle)} (${((bouncerIdle - bouncerBefore) / IDLE / 1024).toFixed(1)} KiB per client); the server's processes (PSS, shared buffers once) ${mib(serverBefore)} → ${mib(serverIdle)} with ${backends} processes under the postmaster (the pool, not one backend per client).`,
       `- Trusted sources: direct TPS with a new connection per transaction (-C -M prepared, every connection passing the nftables lookup) with 50 entries listed ${rules.b.toFixed(0)} vs none ${rules.a.toFixed(0)}: ratio **${rules.ratio.toFixed(3)}** (median of rounds ${rules.medianRatio.toFixed(3)}; target ≥ 0.97).`,
+      `- The direct port just after the ${IDLE} idle clients left (no entry listed): ${seenAfterIdle.length === 1 ? "admitted at once" : `${seenAfterIdle.length - 1} attempt(s) refused over ${afterIdle.ms} ms (${[...new Set(seenAfterIdle.slice(0, -1))].join("; ")}) before it admitted`}.`,
       `- A change of the list enforced on the published port (from the API's answer to a session from 127.0.0.5 refused or admitted, polled every 200 ms): ${applyMs.map((m) => `${m} ms`).join(", ")} (the promise: within 5 s).`,
-      "- With `-C` every connection costs a TLS handshake and a SCRAM exchange on both paths (PgBouncer terminates TLS and checks SCRAM itself); what the pooler saves is the server process's start, so the ratio says how much of a connection that start is on this machine.",
+      `- Where a new connection's time goes (-C rounds, per connection; CPU from /proc: pgbench with its threads, PgBouncer, the server's processes including those that exited): pgbench's connection time ${cDirect.connectMs.toFixed(1)} ms direct, ${cPooled.connectMs.toFixed(1)} ms pooled; CPU direct — pgbench ${cDirect.clientCpuMs.toFixed(2)} ms, server ${cDirect.serverCpuMs.toFixed(2)} ms (${cDirect.serverSessions.toFixed(2)} server sessions per connection); pooled — pgbench ${cPooled.clientCpuMs.toFixed(2)} ms, PgBouncer ${cPooled.bouncerCpuMs.toFixed(2)} ms, server ${cPooled.serverCpuMs.toFixed(2)} ms (${cPooled.serverSessions.toFixed(3)} server sessions per connection: no server login per client).`,
+      "- With `-C` every connection costs a TLS handshake and a SCRAM exchange on both paths (PgBouncer terminates TLS and checks SCRAM against the stored verifier itself); what the pooler saves is the server process's start. The client's own part — its TLS handshake and the SCRAM proof (PBKDF2 over the verifier's 4,096 iterations, in libpq) — is the same on both paths and, with pgbench on the same two cores, bounds the ratio: (client + server) / (client + PgBouncer + server) of the CPU above.",
       `- Rounds (TPS): steady ${steady.as.map((x) => x.toFixed(0)).join("/")} direct, ${steady.bs.map((x) => x.toFixed(0)).join("/")} pooled; -C ${perTx.as.map((x) => x.toFixed(0)).join("/")} direct, ${perTx.bs.map((x) => x.toFixed(0)).join("/")} pooled; rules ${rules.as.map((x) => x.toFixed(0)).join("/")} none, ${rules.bs.map((x) => x.toFixed(0)).join("/")} 50.`,
     ].join("\n");
     process.stdout.write(`${body}\n`);
     await writeSection("Pooler and trusted sources (npm run bench:edge)", body);
   } finally {
+    // Everything the stack printed, for a closer look at one run (BENCH_EDGE_LOG=<file>).
+    if (process.env.BENCH_EDGE_LOG) writeFileSync(process.env.BENCH_EDGE_LOG, stack.output());
     await stack.destroy();
   }
 }

@@ -14,16 +14,22 @@
  * 3. Read latency through the gateway: `GET …/logs` (the newest 100), `GET …/logs?q=…`, `GET …/queries`, and as the
  *    baseline `GET /v1/databases/{id}` (the plain read of the same gateway and databases service), interleaved round
  *    by round so that all four see the same load; p50/p99 and each one's p50 over the baseline's.
+ *
+ * With BENCH_TRACE=1 only 1. runs, with the stack tracing to an OTLP receiver in this process
+ * (otlp-collector.ts) and each PATCH sent in a trace of its own: it prints where a change's time goes, span by
+ * span (gateway, databases service, agent), and writes nothing to docs/benchmarks.md (tracing costs time too).
  */
 import { cpus, loadavg } from "node:os";
 import { waitRunning } from "../support/backups.ts";
 import { connectCustomer } from "../support/pgclient.ts";
 import { account } from "../support/replicas.ts";
 import { startStack } from "../support/stack.ts";
+import { breakdown, type Collector, newTraceparent, startCollector } from "../support/otlp-collector.ts";
 import { benchLog, runBench, writeSection } from "./report.ts";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 30);
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 200);
+const TRACE = process.env.BENCH_TRACE === "1";
 
 function percentiles(xs: number[]) {
   const s = [...xs].sort((a, b) => a - b);
@@ -36,7 +42,8 @@ const sleep = (n: number) => new Promise((r) => setTimeout(r, n));
 runBench(async () => {
   const load = loadavg()[0]!.toFixed(1);
   benchLog("starting the local stack (one agent)");
-  const stack = await startStack({ agents: "fsn1", env: { LOG_LEVEL: "silent", AGENT_CAPACITY: "4" } });
+  const collector: Collector | undefined = TRACE ? await startCollector() : undefined;
+  const stack = await startStack({ agents: "fsn1", env: { LOG_LEVEL: "silent", AGENT_CAPACITY: "4", ...collector?.env } });
   try {
     const api = await account(stack, "inside");
     const created = await api.post("/v1/databases", { name: "inside-bench", region: "fsn1", tier: "micro" });
@@ -45,10 +52,14 @@ runBench(async () => {
     await waitRunning(api, db.id, "running", 180_000);
     const key: string = (await api.post("/v1/organization/api-keys", { name: "bench" })).body.data.secret;
     // Plain HTTP through the gateway (keep-alive), timed around the request alone.
-    const call = async (method: string, path: string, body?: unknown) => {
+    const call = async (method: string, path: string, body?: unknown, traceparent?: string) => {
       const res = await fetch(stack.baseUrl + path, {
         method,
-        headers: { authorization: `Bearer ${key}`, ...(body !== undefined && { "content-type": "application/json" }) },
+        headers: {
+          authorization: `Bearer ${key}`,
+          ...(body !== undefined && { "content-type": "application/json" }),
+          ...(traceparent !== undefined && { traceparent }),
+        },
         ...(body !== undefined && { body: JSON.stringify(body) }),
       });
       const text = await res.text();
@@ -71,13 +82,16 @@ runBench(async () => {
     const visibleMs: number[] = [];
     const sessionMs: number[] = [];
     let firstSession = 0;
+    const traceIds: string[] = [];
     for (let i = 0; i < ROUNDS; i++) {
       const t = performance.now();
       await show();
       sessionMs.push(performance.now() - t);
       const value = `${8 + i}MB`;
+      const traced = TRACE ? newTraceparent() : undefined;
+      if (traced) traceIds.push(traced.traceId);
       const t0 = performance.now();
-      await call("PATCH", `${base}/config`, { parameters: { work_mem: value } });
+      await call("PATCH", `${base}/config`, { parameters: { work_mem: value } }, traced?.traceparent);
       patchMs.push(performance.now() - t0);
       for (let tries = 1; ; tries++) {
         if ((await show()) === value) {
@@ -97,6 +111,21 @@ runBench(async () => {
     benchLog(
       `a new session + SHOW alone: p50 ${ms(session.p50)} ms, max ${ms(session.max)} ms; first session saw it ${firstSession}/${ROUNDS}`,
     );
+
+    if (collector) {
+      // Each process exports in batches of its own: wait until every trace has the agent's work and the request's end.
+      const complete = (id: string) => {
+        const t = collector.spans.filter((s) => s.traceId === id);
+        return t.some((s) => s.name === "reconcile") && t.some((s) => s.service === "gateway" && s.kind === 2);
+      };
+      for (const deadline = performance.now() + 30_000; !traceIds.every(complete) && performance.now() < deadline; ) await sleep(200);
+      await sleep(1000);
+      const table = breakdown(collector.spans, traceIds);
+      process.stdout.write(
+        `\n${ROUNDS} traced PATCHes (${traceIds.filter(complete).length} complete traces); load average ${load} at the start:\n${table}\n`,
+      );
+      return;
+    }
 
     // 2. A log line → returned by the API.
     benchLog(`${ROUNDS} log lines written → returned by GET …/logs`);
@@ -179,5 +208,6 @@ ${rows.join("\n")}`;
     await writeSection("Inside the database through the API (npm run bench:inside)", body);
   } finally {
     await stack.destroy();
+    collector?.close();
   }
 });

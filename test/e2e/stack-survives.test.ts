@@ -3,7 +3,8 @@
  * `npm start` runs it (embedded metadata PostgreSQL, no Redis), its operator
  * commands through `npm run` with PORT set, and the kills an operator (or a
  * crash) inflicts: the metadata PostgreSQL, the runner itself, the runner and
- * an agent at once.
+ * an agent at once; and a stop that leaves nothing running, a lost agent's
+ * PgBouncers and servers included.
  */
 import { execFile } from "node:child_process";
 import { readFileSync, readdirSync } from "node:fs";
@@ -12,7 +13,10 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { holdFilePath } from "../../deploy/local/supervisor.ts";
+import { processesUnder } from "../faults/processes.ts";
 import { createApi, waitFor, waitStatus } from "../support/api.ts";
+import { holdDown } from "../support/ha.ts";
 import { query } from "../support/pgclient.ts";
 import { freePortBlock, restartStack, startStack, type Stack } from "../support/stack.ts";
 
@@ -265,6 +269,35 @@ describe("the runner dies or is stopped", () => {
     expect(await stack.exited).toBe(0);
     expect(pids.filter(alive)).toEqual([]);
     expect((await npmRun("stop")).stdout).toContain(`no stack is running from ${stack.dataDir}`);
+  });
+});
+
+describe("nothing outlives a stopped stack", () => {
+  it("a lost agent's PgBouncers and servers stop with the stack (SIGINT to the runner, as a test's teardown)", {
+    timeout: RESTART_MS + 60_000 + 60_000 + NPM_RUN_MS + MARGIN_MS,
+  }, async () => {
+    stack = await restartStack(stack);
+    await waitFor(async () => (await statusOf(db.id)) === "running", 60_000, "back");
+    // Its pooler (on by default) runs as a PgBouncer whose ini lies below the data directory.
+    const bouncer = () => processesUnder(stack.dataDir).find((p) => /pgbouncer/.test(p) && p.includes(`/poolers/${db.id}/`));
+    const running = await waitFor(async () => bouncer(), 60_000, "the pooler's PgBouncer");
+    const instance = postmasterPid(instanceDir(db.id));
+    // A lost host, simulated: the agent's restart held and the agent killed -9. What it ran serves on (by design:
+    // the next agent keeps it), so nothing but the stack's stop is left to end it.
+    await holdDown(stack, "agent-fsn1");
+    await sleep(1_000);
+    expect(alive(instance)).toBe(true);
+    expect(bouncer()).toBe(running);
+    try {
+      await stack.stop();
+      // The check the fault suite makes after its stack stopped (test/faults/processes.ts): no process of the run left.
+      expect(processesUnder(stack.dataDir)).toEqual([]);
+      expect(stack.output()).toMatch(/left running: stopping \d+ connection pooler\(s\)/);
+    } finally {
+      await rm(holdFilePath(stack.dataDir, "agent-fsn1"), { force: true });
+      // What a failing run left (its PgBouncers never stop on their own): `npm run stop` ends it.
+      if (processesUnder(stack.dataDir).length > 0) await npmRun("stop");
+    }
   });
 });
 

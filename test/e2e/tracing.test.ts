@@ -5,72 +5,26 @@
  * exported over OTLP by separate processes and joined by W3C trace context
  * (the agent's through the spec it watches).
  */
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createApi, waitFor } from "../support/api.ts";
 import { createTestDatabase, type TestDatabase } from "../support/pg.ts";
+import { type CollectedSpan, type Collector, startCollector } from "../support/otlp-collector.ts";
 import { startStack, type Stack } from "../support/stack.ts";
 
-interface Span {
-  service: string;
-  traceId: string;
-  spanId: string;
-  parentSpanId?: string;
-  name: string;
-  kind: number;
-  attributes: Record<string, unknown>;
-}
-
-const spans: Span[] = [];
-let collector: http.Server;
+let collector: Collector;
+let spans: CollectedSpan[];
 let stack: Stack;
 let meta: TestDatabase;
 
-/** A minimal OTLP/HTTP JSON trace receiver, as Jaeger would be. */
-function startCollector(): Promise<number> {
-  collector = http.createServer((req, res) => {
-    let body = "";
-    req.on("data", (c: Buffer) => (body += c.toString()));
-    req.on("end", () => {
-      if (req.url === "/v1/traces") {
-        const doc = JSON.parse(body);
-        for (const rs of doc.resourceSpans ?? []) {
-          const service = rs.resource?.attributes?.find((a: any) => a.key === "service.name")?.value?.stringValue;
-          for (const ss of rs.scopeSpans ?? []) {
-            for (const s of ss.spans ?? []) {
-              spans.push({
-                service,
-                traceId: s.traceId,
-                spanId: s.spanId,
-                parentSpanId: s.parentSpanId || undefined,
-                name: s.name,
-                kind: s.kind,
-                attributes: Object.fromEntries(
-                  (s.attributes ?? []).map((a: any) => [a.key, a.value.stringValue ?? a.value.intValue ?? a.value.boolValue]),
-                ),
-              });
-            }
-          }
-        }
-      }
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end("{}");
-    });
-  });
-  return new Promise((r) => collector.listen(0, "127.0.0.1", () => r((collector.address() as AddressInfo).port)));
-}
-
 beforeAll(async () => {
-  const port = await startCollector();
+  collector = await startCollector();
+  spans = collector.spans;
   meta = await createTestDatabase("e2e_tracing");
   stack = await startStack({
     databaseUrl: meta.url,
     agents: "fsn1",
     env: {
-      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
-      OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
-      OTEL_BSP_SCHEDULE_DELAY: "200",
+      ...collector.env,
       REDIS_URL: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
     },
   });
@@ -142,7 +96,7 @@ it("covers a create from the gateway through the databases service and PostgreSQ
   expect(orphans().map((s) => `${s.service} ${s.name}`)).toEqual([]);
 
   const trace = spans.filter((s) => s.traceId === traceId);
-  const children = (parent: Span) => trace.filter((s) => s.parentSpanId === parent.spanId);
+  const children = (parent: CollectedSpan) => trace.filter((s) => s.parentSpanId === parent.spanId);
   const root = trace.find((s) => s.service === "gateway" && s.kind === 2)!; // SERVER
   expect(root.parentSpanId).toBe(caller);
   expect(trace.filter((s) => s.parentSpanId === caller)).toEqual([root]);
@@ -203,4 +157,38 @@ it("puts the agent's backup in the trace of the request that asked for it", { ti
   expect(parent.service).toBe("databases");
   expect(parent.name).toMatch(/DatabasesService\/CreateBackup$/);
   expect(spans.filter((s) => s.parentSpanId === backup.spanId).map((s) => s.name)).toContain("base backup");
+});
+
+it("shows where a configuration change's time goes: the checks, the save, the wait, the agent's ALTER SYSTEM and reload", {
+  timeout: 120_000 + 30_000 + 15_000,
+}, async () => {
+  const api = createApi(stack.baseUrl);
+  await api.signup("trace-config");
+  const created = await api.post("/v1/databases", { name: "traced-config", region: "fsn1", tier: "micro" });
+  expect(created.status).toBe(201);
+  const id: string = created.body.data.id;
+  await waitFor(async () => (await api.get(`/v1/databases/${id}`)).body.data?.status === "running", 120_000, "running");
+
+  const traceId = "7d3c1f0e9b8a46c2a1b2c3d4e5f60718";
+  const caller = "1a2b3c4d5e6f7081";
+  const patched = await api.patch(
+    `/v1/databases/${id}/config`,
+    { parameters: { work_mem: "12MB" } },
+    { traceparent: `00-${traceId}-${caller}-01` },
+  );
+  expect(patched.status).toBe(200);
+
+  const of = (service: string, name: string) => spans.find((s) => s.traceId === traceId && s.service === service && s.name === name);
+  await waitFor(async () => of("provisioner-agent", "reload") && of("databases", "wait for the agent"), 30_000, "the change's spans");
+  const trace = spans.filter((s) => s.traceId === traceId);
+  const parentOf = (s: CollectedSpan) => trace.find((p) => p.spanId === s.parentSpanId);
+  const server = trace.find((s) => s.service === "databases" && s.name.endsWith("/UpdateConfig"))!;
+  expect(server).toBeDefined();
+  for (const step of ["validate", "save", "wait for the agent"]) expect(parentOf(of("databases", step)!)).toBe(server);
+  // The agent's apply joins the request's trace through the spec; its steps are children of its configuration step.
+  const reconcile = of("provisioner-agent", "reconcile")!;
+  expect(parentOf(reconcile)?.service).toBe("databases");
+  const configuration = of("provisioner-agent", "configuration")!;
+  expect(parentOf(configuration)).toBe(reconcile);
+  for (const step of ["alter system", "reload"]) expect(parentOf(of("provisioner-agent", step)!)).toBe(configuration);
 });

@@ -2,8 +2,10 @@
  * `npm run fuzz`: starts a stack (test/support/stack.ts, Redis at REDIS_URL),
  * sends FUZZ_REQUESTS (default 11,000) generated requests and exits 1 on any
  * failure. FUZZ_SEED repeats a run; FUZZ_ONLY=<index> sends only that request
- * of the run; FUZZ_CONCURRENCY (8) requests in flight.
+ * of the run; FUZZ_CONCURRENCY (8) requests in flight; FUZZ_LOG=<file> keeps what
+ * the stack printed.
  */
+import { writeFile } from "node:fs/promises";
 import { startFixture } from "./fixture.ts";
 import { seedFromEnv } from "./prng.ts";
 import { coverage, runFuzz, summarize } from "./run.ts";
@@ -45,6 +47,7 @@ try {
     for (const [key, g] of [...groups].sort((a, b) => b[1].count - a[1].count).slice(0, 20))
       console.log(`  ${g.count}× ${key}\n      e.g. ${g.example}`);
   }
+  if (process.env.FUZZ_LOG) await writeFile(process.env.FUZZ_LOG, fixture.output());
   const broken = await fixture.check();
   for (const b of broken) console.log(`fuzz: the run broke the fixture: ${b}`);
   failed = report.failures.length > 0 || broken.length > 0;

@@ -51,7 +51,7 @@ export function createApi(baseUrl: string) {
     get: <T = any>(path: string, headers?: Record<string, string>) => call<T>("GET", path, undefined, headers),
     post: <T = any>(path: string, body?: unknown, headers?: Record<string, string>) => call<T>("POST", path, body ?? {}, headers),
     put: <T = any>(path: string, body: unknown) => call<T>("PUT", path, body),
-    patch: <T = any>(path: string, body: unknown) => call<T>("PATCH", path, body),
+    patch: <T = any>(path: string, body: unknown, headers?: Record<string, string>) => call<T>("PATCH", path, body, headers),
     delete: <T = any>(path: string) => call<T>("DELETE", path),
     setToken(t: string | undefined) {
       token = t;

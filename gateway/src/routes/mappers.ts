@@ -10,14 +10,7 @@ import {
   type RoleName,
   type Vocabulary,
 } from "@dbaas/catalogue";
-import {
-  BackupStatusSchema,
-  BackupTypeSchema,
-  type BackupStatus,
-  type BackupType,
-  type DatabaseStatus,
-  type RestoredFrom,
-} from "@dbaas/proto/databases";
+import { BackupStatusSchema, BackupTypeSchema, type BackupStatus, type BackupType, type DatabaseStatus } from "@dbaas/proto/databases";
 import type { Plan, Principal, Role } from "@dbaas/proto/identity";
 import { list, type Reply } from "../middleware/envelope.ts";
 import { pagination, type QueryValues } from "../schema.ts";
@@ -98,12 +91,6 @@ export const backupTypeName = (type: BackupType) => nameOf(BACKUP_TYPE, type, ""
 
 export const backupStatusName = (status: BackupStatus) => nameOf(BACKUP_STATUS, status, "", "backup status");
 
-/** Where a restored database came from; undefined for every other database. */
-export function restoredFrom(from: RestoredFrom | undefined) {
-  if (from === undefined || from.databaseId === "") return undefined;
-  return { database_id: from.databaseId, restore_time: iso(present(from.restoreTime, "restored_from.restore_time")) };
-}
-
 /*
  * The request fields of a name the request schema admitted: the enum, and the
  * deprecated name beside it for a service that predates the enum (every
@@ -127,11 +114,6 @@ export const actorOf = (principal: Principal) => ({
   role: principal.role,
   permissions: principal.permissions,
 });
-
-/** An organization as every route shows it. */
-export function organization(org: { id: string; name: string; planEnum: Plan; plan: string; createdAt?: Timestamp }) {
-  return { id: org.id, name: org.name, plan: planName(org), created_at: iso(org.createdAt) };
-}
 
 /**
  * What a replica's status can be (databases_service.proto, Replica.status):

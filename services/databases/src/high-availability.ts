@@ -383,7 +383,7 @@ async function replaceStandbys(ctx: AppContext, primaryId: string): Promise<numb
 }
 
 /** A switchover called off: the primary unfenced (its lease renews again), its operation failed with why. */
-async function abortSwitchover(ctx: AppContext, p: DatabaseRow, why: string): Promise<void> {
+async function abortSwitchover(ctx: AppContext, p: DatabaseRow, why: string, target?: SupervisedStandby): Promise<void> {
   await withTransaction(ctx.pool, async (db) => {
     const { rows } = await db.query<DatabaseRow>("SELECT * FROM databases WHERE id = $1 FOR UPDATE", [p.id]);
     if (!rows[0] || rows[0].switchover_to === null) return;
@@ -392,7 +392,17 @@ async function abortSwitchover(ctx: AppContext, p: DatabaseRow, why: string): Pr
     if (op) await failOperation(db, op.id, why);
     await notifyAgent(db, rows[0].agent_id);
   });
-  ctx.log.warn("switchover called off", { database_id: p.id, reason: why });
+  // What the decision saw: the two last reported positions and when they arrived (a called-off switchover's evidence).
+  const at = (d: Date | null) => d?.toISOString() ?? "never";
+  ctx.log.warn("switchover called off", {
+    database_id: p.id,
+    reason: why,
+    primary_wal: p.wal_position,
+    primary_wal_at: at(p.wal_position_at),
+    primary_fenced: p.fenced,
+    fenced_at: at(p.switchover_fenced_at),
+    ...(target && { standby_id: target.id, standby_wal: target.wal_position, standby_wal_at: at(target.wal_position_at) }),
+  });
 }
 
 /**
@@ -432,6 +442,7 @@ async function superviseSwitchover(ctx: AppContext, p: SupervisedPrimary, standb
         ctx,
         p,
         `the standby did not catch up within ${ctx.cfg.haSwitchoverTimeoutMs / 1000} s; the primary keeps running`,
+        target,
       );
     }
     return;
@@ -450,7 +461,7 @@ async function superviseSwitchover(ctx: AppContext, p: SupervisedPrimary, standb
   }
   if (now - started > ctx.cfg.haSwitchoverTimeoutMs) {
     const what = p.fenced ? "the standby did not receive all of the primary's WAL" : "the primary's agent did not report it fenced";
-    await abortSwitchover(ctx, p, `${what} within ${ctx.cfg.haSwitchoverTimeoutMs / 1000} s; the primary keeps running`);
+    await abortSwitchover(ctx, p, `${what} within ${ctx.cfg.haSwitchoverTimeoutMs / 1000} s; the primary keeps running`, target);
   }
 }
 

@@ -347,6 +347,14 @@ describe("the supervisor", () => {
     const replicaRow = await row(replica!.id);
     const replicaGeneration = BigInt(replicaRow.generation);
     expect((await specOf(h, replicaRow.agent_id, replica!.id))!.replicaOf).toMatchObject({ primaryPort: 40000 });
+    // The standby holds a slot for the replica, at the position the replica's agent last reported (0: none yet), so a
+    // promotion keeps the WAL the replica needs; the primary and the replica hold none of these.
+    const held = async () => (await specOf(h, B, standby.id))!.standbySlots.map((x) => [x.name, x.position]);
+    expect(await held()).toEqual([[slotName(replica!.id), 0n]]);
+    await reportWal(replicaRow.agent_id, replica!.id, ObservedState.RUNNING, 3000n);
+    expect(await held()).toEqual([[slotName(replica!.id), 3000n]]);
+    expect((await specOf(h, A, db.id))!.standbySlots).toEqual([]);
+    expect((await specOf(h, replicaRow.agent_id, replica!.id))!.standbySlots).toEqual([]);
     // Before the lease ends: nothing.
     expect(await superviseHighAvailability(at(later(9)), { ...steady(), lastPassAt: Date.now() + 8_900 })).toBe(0);
     // The lease ended at +10; B reports its standby's final WAL at +11; the margin passes at +12.

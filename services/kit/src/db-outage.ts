@@ -1,11 +1,18 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import type pg from "pg";
+import { dependencyUnavailable } from "./errors.ts";
 import type { Logger } from "./logger.ts";
 
 /** Socket errors of a connection that could not be made or was cut. */
 const SOCKET_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN"]);
 /** SQLSTATEs of a server going away or not taking connections: shutdown, crash, starting up, too many connections. */
 const SQLSTATES = new Set(["57P01", "57P02", "57P03", "53300"]);
+/**
+ * SQLSTATEs of a transaction PostgreSQL rolled back because another one met it at the same moment: a deadlock,
+ * a serialization failure, a lock NOWAIT could not take. Nothing of that transaction took effect, and the same
+ * request sent again normally succeeds.
+ */
+const CONFLICT_SQLSTATES = new Set(["40P01", "40001", "55P03"]);
 /** node-postgres says these in words only. */
 const PG_MESSAGES = [
   "Connection terminated",
@@ -32,11 +39,24 @@ export function isDatabaseUnreachable(err: unknown): boolean {
   return false;
 }
 
+/** Whether `err` (or its cause) is PostgreSQL rolling back a transaction that conflicted with another (CONFLICT_SQLSTATES). */
+export function isTransactionConflict(err: unknown): boolean {
+  for (let e = err, depth = 0; e && typeof e === "object" && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof ConnectError) return false;
+    const { code } = e as { code?: unknown };
+    if (typeof code === "string" && CONFLICT_SQLSTATES.has(code)) return true;
+  }
+  return false;
+}
+
 /**
  * Turns "cannot reach PostgreSQL" thrown by a unary handler into
  * UNAVAILABLE (the gateway's 503, "try again shortly") instead of the
  * INTERNAL every unexpected error becomes (a 500 that blames the request).
- * One warning per outage, not one per call.
+ * One warning per outage, not one per call. A transaction PostgreSQL rolled
+ * back for a conflict with another (a deadlock between two requests) is a 503
+ * "try again" too (the handler ran: not UNAVAILABLE, which would let a client
+ * resend it unasked), logged each time with the procedure and the SQLSTATE.
  */
 export function databaseOutage(service: string, log: Logger): Interceptor {
   let lastWarning = 0;
@@ -45,6 +65,10 @@ export function databaseOutage(service: string, log: Logger): Interceptor {
     try {
       return await next(req);
     } catch (err) {
+      if (isTransactionConflict(err)) {
+        log.warn("a transaction conflicted with another and was rolled back; answering 503", { procedure: req.method.name, error: err });
+        throw dependencyUnavailable("the request met another change made at the same moment and was not carried out; try again");
+      }
       if (!isDatabaseUnreachable(err)) throw err;
       if (Date.now() - lastWarning > 10_000) {
         lastWarning = Date.now();

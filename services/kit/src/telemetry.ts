@@ -89,18 +89,7 @@ export function tracedWork(name: string, carrier: Record<string, string>, attrib
         span = t.startSpan(name, { attributes }, parent);
         inside = trace.setSpan(parent, span);
       }
-      return await context.with(inside, () =>
-        t.startActiveSpan(stepName, { attributes }, async (s) => {
-          try {
-            return await fn();
-          } catch (err) {
-            s.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
-            throw err;
-          } finally {
-            s.end();
-          }
-        }),
-      );
+      return await context.with(inside, () => activeSpan(stepName, attributes, fn));
     },
     mark(markName) {
       if (span) t.startSpan(markName, { attributes }, inside).end();
@@ -111,6 +100,29 @@ export function tracedWork(name: string, carrier: Record<string, string>, attrib
       span.end();
     },
   };
+}
+
+/**
+ * `fn` as the child span `name` of the active span (a step of a request or of traced work, so that a trace
+ * shows where its time goes); without an active span (no trace, or the process does not trace) just `fn`.
+ */
+export async function inSpan<T>(name: string, fn: () => Promise<T>, attributes: Attributes = {}): Promise<T> {
+  if (!trace.getSpan(context.active())) return fn();
+  return activeSpan(name, attributes, fn);
+}
+
+/** `fn` in a new active span `name` (a child of the active context's), marked failed when it throws. */
+function activeSpan<T>(name: string, attributes: Attributes, fn: () => Promise<T>): Promise<T> {
+  return tracer().startActiveSpan(name, { attributes }, async (s) => {
+    try {
+      return await fn();
+    } catch (err) {
+      s.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+      throw err;
+    } finally {
+      s.end();
+    }
+  });
 }
 
 const passThrough: Interceptor = (next) => next;

@@ -18,11 +18,12 @@ const SECRET = "transport-test-secret";
 interface Observed {
   header?: Headers;
   cancelled?: boolean;
+  /** A "slow" or "hang" call reached its wait (so an abort after this has something to cancel). */
+  waiting?: boolean;
   deadlineMs?: number;
 }
 
 const observed: Observed = {};
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function routes(router: ConnectRouter) {
   router.service(IdentityService, {
@@ -35,6 +36,7 @@ function routes(router: ConnectRouter) {
           throw invalidArgument([{ field: "bearer", message: "is malformed" }]);
         case "slow":
         case "hang":
+          observed.waiting = true;
           await new Promise<void>((resolve) => {
             const timer = setTimeout(resolve, req.bearer === "slow" ? 2_000 : 30_000);
             ctx.signal.addEventListener("abort", () => {
@@ -126,17 +128,21 @@ describe("unary transport", () => {
     expect(Date.now() - started).toBeLessThan(1_000);
     expect(observed.deadlineMs).toBeGreaterThan(0);
     expect(observed.deadlineMs).toBeLessThanOrEqual(150);
-    await expect.poll(() => observed.cancelled).toBe(true);
+    // Generous: on two loaded cores the server's side may hear of it a second or more later (the CI's failure).
+    await expect.poll(() => observed.cancelled, { timeout: 15_000 }).toBe(true);
   });
 
   it("an aborted signal cancels the call on both sides", async () => {
     observed.cancelled = false;
+    observed.waiting = false;
     const abort = new AbortController();
     const call = client().authenticate({ bearer: "hang" }, { signal: abort.signal });
-    await sleep(100);
+    call.catch(() => {});
+    // Aborted once the server is handling it (a fixed 100 ms was not always enough under load: the CI's failure).
+    await expect.poll(() => observed.waiting, { timeout: 15_000 }).toBe(true);
     abort.abort();
     await expect(call).rejects.toMatchObject({ code: Code.Canceled });
-    await expect.poll(() => observed.cancelled).toBe(true);
+    await expect.poll(() => observed.cancelled, { timeout: 15_000 }).toBe(true);
   });
 
   it("a signal aborted while the stream is being opened cancels the call (it used to hang)", async () => {

@@ -25,6 +25,23 @@ export interface AgentConnection {
   port: number;
   /** The agent's role: a superuser that only the agent can log in as. */
   user: string;
+  /** Which server process this is (the local runtime: its postmaster's pid and start time): a restarted server's differs. */
+  generation?: string;
+}
+
+/** Where, how long: one of {@link InstanceAccess.adminSession}'s sessions. */
+export interface AdminSessionOptions {
+  /** The database to be in (`postgres` unless given). */
+  database?: string;
+  /** How long to wait for a session (a free one, or a new one to connect); 10 s. */
+  timeoutMs?: number;
+}
+
+/** No server of the instance runs here (stopped, starting, gone). */
+export class ServerNotRunning extends Error {
+  constructor(readonly id: string) {
+    super(`the server of ${id} is not running on this host`);
+  }
 }
 
 /**
@@ -115,6 +132,12 @@ export interface ServerLog {
 export interface InstanceAccess {
   /** The agent's own session on `id`'s server as it runs now; undefined when no server of it accepts the agent (stopped, starting). */
   agentConnection(id: string): Promise<AgentConnection | undefined>;
+  /**
+   * `fn` in one of the agent's superuser sessions on `id`'s running server, kept open between calls
+   * (admin-sessions.ts: a few per server, closed when it stops, restarts or is deleted, and after a failure);
+   * {@link ServerNotRunning} when no server of `id` runs. Statement logging is off in it.
+   */
+  adminSession<T>(id: string, fn: (c: pg.Client) => Promise<T>, opts?: AdminSessionOptions): Promise<T>;
   /** Files and programs as `id`'s server (its data, its WAL spool, a base backup's staging directory). */
   serverFiles(id: string): Promise<ServerFiles>;
   /** The directory holding one WAL spool per instance (`<root>/<id>`), which `id`'s server archives into and the agent uploads from. */

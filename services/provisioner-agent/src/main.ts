@@ -18,11 +18,30 @@ try {
   await stopTelemetry();
   process.exit(1);
 }
+// A stop asked for while starting (a stack stopped just as this agent came back) would otherwise end the process at
+// once, leaving the servers and PgBouncers it keeps from its predecessor running: it is honoured once start-up
+// reaches a point it can stop from, with the same stop as a running agent's.
+let stopAsked = false;
+const askStop = () => {
+  stopAsked = true;
+};
+process.on("SIGTERM", askStop);
+process.on("SIGINT", askStop);
+async function stopIfAsked(close?: () => Promise<void>): Promise<void> {
+  if (!stopAsked) return;
+  ctx.log.info("shutting down: asked to while starting");
+  await close?.();
+  await ctx.runtime.shutdown().catch((err: unknown) => ctx.log.error("shutdown hook failed", { error: err }));
+  await ctx.proxy.close().catch((err: unknown) => ctx.log.error("shutdown hook failed", { error: err }));
+  await stopTelemetry();
+  process.exit(0);
+}
 // Highly available primaries a previous process left running are fenced before anything is served again:
 // this process does not know yet whether it still holds their leases.
 const fencedAtStart = await fenceOnStart(ctx.runtime, config.dataDir, ctx.log);
 // Crash leftovers cleared and templates built before the first assignment arrives.
 await ctx.runtime.prepare();
+await stopIfAsked();
 const metrics = createMetricsRegistry();
 const limits = ctx.runtime.resourceLimits;
 const server = await startServer({
@@ -38,6 +57,9 @@ const server = await startServer({
     ...(limits.reason ? { resource_limits_reason: limits.reason } : {}),
   }),
 });
+await stopIfAsked(() => server.close());
+process.off("SIGTERM", askStop);
+process.off("SIGINT", askStop);
 const loop = startControlLoop(ctx, server.shutdownSignal, fencedAtStart);
 agentMetrics(metrics, loop);
 // Hooks run last to first.

@@ -293,11 +293,19 @@ export function createReconciler(opts: ReconcilerOptions) {
     return "next";
   }
 
-  /** A primary holds exactly its replicas' slots: a slot of a replica that is gone would keep WAL forever. */
+  /**
+   * A primary holds exactly its replicas' slots: a slot of a replica that is gone would keep WAL forever. A
+   * standby of a highly available database holds one for each other member of its primary, advanced as they
+   * report (each spec the control plane sends carries their positions), so a promotion keeps the WAL they need.
+   */
   async function syncSlots(c: RunningPass): Promise<"next" | "wait"> {
-    const slots = c.spec.replicationSlots.join(",");
-    if (c.spec.replicaOf || slotsSynced.get(c.id) === slots) return "next";
-    await c.work.step("replication slots", () => runtime.syncReplicationSlots(c.id, c.spec.replicationSlots));
+    if (c.spec.replicaOf && !c.spec.standby) return "next";
+    const held = c.spec.replicaOf ? c.spec.standbySlots.map((s) => ({ name: s.name, position: s.position })) : undefined;
+    const slots = held ? held.map((s) => `${s.name}@${s.position}`).join(",") : c.spec.replicationSlots.join(",");
+    if (slotsSynced.get(c.id) === slots) return "next";
+    await c.work.step("replication slots", () =>
+      held ? runtime.holdStandbySlots(c.id, held) : runtime.syncReplicationSlots(c.id, c.spec.replicationSlots),
+    );
     slotsSynced.set(c.id, slots);
     return "next";
   }

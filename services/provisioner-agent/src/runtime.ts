@@ -59,6 +59,12 @@ export interface ReplicaConnection {
 }
 
 /** A replica's data: a completed base backup of its primary, taken after the replica's slot existed. */
+/** A slot a standby keeps for another member of its primary, and where that member last reported its WAL (0n: not yet). */
+export interface HeldSlotPosition {
+  name: string;
+  position: bigint;
+}
+
 export interface SeedRequest {
   primaryDatabaseId: string;
   backupId: string;
@@ -202,6 +208,12 @@ export interface InstanceRuntime extends InstanceAccess {
    * are missing and drops (ending their walsenders) every other `dbaas_` slot.
    */
   syncReplicationSlots(id: string, slots: readonly string[]): Promise<void>;
+  /**
+   * On a running standby of a highly available database: the slots it keeps
+   * for the other members of its primary, each held at the position given
+   * (replication.ts, holdSlots); every other `dbaas_` slot dropped.
+   */
+  holdStandbySlots(id: string, slots: readonly HeldSlotPosition[]): Promise<void>;
   /**
    * Fences the instance: no client session (the agent's and replication
    * connections only) until `unfence`, whatever starts it meanwhile — a start

@@ -1,10 +1,10 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { SCOPES } from "@dbaas/catalogue";
-import type { ApiKey } from "@dbaas/proto/identity";
 import { created, noContent, type Reply } from "../../middleware/envelope.ts";
 import { Type } from "@sinclair/typebox";
 import { body, oneOf, optional, PAGINATION_QUERY, timestamp, type Infer } from "../../schema.ts";
-import { actorOf, iso, pageOf, present, roleName } from "../mappers.ts";
+import { actorOf, pageOf } from "../mappers.ts";
+import { API_KEY, CREATED_API_KEY } from "../responses-identity.ts";
 import type { AuthedCall } from "../route.ts";
 import { displayName } from "./auth.ts";
 
@@ -21,19 +21,6 @@ export const createBody = body({
 });
 
 export const listQuery = PAGINATION_QUERY;
-
-function apiKey(key: ApiKey) {
-  return {
-    id: key.id,
-    name: key.name,
-    scopes: key.scopes,
-    prefix: key.prefix,
-    role: roleName(key.role),
-    created_by: key.createdBy,
-    created_at: iso(key.createdAt),
-    expires_at: iso(key.expiresAt),
-  };
-}
 
 /**
  * Who is asking, for identity, which decides everything about keys: the
@@ -53,13 +40,13 @@ export async function createApiKey(call: AuthedCall<Infer<typeof createBody>>): 
     scopes: body.scopes ?? [],
     expiresAt: body.expires_at === undefined ? undefined : timestampFromDate(new Date(body.expires_at)),
   });
-  return created({ ...apiKey(present(res.apiKey, "api_key")), secret: res.secret });
+  return created(CREATED_API_KEY.map(res));
 }
 
 /** The caller's own keys; every key of the organization for owner and admin. */
 export async function listApiKeys(call: AuthedCall<unknown>): Promise<Reply> {
   const res = await call.ctx.identity.listApiKeys({ organizationId: call.principal.organizationId, actor: actor(call) });
-  return pageOf("api_keys", res.apiKeys, call.query, apiKey);
+  return pageOf("api_keys", res.apiKeys, call.query, API_KEY.map);
 }
 
 /** One's own key; anyone's for owner and admin (another member's is 403 otherwise). */

@@ -2,9 +2,9 @@ import { created, ok, type Reply } from "../../middleware/envelope.ts";
 import { NAME_MAX_LENGTH, NAME_MIN_LENGTH, PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "@dbaas/kit";
 import { body, describe, displayText, emailAddress, optional, text, type Infer } from "../../schema.ts";
 import { ID } from "../ids.ts";
-import { iso, organization, present } from "../mappers.ts";
+import { present } from "../mappers.ts";
+import { SIGNUP, TOKEN } from "../responses-identity.ts";
 import type { Call } from "../route.ts";
-import type { Token } from "@dbaas/proto/identity";
 
 /** A password being checked: any the service could have accepted. */
 export const password = (description: string) => text(PASSWORD_MAX_LENGTH, description);
@@ -27,10 +27,6 @@ export const tokenBody = body({
   organization_id: optional(describe(ID.organization.schema, "Organization the token acts in; default: the user's oldest membership.")),
 });
 
-function tokenJson(token: Token) {
-  return { access_token: token.accessToken, token_type: token.tokenType, expires_at: iso(token.expiresAt) };
-}
-
 export async function signup({ ctx, body }: Call<Infer<typeof signupBody>>): Promise<Reply> {
   const res = await ctx.identity.signup({
     email: body.email,
@@ -38,13 +34,7 @@ export async function signup({ ctx, body }: Call<Infer<typeof signupBody>>): Pro
     name: body.name,
     organizationName: body.organization_name,
   });
-  const user = present(res.user, "user");
-  const org = present(res.organization, "organization");
-  return created({
-    user: { id: user.id, email: user.email, name: user.name },
-    organization: organization(org),
-    ...tokenJson(present(res.token, "token")),
-  });
+  return created(SIGNUP.map(res));
 }
 
 export async function token({ ctx, body }: Call<Infer<typeof tokenBody>>): Promise<Reply> {
@@ -53,5 +43,5 @@ export async function token({ ctx, body }: Call<Infer<typeof tokenBody>>): Promi
     password: body.password,
     organizationId: body.organization_id ?? "",
   });
-  return ok(tokenJson(present(res.token, "token")));
+  return ok(TOKEN.map(present(res.token, "token")));
 }

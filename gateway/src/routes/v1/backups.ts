@@ -1,9 +1,9 @@
-import type { Backup } from "@dbaas/proto/databases";
 import { accepted, created, list, type Reply } from "../../middleware/envelope.ts";
 import { body, optional, pagination, PAGINATION_QUERY, timestamp, type Infer } from "../../schema.ts";
-import { backupStatusName, backupTypeName, iso, orNull, present, restoredFrom, timestampOf } from "../mappers.ts";
+import { present, timestampOf } from "../mappers.ts";
+import { BACKUP, RESTORE_WINDOW, RESTORED_DATABASE } from "../responses.ts";
 import type { AuthedCall } from "../route.ts";
-import { createdRecord, databaseName, region, tier } from "./databases.ts";
+import { databaseName, region, tier } from "./databases.ts";
 
 export const listQuery = PAGINATION_QUERY;
 
@@ -18,18 +18,6 @@ export const restoreBody = body({
   region: optional(region("Region of the new database; default: the source's")),
 });
 
-function backup(b: Backup) {
-  return {
-    id: b.id,
-    type: backupTypeName(b.type),
-    status: backupStatusName(b.status),
-    started_at: iso(present(b.startedAt, "backup.started_at")),
-    completed_at: iso(b.completedAt),
-    size_bytes: Number(b.sizeBytes),
-    failure_reason: orNull(b.failureReason),
-  };
-}
-
 /** The backups, newest first, and beside them the restore window and whether WAL archiving keeps it moving. */
 export async function listBackups(call: AuthedCall<unknown>): Promise<Reply> {
   const { page, perPage } = pagination(call.query);
@@ -39,22 +27,13 @@ export async function listBackups(call: AuthedCall<unknown>): Promise<Reply> {
     page,
     perPage,
   });
-  return list(
-    "backups",
-    res.backups.map(backup),
-    { page, perPage, total: res.total },
-    {
-      earliest_restore_time: iso(res.earliestRestoreTime),
-      latest_restore_time: iso(res.latestRestoreTime),
-      wal_archiving: { status: res.archiveError === "" ? "healthy" : "failing", error: orNull(res.archiveError) },
-    },
-  );
+  return list("backups", res.backups.map(BACKUP.map), { page, perPage, total: res.total }, RESTORE_WINDOW.map(res));
 }
 
 /** 202: the backup runs on after the answer; its record says `running` until the agent reports it. */
 export async function createBackup(call: AuthedCall<unknown>): Promise<Reply> {
   const res = await call.ctx.databases.createBackup({ organizationId: call.principal.organizationId, databaseId: call.params.id });
-  return accepted(backup(present(res.backup, "backup")));
+  return accepted(BACKUP.map(present(res.backup, "backup")));
 }
 
 /** A new database made from the source's backups, answered as create answers, plus where it came from. */
@@ -68,6 +47,5 @@ export async function restoreDatabase(call: AuthedCall<Infer<typeof restoreBody>
     tier: body.tier ?? "",
     region: body.region ?? "",
   });
-  const from = restoredFrom(present(res.database, "database").restoredFrom);
-  return created({ ...createdRecord(res), restored_from: present(from, "database.restored_from") });
+  return created(RESTORED_DATABASE.map(res));
 }

@@ -1,10 +1,10 @@
 import { TOKEN_MAX_LENGTH } from "@dbaas/kit";
 import { ALERT_CHANNELS, PAYMENT_METHOD_TYPES } from "@dbaas/catalogue";
-import type { Alert, Invoice, PaymentMethod, UsageLine } from "@dbaas/proto/billing";
 import { Type } from "@sinclair/typebox";
 import { created, file, noContent, ok, type Reply } from "../../middleware/envelope.ts";
 import { body, CURRENCY_MAX_LENGTH, oneOf, optional, PAGINATION_QUERY, text, type Infer } from "../../schema.ts";
-import { iso, pageOf, present } from "../mappers.ts";
+import { pageOf, present } from "../mappers.ts";
+import { ALERT, INVOICE, PAYMENT_METHOD, USAGE } from "../responses-billing.ts";
 import type { AuthedCall } from "../route.ts";
 
 export const addPaymentMethodBody = body({
@@ -34,45 +34,15 @@ export const createAlertBody = body({
 
 export const listQuery = PAGINATION_QUERY;
 
-const line = (l: UsageLine | undefined) => ({ quantity: l?.quantity ?? 0, amount: l?.amount ?? 0 });
-
 /** Month-to-date usage of the caller's organization (docs/product.md, Billing). */
 export async function getUsage({ ctx, principal }: AuthedCall<unknown>): Promise<Reply> {
   const res = await ctx.billing.getUsage({ organizationId: principal.organizationId });
-  const compute = line(res.computeHours);
-  const storage = line(res.storageGb);
-  const transfer = line(res.dataTransferGb);
-  const replicas = line(res.replicaHours);
-  return ok({
-    period: { start: iso(res.periodStart), end: iso(res.periodEnd) },
-    usage: {
-      compute: { hours: compute.quantity, amount: compute.amount },
-      storage: { gb: storage.quantity, amount: storage.amount },
-      data_transfer: { gb: transfer.quantity, amount: transfer.amount },
-      replicas: { hours: replicas.quantity, amount: replicas.amount },
-    },
-    total: res.total,
-    currency: res.currency,
-  });
-}
-
-/** A payment method as every route shows it: what the processor reports about the card, never its number. */
-function paymentMethod(pm: PaymentMethod) {
-  return {
-    id: pm.id,
-    type: pm.type,
-    brand: pm.brand,
-    last4: pm.last4,
-    exp_month: pm.expMonth,
-    exp_year: pm.expYear,
-    default: pm.isDefault,
-    created_at: iso(pm.createdAt),
-  };
+  return ok(USAGE.map(res));
 }
 
 export async function listPaymentMethods(call: AuthedCall<unknown>): Promise<Reply> {
   const res = await call.ctx.billing.listPaymentMethods({ organizationId: call.principal.organizationId });
-  return pageOf("payment_methods", res.paymentMethods, call.query, paymentMethod);
+  return pageOf("payment_methods", res.paymentMethods, call.query, PAYMENT_METHOD.map);
 }
 
 /** 201 with the new method; an organization's first one becomes its default. */
@@ -82,7 +52,7 @@ export async function addPaymentMethod(call: AuthedCall<Infer<typeof addPaymentM
     type: call.body.type,
     token: call.body.token,
   });
-  return created(paymentMethod(present(res.paymentMethod, "payment_method")));
+  return created(PAYMENT_METHOD.map(present(res.paymentMethod, "payment_method")));
 }
 
 export async function updatePaymentMethod(call: AuthedCall<Infer<typeof updatePaymentMethodBody>>): Promise<Reply> {
@@ -92,7 +62,7 @@ export async function updatePaymentMethod(call: AuthedCall<Infer<typeof updatePa
     id: call.params.id,
     isDefault: call.body.default,
   });
-  return ok(paymentMethod(present(res.paymentMethod, "payment_method")));
+  return ok(PAYMENT_METHOD.map(present(res.paymentMethod, "payment_method")));
 }
 
 /**
@@ -104,26 +74,10 @@ export async function deletePaymentMethod(call: AuthedCall<unknown>): Promise<Re
   return noContent();
 }
 
-/** docs/product.md, Billing. The PDF is served by this gateway, so pdf_url is under its public base URL. */
-function invoice(inv: Invoice, publicBaseUrl: string) {
-  return {
-    id: inv.id,
-    period: inv.period,
-    amount: inv.amount,
-    currency: inv.currency,
-    status: inv.status,
-    issued_at: iso(inv.issuedAt),
-    due_at: iso(inv.dueAt),
-    paid_at: iso(inv.paidAt),
-    pdf_url: `${publicBaseUrl}/v1/billing/invoices/${encodeURIComponent(inv.id)}/pdf`,
-    lines: inv.lines.map((l) => ({ description: l.description, quantity: l.quantity, unit: l.unit, amount: l.amount })),
-  };
-}
-
 /** One invoice per month with usage: billing answers them all. */
 export async function listInvoices(call: AuthedCall<unknown>): Promise<Reply> {
   const res = await call.ctx.billing.listInvoices({ organizationId: call.principal.organizationId });
-  return pageOf("invoices", res.invoices, call.query, (inv) => invoice(inv, call.ctx.config.publicBaseUrl));
+  return pageOf("invoices", res.invoices, call.query, (invoice) => INVOICE.map({ invoice, publicBaseUrl: call.ctx.config.publicBaseUrl }));
 }
 
 export async function getInvoicePdf(call: AuthedCall<unknown>): Promise<Reply> {
@@ -131,10 +85,6 @@ export async function getInvoicePdf(call: AuthedCall<unknown>): Promise<Reply> {
   // A view of the decoded message's bytes, not a copy.
   const pdf = Buffer.from(res.pdf.buffer, res.pdf.byteOffset, res.pdf.byteLength);
   return file("application/pdf", res.filename, pdf);
-}
-
-function alert(a: Alert) {
-  return { id: a.id, threshold: a.threshold, currency: a.currency, channels: a.channels, created_at: iso(a.createdAt) };
 }
 
 /** 201 with the alert; billing judges the values (and the per-organization cap), its violations naming the public fields. */
@@ -145,13 +95,13 @@ export async function createAlert(call: AuthedCall<Infer<typeof createAlertBody>
     currency: call.body.currency,
     channels: call.body.channels,
   });
-  return created(alert(present(res.alert, "alert")));
+  return created(ALERT.map(present(res.alert, "alert")));
 }
 
 /** At most 20 per organization (billing's cap), oldest first. */
 export async function listAlerts(call: AuthedCall<unknown>): Promise<Reply> {
   const res = await call.ctx.billing.listAlerts({ organizationId: call.principal.organizationId });
-  return pageOf("alerts", res.alerts, call.query, alert);
+  return pageOf("alerts", res.alerts, call.query, ALERT.map);
 }
 
 /** 204; the alert never fires again. */

@@ -1,10 +1,10 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { maxPoolSize, POOLER_MODES, TIERS } from "@dbaas/catalogue";
-import type { Pooler, TrustedSource } from "@dbaas/proto/databases";
 import { Type } from "@sinclair/typebox";
 import { created, list, noContent, ok, type Reply } from "../../middleware/envelope.ts";
 import { body, oneOf, optional, pagination, PAGINATION_QUERY, text, timestamp, type Infer } from "../../schema.ts";
-import { iso, present } from "../mappers.ts";
+import { present } from "../mappers.ts";
+import { POOLER, TRUSTED_SOURCE } from "../responses.ts";
 import type { AuthedCall } from "../route.ts";
 
 export const listQuery = PAGINATION_QUERY;
@@ -42,33 +42,12 @@ export const updatePoolerBody = body({
   ),
 });
 
-export function trustedSourceRecord(t: TrustedSource) {
-  return {
-    id: t.id,
-    cidr: t.cidr,
-    description: t.description,
-    expires_at: t.expiresAt ? iso(t.expiresAt) : null,
-    created_at: iso(t.createdAt),
-  };
-}
-
-export function poolerRecord(p: Pooler) {
-  return {
-    enabled: p.enabled,
-    mode: p.mode,
-    pool_size: p.poolSize,
-    max_client_connections: p.maxClientConnections,
-    ...(p.host !== "" && { host: p.host, port: p.port, connection_string: p.connectionString }),
-    ...(p.reason !== "" && { reason: p.reason }),
-  };
-}
-
 const target = (call: AuthedCall<unknown>) => ({ organizationId: call.principal.organizationId, databaseId: call.params.id });
 
 export async function listTrustedSources(call: AuthedCall<unknown>): Promise<Reply> {
   const { page, perPage } = pagination(call.query);
   const res = await call.ctx.databases.listTrustedSources({ ...target(call), page, perPage });
-  return list("trusted_sources", res.trustedSources.map(trustedSourceRecord), { page, perPage, total: res.total });
+  return list("trusted_sources", res.trustedSources.map(TRUSTED_SOURCE.map), { page, perPage, total: res.total });
 }
 
 export async function createTrustedSource(call: AuthedCall<Infer<typeof createBody>>): Promise<Reply> {
@@ -79,7 +58,7 @@ export async function createTrustedSource(call: AuthedCall<Infer<typeof createBo
     description: body.description ?? "",
     expiresAt: body.expires_at === undefined ? undefined : timestampFromDate(new Date(body.expires_at)),
   });
-  return created(trustedSourceRecord(present(res.trustedSource, "trusted source")));
+  return created(TRUSTED_SOURCE.map(present(res.trustedSource, "trusted source")));
 }
 
 export async function deleteTrustedSource(call: AuthedCall<unknown>): Promise<Reply> {
@@ -89,7 +68,7 @@ export async function deleteTrustedSource(call: AuthedCall<unknown>): Promise<Re
 
 export async function getPooler(call: AuthedCall<unknown>): Promise<Reply> {
   const res = await call.ctx.databases.getPooler(target(call));
-  return ok(poolerRecord(present(res.pooler, "pooler")));
+  return ok(POOLER.map(present(res.pooler, "pooler")));
 }
 
 export async function updatePooler(call: AuthedCall<Infer<typeof updatePoolerBody>>): Promise<Reply> {
@@ -100,5 +79,5 @@ export async function updatePooler(call: AuthedCall<Infer<typeof updatePoolerBod
     ...(body.mode !== undefined && { mode: body.mode }),
     ...(body.pool_size !== undefined && { poolSize: body.pool_size }),
   });
-  return ok(poolerRecord(present(res.pooler, "pooler")));
+  return ok(POOLER.map(present(res.pooler, "pooler")));
 }

@@ -1,13 +1,22 @@
-import { fromJson, type JsonValue, toJson } from "@bufbuild/protobuf";
+import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
-import type { ConfigParameter, DbRole, Extension, LogEntry, LogicalDb, QueryStat } from "@dbaas/proto/inside";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Type } from "@sinclair/typebox";
 import { created, list, noContent, ok, type Reply } from "../../middleware/envelope.ts";
 import { body, optional, pagination, PAGINATION, PAGINATION_QUERY, query, type Infer } from "../../schema.ts";
-import { iso, present } from "../mappers.ts";
+import { present } from "../mappers.ts";
 import type { AuthedCall } from "../route.ts";
-import { EXTENSION_NAME_PATTERN, PLAIN_NAME_PATTERN } from "../responses-inside.ts";
+import {
+  CONFIG,
+  CREATED_ROLE,
+  EXTENSION,
+  EXTENSION_NAME_PATTERN,
+  LOG_PAGE,
+  LOGICAL_DB,
+  PLAIN_NAME_PATTERN,
+  QUERY_PAGE,
+  ROLE,
+} from "../responses-inside.ts";
 import { NO_CONTROL_CHARACTERS } from "../../schema.ts";
 
 /**
@@ -29,32 +38,17 @@ export const createDbBody = body({
   owner: optional(plainName("The role that owns it; default dbadmin.")),
 });
 
-export function roleRecord(r: DbRole) {
-  return {
-    name: r.name,
-    login: r.login,
-    create_db: r.createDb,
-    create_role: r.createRole,
-    builtin: r.builtin,
-    created_at: r.createdAt ? iso(r.createdAt) : null,
-  };
-}
-
-export function dbRecord(d: LogicalDb) {
-  return { name: d.name, owner: d.owner, size_bytes: Number(d.sizeBytes), builtin: d.builtin };
-}
-
 const target = (call: AuthedCall<unknown>) => ({ organizationId: call.principal.organizationId, databaseId: call.params.id! });
 
 export async function listRoles(call: AuthedCall<unknown>): Promise<Reply> {
   const { page, perPage } = pagination(call.query);
   const res = await call.ctx.inside.listRoles({ ...target(call), page, perPage });
-  return list("roles", res.roles.map(roleRecord), { page, perPage, total: res.total });
+  return list("roles", res.roles.map(ROLE.map), { page, perPage, total: res.total });
 }
 
 export async function createRole(call: AuthedCall<Infer<typeof createRoleBody>>): Promise<Reply> {
   const res = await call.ctx.inside.createRole({ ...target(call), name: call.body.name });
-  return created({ ...roleRecord(present(res.role, "role")), password: res.password, connection_string: res.connectionString });
+  return created(CREATED_ROLE.map(res));
 }
 
 export async function deleteRole(call: AuthedCall<unknown>): Promise<Reply> {
@@ -64,18 +58,18 @@ export async function deleteRole(call: AuthedCall<unknown>): Promise<Reply> {
 
 export async function resetRolePassword(call: AuthedCall<unknown>): Promise<Reply> {
   const res = await call.ctx.inside.resetRolePassword({ ...target(call), name: call.params.name! });
-  return ok({ ...roleRecord(present(res.role, "role")), password: res.password, connection_string: res.connectionString });
+  return ok(CREATED_ROLE.map(res));
 }
 
 export async function listDbs(call: AuthedCall<unknown>): Promise<Reply> {
   const { page, perPage } = pagination(call.query);
   const res = await call.ctx.inside.listDbs({ ...target(call), page, perPage });
-  return list("dbs", res.dbs.map(dbRecord), { page, perPage, total: res.total });
+  return list("dbs", res.dbs.map(LOGICAL_DB.map), { page, perPage, total: res.total });
 }
 
 export async function createDb(call: AuthedCall<Infer<typeof createDbBody>>): Promise<Reply> {
   const res = await call.ctx.inside.createDb({ ...target(call), name: call.body.name, owner: call.body.owner ?? "" });
-  return created(dbRecord(present(res.db, "db")));
+  return created(LOGICAL_DB.map(present(res.db, "db")));
 }
 
 export async function deleteDb(call: AuthedCall<unknown>): Promise<Reply> {
@@ -107,32 +101,15 @@ export const updateConfigBody = body({
   }),
 });
 
-function configRecord(p: ConfigParameter) {
-  return {
-    name: p.name,
-    value: p.value ? toJson(ValueSchema, p.value) : null,
-    default: p.defaultValue ? toJson(ValueSchema, p.defaultValue) : null,
-    unit: p.unit === "" ? null : p.unit,
-    type: p.type,
-    min: p.min ?? null,
-    max: p.max ?? null,
-    allowed: p.allowed.length > 0 ? p.allowed : null,
-    requires_restart: p.requiresRestart,
-    pending_restart: p.pendingRestart,
-    overridden: p.overridden,
-    description: p.description,
-  };
-}
-
 export async function getConfig(call: AuthedCall<unknown>): Promise<Reply> {
   const res = await call.ctx.inside.getConfig(target(call));
-  return ok({ parameters: res.parameters.map(configRecord) });
+  return ok(CONFIG.map(res));
 }
 
 export async function updateConfig(call: AuthedCall<Infer<typeof updateConfigBody>>): Promise<Reply> {
   const parameters = Object.fromEntries(Object.entries(call.body.parameters).map(([k, v]) => [k, fromJson(ValueSchema, v)]));
   const res = await call.ctx.inside.updateConfig({ ...target(call), parameters });
-  return ok({ parameters: res.parameters.map(configRecord) });
+  return ok(CONFIG.map(res));
 }
 
 const dbParam = () => optional(plainName("The logical database; default defaultdb."));
@@ -148,28 +125,16 @@ export const installExtensionBody = body({
   db: dbParam(),
 });
 
-function extensionRecord(e: Extension) {
-  return {
-    name: e.name,
-    default_version: e.defaultVersion,
-    installed_version: e.installedVersion === "" ? null : e.installedVersion,
-    installed: e.installed,
-    trusted: e.trusted,
-    allowed: e.allowed,
-    description: e.description,
-  };
-}
-
 export async function listExtensions(call: AuthedCall<unknown>): Promise<Reply> {
   const { page, perPage } = pagination(call.query);
   const db = (call.query.db as string | undefined) ?? "";
   const res = await call.ctx.inside.listExtensions({ ...target(call), db, page, perPage });
-  return list("extensions", res.extensions.map(extensionRecord), { page, perPage, total: res.total });
+  return list("extensions", res.extensions.map(EXTENSION.map), { page, perPage, total: res.total });
 }
 
 export async function installExtension(call: AuthedCall<Infer<typeof installExtensionBody>>): Promise<Reply> {
   const res = await call.ctx.inside.installExtension({ ...target(call), name: call.body.name, db: call.body.db ?? "" });
-  return created(extensionRecord(present(res.extension, "extension")));
+  return created(EXTENSION.map(present(res.extension, "extension")));
 }
 
 export async function deleteExtension(call: AuthedCall<unknown>): Promise<Reply> {
@@ -208,26 +173,6 @@ export const logsQuery = query({
   ),
 });
 
-const orNull = (s: string) => (s === "" ? null : s);
-
-function logRecord(e: LogEntry) {
-  return {
-    time: e.time ? iso(e.time) : null,
-    severity: e.severity,
-    message: e.message,
-    detail: orNull(e.detail),
-    hint: orNull(e.hint),
-    context: orNull(e.context),
-    statement: orNull(e.statement),
-    sql_state: e.sqlState === "" || e.sqlState === "00000" ? null : e.sqlState,
-    user: orNull(e.user),
-    database: orNull(e.database),
-    application_name: orNull(e.applicationName),
-    backend_type: e.backendType,
-    pid: e.pid,
-  };
-}
-
 const at = (v: unknown) => (typeof v === "string" ? timestampFromDate(new Date(v)) : undefined);
 
 export async function listLogs(call: AuthedCall<unknown>): Promise<Reply> {
@@ -243,7 +188,7 @@ export async function listLogs(call: AuthedCall<unknown>): Promise<Reply> {
     limit: q.limit ?? 100,
     cursor: q.cursor ?? "",
   });
-  return ok({ entries: res.entries.map(logRecord), next_cursor: res.nextCursor, prev_cursor: orNull(res.prevCursor) });
+  return ok(LOG_PAGE.map(res));
 }
 
 export const queriesQuery = query({
@@ -253,26 +198,10 @@ export const queriesQuery = query({
   limit: optional(Type.Integer({ minimum: 1, maximum: 100, default: 20, description: "At most this many statements (default 20)." })),
 });
 
-function queryRecord(s: QueryStat) {
-  return {
-    query_id: s.queryId,
-    query: s.query,
-    calls: Number(s.calls),
-    total_time_ms: s.totalTimeMs,
-    mean_time_ms: s.meanTimeMs,
-    min_time_ms: s.minTimeMs,
-    max_time_ms: s.maxTimeMs,
-    rows: Number(s.rows),
-    cache_hit_ratio: s.cacheHitRatio ?? null,
-    user: s.user,
-    database: orNull(s.database),
-  };
-}
-
 export async function listQueries(call: AuthedCall<unknown>): Promise<Reply> {
   const q = call.query as { order_by?: string; limit?: number };
   const res = await call.ctx.inside.listQueries({ ...target(call), orderBy: q.order_by ?? "total_time", limit: q.limit ?? 20 });
-  return ok({ queries: res.queries.map(queryRecord), stats_reset: res.statsReset ? iso(res.statsReset) : null });
+  return ok(QUERY_PAGE.map(res));
 }
 
 export async function resetQueries(call: AuthedCall<unknown>): Promise<Reply> {

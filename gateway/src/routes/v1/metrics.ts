@@ -1,8 +1,8 @@
 import { Type } from "@sinclair/typebox";
-import type { GetMetricsResponse, MetricSeries } from "@dbaas/proto/databases";
 import { ok, type Reply } from "../../middleware/envelope.ts";
 import { optional, query, text, timestamp } from "../../schema.ts";
-import { iso, present, timestampOf } from "../mappers.ts";
+import { timestampOf } from "../mappers.ts";
+import { METRICS } from "../responses.ts";
 import type { AuthedCall } from "../route.ts";
 
 /** The largest step GetMetrics can carry (int32 seconds, some 68 years). */
@@ -23,28 +23,6 @@ export const metricsQuery = query({
   names: optional(text(1000, "Comma-separated metric names; default: every metric. An unknown name is refused, listing the known ones.")),
 });
 
-/**
- * A series' points as [unix_seconds, value] pairs, from the packed columns; a databases service from
- * before them (during a rolling deploy) sends MetricPoint messages instead, read as they come.
- */
-function pointsOf(s: MetricSeries): Array<[number, number]> {
-  if (s.unixSeconds.length === 0) return s.points.map((p) => [Number(p.unixSeconds), p.value]);
-  return s.unixSeconds.map((t, i) => [Number(t), s.values[i]!]);
-}
-
-function metrics(res: GetMetricsResponse) {
-  return {
-    start: iso(present(res.start, "start")),
-    end: iso(present(res.end, "end")),
-    step: res.stepSeconds,
-    metrics: res.metrics.map((m) => ({
-      name: m.name,
-      unit: m.unit,
-      series: m.series.map((s) => ({ labels: { ...s.labels }, points: pointsOf(s) })),
-    })),
-  };
-}
-
 /** A database's metrics, one point per step bucket that has data (a bucket without samples has no point, never a null). */
 export async function getMetrics(call: AuthedCall<unknown>): Promise<Reply> {
   const q = call.query as { start?: string; end?: string; step?: number; names?: string };
@@ -59,5 +37,5 @@ export async function getMetrics(call: AuthedCall<unknown>): Promise<Reply> {
       .map((n) => n.trim())
       .filter((n) => n !== ""),
   });
-  return ok(metrics(res));
+  return ok(METRICS.map(res));
 }

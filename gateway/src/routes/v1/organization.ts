@@ -1,10 +1,10 @@
 import { TOKEN_MAX_LENGTH } from "@dbaas/kit";
 import { GRANTABLE_ROLES, PLANS } from "@dbaas/catalogue";
-import type { Invitation, Member } from "@dbaas/proto/identity";
 import { created, noContent, ok, type Reply } from "../../middleware/envelope.ts";
 import { body, describe, emailAddress, oneOf, optional, PAGINATION_QUERY, text, type Infer } from "../../schema.ts";
 import { ID } from "../ids.ts";
-import { actorOf, iso, organization, pageOf, planFields, present, roleFields, roleName } from "../mappers.ts";
+import { actorOf, pageOf, planFields, present, roleFields } from "../mappers.ts";
+import { ACCEPTANCE, INVITATION, MEMBER, ORGANIZATION, TRANSFER } from "../responses-identity.ts";
 import type { AuthedCall, Call } from "../route.ts";
 import { displayName, password } from "./auth.ts";
 
@@ -39,35 +39,12 @@ export const acceptBody = body({
 
 export const listQuery = PAGINATION_QUERY;
 
-/** The Member schema of /v1/openapi.json. */
-function member(m: Member) {
-  const user = present(m.user, "member.user");
-  return {
-    id: m.id,
-    user: { id: user.id, email: user.email, name: user.name },
-    role: roleName(m.role),
-    joined_at: iso(m.joinedAt),
-  };
-}
-
-/** The Invitation schema of /v1/openapi.json. */
-function invitation(i: Invitation) {
-  return {
-    id: i.id,
-    email: i.email,
-    role: roleName(i.role),
-    status: i.status,
-    expires_at: iso(i.expiresAt),
-    created_at: iso(i.createdAt),
-  };
-}
-
 /** Who is asking, as identity judges every change: the credential's role and permissions, not just the user's. */
 const actor = ({ principal }: AuthedCall<unknown>) => actorOf(principal);
 
 export async function getOrganization(call: AuthedCall<unknown>): Promise<Reply> {
   const res = await call.ctx.identity.getOrganization({ organizationId: call.principal.organizationId });
-  return ok(organization(present(res.organization, "organization")));
+  return ok(ORGANIZATION.map(present(res.organization, "organization")));
 }
 
 /**
@@ -83,7 +60,7 @@ export async function updateOrganization(call: AuthedCall<Infer<typeof updateOrg
     name: body.name,
     ...(body.plan !== undefined && planFields(body.plan)),
   });
-  return ok(organization(present(res.organization, "organization")));
+  return ok(ORGANIZATION.map(present(res.organization, "organization")));
 }
 
 export async function deleteOrganization(call: AuthedCall<unknown>): Promise<Reply> {
@@ -93,7 +70,7 @@ export async function deleteOrganization(call: AuthedCall<unknown>): Promise<Rep
 
 export async function listMembers(call: AuthedCall<unknown>): Promise<Reply> {
   const res = await call.ctx.identity.listMembers({ organizationId: call.principal.organizationId });
-  return pageOf("members", res.members, call.query, member);
+  return pageOf("members", res.members, call.query, MEMBER.map);
 }
 
 export async function inviteMember(call: AuthedCall<Infer<typeof inviteBody>>): Promise<Reply> {
@@ -103,7 +80,7 @@ export async function inviteMember(call: AuthedCall<Infer<typeof inviteBody>>): 
     email: call.body.email,
     ...roleFields(call.body.role),
   });
-  return created(invitation(present(res.invitation, "invitation")));
+  return created(INVITATION.map(present(res.invitation, "invitation")));
 }
 
 export async function updateMember(call: AuthedCall<Infer<typeof updateMemberBody>>): Promise<Reply> {
@@ -113,7 +90,7 @@ export async function updateMember(call: AuthedCall<Infer<typeof updateMemberBod
     memberId: call.params.id,
     ...roleFields(call.body.role),
   });
-  return ok(member(present(res.member, "member")));
+  return ok(MEMBER.map(present(res.member, "member")));
 }
 
 export async function removeMember(call: AuthedCall<unknown>): Promise<Reply> {
@@ -127,7 +104,7 @@ export async function removeMember(call: AuthedCall<unknown>): Promise<Reply> {
 
 export async function listInvitations(call: AuthedCall<unknown>): Promise<Reply> {
   const res = await call.ctx.identity.listInvitations({ organizationId: call.principal.organizationId });
-  return pageOf("invitations", res.invitations, call.query, invitation);
+  return pageOf("invitations", res.invitations, call.query, INVITATION.map);
 }
 
 export async function cancelInvitation(call: AuthedCall<unknown>): Promise<Reply> {
@@ -143,18 +120,11 @@ export async function transferOwnership(call: AuthedCall<Infer<typeof transferBo
     newOwnerId: call.body.new_owner_id,
     password: call.body.password,
   });
-  return ok({ owner: member(present(res.owner, "owner")), previous_owner: member(present(res.previousOwner, "previous_owner")) });
+  return ok(TRANSFER.map(res));
 }
 
 /** Public: the token is the credential. 201 with the new membership and a login token acting in it. */
 export async function acceptInvitation({ ctx, body }: Call<Infer<typeof acceptBody>>): Promise<Reply> {
   const res = await ctx.identity.acceptInvitation({ token: body.token, name: body.name, password: body.password });
-  const token = present(res.token, "token");
-  return created({
-    organization: organization(present(res.organization, "organization")),
-    member: member(present(res.member, "member")),
-    access_token: token.accessToken,
-    token_type: token.tokenType,
-    expires_at: iso(token.expiresAt),
-  });
+  return created(ACCEPTANCE.map(res));
 }

@@ -1,10 +1,10 @@
 import { DATABASE_NAME_MAX_LENGTH, DATABASE_NAME_MIN_LENGTH } from "@dbaas/kit";
-import type { Replica } from "@dbaas/proto/databases";
 import { created, list, noContent, ok, type Reply } from "../../middleware/envelope.ts";
 import { body, displayText, optional, pagination, PAGINATION_QUERY, type Infer } from "../../schema.ts";
-import { iso, present, replicaStatusName } from "../mappers.ts";
+import { present } from "../mappers.ts";
+import { DATABASE, REPLICA } from "../responses.ts";
 import type { AuthedCall } from "../route.ts";
-import { databaseRecord, region, tier } from "./databases.ts";
+import { region, tier } from "./databases.ts";
 
 export const listQuery = PAGINATION_QUERY;
 
@@ -18,26 +18,6 @@ export const createBody = body({
   tier: optional(tier("Instance tier of the replica; default: the primary's")),
   region: optional(region("Region of the replica; default: the primary's")),
 });
-
-/** A replica as every route shows it: the primary's credentials work, so no password of its own exists. */
-export function replicaRecord(r: Replica) {
-  return {
-    id: r.id,
-    name: r.name,
-    database_id: r.databaseId,
-    region: r.region,
-    tier: r.tier,
-    status: replicaStatusName(r.status),
-    ...(r.statusReason !== "" && { status_reason: r.statusReason }),
-    host: r.host,
-    port: r.port,
-    database: r.database,
-    username: r.username,
-    connection_string: r.connectionString,
-    lag_bytes: Number(r.lagBytes),
-    created_at: iso(r.createdAt),
-  };
-}
 
 /** The primary (`:id`) and, for routes naming one, the replica (`:rid`), in the caller's organization. */
 const target = (call: AuthedCall<unknown>) => ({
@@ -54,7 +34,7 @@ export async function listReplicas(call: AuthedCall<unknown>): Promise<Reply> {
     page,
     perPage,
   });
-  return list("replicas", res.replicas.map(replicaRecord), { page, perPage, total: res.total });
+  return list("replicas", res.replicas.map(REPLICA.map), { page, perPage, total: res.total });
 }
 
 export async function createReplica(call: AuthedCall<Infer<typeof createBody>>): Promise<Reply> {
@@ -66,12 +46,12 @@ export async function createReplica(call: AuthedCall<Infer<typeof createBody>>):
     tier: body.tier ?? "",
     region: body.region ?? "",
   });
-  return created(replicaRecord(present(res.replica, "replica")));
+  return created(REPLICA.map(present(res.replica, "replica")));
 }
 
 export async function getReplica(call: AuthedCall<unknown>): Promise<Reply> {
   const res = await call.ctx.databases.getReplica(target(call));
-  return ok(replicaRecord(present(res.replica, "replica")));
+  return ok(REPLICA.map(present(res.replica, "replica")));
 }
 
 export async function deleteReplica(call: AuthedCall<unknown>): Promise<Reply> {
@@ -82,5 +62,5 @@ export async function deleteReplica(call: AuthedCall<unknown>): Promise<Reply> {
 /** The new, independent database exactly as GET /v1/databases/{id} will show it: it keeps the primary's password. */
 export async function promoteReplica(call: AuthedCall<unknown>): Promise<Reply> {
   const res = await call.ctx.databases.promoteReplica(target(call));
-  return ok(databaseRecord(present(res.database, "database")));
+  return ok(DATABASE.map(present(res.database, "database")));
 }

@@ -1,4 +1,5 @@
 // SQL of databases' configuration overrides (database_config) and of the agents' per-tier defaults.
+import { traceContext } from "@dbaas/kit";
 import type pg from "pg";
 
 type Db = pg.Pool | pg.ClientBase;
@@ -21,8 +22,14 @@ export async function configOf(db: Db, id: string): Promise<ConfigRow> {
   return rows[0] ?? NONE;
 }
 
-/** The overrides become `parameters`, a new generation; answers it. The caller holds the database's row lock. */
+/**
+ * The overrides become `parameters`, a new generation; answers it. The caller holds the database's row lock.
+ * The request's trace context goes with the spec (databases.trace_context), so the agent's apply joins its trace.
+ */
 export async function saveParameters(db: pg.ClientBase, id: string, parameters: Record<string, string>): Promise<bigint> {
+  const trace = traceContext();
+  if (Object.keys(trace).length > 0)
+    await db.query("UPDATE databases SET trace_context = $2, trace_context_at = now() WHERE id = $1", [id, trace]);
   const { rows } = await db.query<{ generation: string }>(
     `INSERT INTO database_config (database_id, parameters, generation) VALUES ($1, $2, 1)
      ON CONFLICT (database_id) DO UPDATE SET parameters = $2, generation = database_config.generation + 1, updated_at = now()

@@ -421,6 +421,8 @@ export type AssignedRow = DatabaseRow & {
   /** The configuration overrides it runs (a replica: its primary's) and their generation. */
   config_parameters: Record<string, string>;
   config_generation: string;
+  /** Of a standby: the other live members of its primary (replicas, standbys) and where each last reported its WAL (0: not yet). */
+  sibling_positions: { id: string; position: string }[];
 };
 
 /**
@@ -441,7 +443,12 @@ export async function assignedTo(db: Db, agentId: string, standbysLiveSince: Dat
              WHERE s.primary_id = d.id AND s.standby AND s.deleted_at IS NULL AND s.status = 'running' AND sa.last_seen_at > $2
              ORDER BY s.id) AS running_standby_ids,
        p.replication_address AS primary_address, p.replication_port AS primary_port, pa.ca_certificate_pem AS primary_ca_pem,
-       COALESCE(cfg.parameters, '{}'::jsonb) AS config_parameters, COALESCE(cfg.generation, 0) AS config_generation
+       COALESCE(cfg.parameters, '{}'::jsonb) AS config_parameters, COALESCE(cfg.generation, 0) AS config_generation,
+       CASE WHEN d.standby THEN COALESCE(
+         (SELECT jsonb_agg(jsonb_build_object('id', o.id, 'position', CASE WHEN o.wal_position_at IS NULL THEN '0' ELSE o.wal_position::text END)
+                           ORDER BY o.id)
+            FROM databases o WHERE o.primary_id = d.primary_id AND o.id <> d.id AND o.deleted_at IS NULL), '[]'::jsonb)
+       ELSE '[]'::jsonb END AS sibling_positions
      FROM databases d
        LEFT JOIN databases p ON p.id = d.primary_id
        LEFT JOIN agents pa ON pa.id = p.agent_id

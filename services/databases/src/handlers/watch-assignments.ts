@@ -4,6 +4,7 @@ import type { HandlerContext } from "@connectrpc/connect";
 import { notFound, untraced } from "@dbaas/kit";
 import {
   DesiredState,
+  HeldSlotSchema,
   InstanceSpecSchema,
   ReplicaSourceSchema,
   RestoreSourceSchema,
@@ -118,6 +119,7 @@ export function watchAssignments(ctx: AppContext) {
           fenced: r.switchover_fenced_at !== null,
           parameters: r.primary_id === null ? r.config_parameters : replicaParameters(r.config_parameters, r.tier),
           configGeneration: BigInt(r.config_generation),
+          standbySlots: r.sibling_positions.map((m) => create(HeldSlotSchema, { name: slotName(m.id), position: BigInt(m.position) })),
         }),
       ),
       discardInstanceIds: await discardsOf(ctx.pool, agentId),

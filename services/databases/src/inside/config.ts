@@ -2,7 +2,7 @@ import { create, fromJson, type JsonValue, toJson } from "@bufbuild/protobuf";
 import { ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext } from "@connectrpc/connect";
 import { isTierName, type TierName } from "@dbaas/catalogue";
-import { invalidArgument, notConfirmedInTime, notFound, type Violation, withTransaction } from "@dbaas/kit";
+import { inSpan, invalidArgument, notConfirmedInTime, notFound, type Violation, withTransaction } from "@dbaas/kit";
 import { ConfigParameterSchema, type ConfigParameter } from "@dbaas/proto/inside";
 import type { AppContext } from "../context.ts";
 import { configOf, saveParameters, tierDefaults } from "../db/config.ts";
@@ -175,20 +175,30 @@ export async function updateConfig(
 ) {
   const changes = Object.fromEntries(Object.entries(req.parameters).map(([k, v]) => [k, toJson(ValueSchema, v)]));
   if (Object.keys(changes).length === 0) throw invalidArgument([{ field: "parameters", message: "must name at least one parameter" }]);
+  // Spans (when tracing) for where a change's time goes: the checks, the save, the wait for the agent's apply.
   const saved = await withTransaction(ctx.pool, async (db) => {
-    const row = await lockOwned(db, req.organizationId, req.databaseId);
-    const current = await configOf(db, row.id);
-    const { parameters, violations } = mergeParameters(current.parameters, changes, tierOf(row));
-    if (violations.length > 0) throw invalidArgument(violations, `${violations.length} parameter(s) refused; nothing was changed`);
+    const { row, current, parameters } = await inSpan("validate", async () => {
+      const row = await lockOwned(db, req.organizationId, req.databaseId);
+      const current = await configOf(db, row.id);
+      const { parameters, violations } = mergeParameters(current.parameters, changes, tierOf(row));
+      if (violations.length > 0) throw invalidArgument(violations, `${violations.length} parameter(s) refused; nothing was changed`);
+      return { row, current, parameters };
+    });
     if (JSON.stringify(Object.entries(parameters).sort()) === JSON.stringify(Object.entries(current.parameters).sort()))
       return { row, generation: undefined };
-    const generation = await saveParameters(db, row.id, parameters);
-    await notifyAgent(db, row.agent_id);
-    return { row, generation };
+    return inSpan("save", async () => {
+      const generation = await saveParameters(db, row.id, parameters);
+      await notifyAgent(db, row.agent_id);
+      return { row, generation };
+    });
   });
   ctx.log.info("configuration changed", { database_id: saved.row.id, parameters: Object.keys(changes) });
   if (saved.generation !== undefined && saved.row.status === "running") {
-    await waitForConfig(ctx, saved.row.id, saved.generation, handlerCtx);
+    const generation = saved.generation;
+    await inSpan("wait for the agent", () => waitForConfig(ctx, saved.row.id, generation, handlerCtx), {
+      "dbaas.database_id": saved.row.id,
+      "dbaas.config_generation": String(generation),
+    });
   }
   return { parameters: await parametersOf(ctx, saved.row) };
 }

@@ -1,5 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type pg from "pg";
+import { ADMIN_APPLICATION } from "../admin-sessions.ts";
 import type { InstanceAccess } from "../instance-access.ts";
 import { assertPlainName, withAdminSession } from "./session.ts";
 
@@ -61,7 +62,8 @@ export async function createDb(
       await c.query(`CREATE DATABASE ${c.escapeIdentifier(o.name)} OWNER ${c.escapeIdentifier(o.owner)}`);
       return (await customerDb(c, o.name))!;
     } finally {
-      await c.query("SELECT pg_advisory_unlock($1)", [DBS_LOCK]).catch(() => {});
+      // Not swallowed: a session kept open must not keep the lock (a failure here closes it).
+      await c.query("SELECT pg_advisory_unlock($1)", [DBS_LOCK]);
     }
   });
 }
@@ -71,7 +73,15 @@ export async function dropDb(access: InstanceAccess, id: string, name: string): 
   assertPlainName("database", name);
   await withAdminSession(access, id, async (c) => {
     if (!(await customerDb(c, name))) throw new ConnectError(`database ${name} does not exist`, Code.NotFound);
-    const { rows } = await c.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1", [name]);
+    // The agent's own idle sessions there (an extensions call's) are ended; DROP DATABASE waits for them to exit.
+    await c.query(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND usename = current_user AND application_name = $2 AND state = 'idle'",
+      [name, ADMIN_APPLICATION],
+    );
+    const { rows } = await c.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND NOT (usename = current_user AND application_name = $2)",
+      [name, ADMIN_APPLICATION],
+    );
     if (rows[0]!.n > 0)
       throw new ConnectError(`database ${name} has ${rows[0]!.n} open connection(s); close them first`, Code.FailedPrecondition);
     await c.query(`DROP DATABASE ${c.escapeIdentifier(name)}`);

@@ -12,7 +12,9 @@ import { withAdminSession } from "./session.ts";
  * (server-config.ts), and a text that still mentions a secret has its literals masked.
  */
 
-export const ORDER_BY = { total_time: "total_ms", mean_time: "total_ms / calls", calls: "calls" } as const;
+// Over the numeric columns (calls_n, not the text `calls` the rows carry: text sorts "9" above "10", and
+// `total_ms / calls` on text was an error — found by the fuzz run).
+export const ORDER_BY = { total_time: "total_ms", mean_time: "total_ms / calls_n", calls: "calls_n" } as const;
 export type OrderBy = keyof typeof ORDER_BY;
 export const isOrderBy = (s: string): s is OrderBy => Object.hasOwn(ORDER_BY, s);
 export const MAX_QUERIES_LIMIT = 100;
@@ -81,7 +83,7 @@ export async function listQueryStats(
         db: string | null;
       }>(
         `SELECT * FROM (
-           SELECT s.queryid::text AS query_id, s.query, s.calls::text AS calls,
+           SELECT s.queryid::text AS query_id, s.query, s.calls::text AS calls, s.calls AS calls_n,
                   (s.total_exec_time + s.total_plan_time)::float8 AS total_ms,
                   s.min_exec_time::float8 AS min_ms, s.max_exec_time::float8 AS max_ms, s.rows::text AS rows,
                   s.shared_blks_hit::text AS hit, s.shared_blks_read::text AS read, r.rolname AS usr, d.datname AS db

@@ -1,23 +1,18 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type pg from "pg";
-import { agentClient, INSTANCE_ID_RE, type InstanceAccess } from "../instance-access.ts";
+import { SessionsBusy } from "../admin-sessions.ts";
+import { INSTANCE_ID_RE, type InstanceAccess, ServerNotRunning } from "../instance-access.ts";
 
 /**
  * The agent's sessions inside a customer's server for the databases service's
  * InstanceAdminService: as its superuser over the server's own socket
- * (`InstanceAccess.agentConnection`), never through the published port.
- * PostgreSQL's outcomes become Connect codes the databases service passes on.
+ * (`InstanceAccess.adminSession`: sessions kept open between calls, statement
+ * logging off), never through the published port. PostgreSQL's outcomes
+ * become Connect codes the databases service passes on.
  */
 
 /** Role and database names the agent acts on: plain identifiers (the databases service's rule, checked again here). */
 export const PLAIN_IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
-
-/**
- * Settings of every admin session: nothing it runs is written to the server's
- * log by statement logging (a role's verifier is in its statement text, and
- * the log is the customer's to read).
- */
-const QUIET = "SET log_statement = 'none'; SET log_min_error_statement = 'panic'; SET log_min_duration_statement = -1";
 
 /** SQLSTATEs the admin calls expect, and what the caller hears. */
 const SQLSTATE_CODES: Readonly<Record<string, Code>> = {
@@ -43,6 +38,8 @@ export const notRunning = (id: string) => new ConnectError(`the server of ${id} 
 /** A PostgreSQL error (or any other) as the Connect error the databases service hears. */
 export function asConnectError(id: string, err: unknown): ConnectError {
   if (err instanceof ConnectError) return err;
+  if (err instanceof ServerNotRunning) return notRunning(id);
+  if (err instanceof SessionsBusy) return new ConnectError(err.message, Code.Unavailable);
   const e = err as { code?: string; message?: string; detail?: string };
   if (e.code && NOT_THERE.has(e.code)) return notRunning(id);
   const code = e.code ? SQLSTATE_CODES[e.code] : undefined;
@@ -51,7 +48,7 @@ export function asConnectError(id: string, err: unknown): ConnectError {
 }
 
 /**
- * `fn` in one session as the agent's superuser on `id`'s running server
+ * `fn` in one of the agent's superuser sessions on `id`'s running server
  * (database `postgres` unless `database` names another), with statement
  * logging off; FAILED_PRECONDITION when no server of `id` runs here.
  */
@@ -62,21 +59,10 @@ export async function withAdminSession<T>(
   opts: { database?: string; timeoutMs?: number } = {},
 ): Promise<T> {
   if (!INSTANCE_ID_RE.test(id)) throw new ConnectError(`invalid database id ${JSON.stringify(id)}`, Code.InvalidArgument);
-  const conn = await access.agentConnection(id);
-  if (!conn) throw notRunning(id);
-  const client = agentClient(conn, {
-    timeoutMs: opts.timeoutMs ?? 10_000,
-    applicationName: "dbaas-agent-admin",
-    ...(opts.database !== undefined && { database: opts.database }),
-  });
   try {
-    await client.connect();
-    await client.query(QUIET);
-    return await fn(client);
+    return await access.adminSession(id, fn, opts);
   } catch (err) {
     throw asConnectError(id, err);
-  } finally {
-    await client.end().catch(() => {});
   }
 }
 

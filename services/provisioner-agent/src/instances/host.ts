@@ -3,6 +3,7 @@ import { realpathSync } from "node:fs";
 import { chmod, chown, lstat, mkdir, readFile, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { type AdminSessions, createAdminSessions } from "../admin-sessions.ts";
 import type { ConnectionProxy } from "../proxy/counters.ts";
 import { type ConnectionMeterMode, createConnectionMeter } from "../proxy/meter.ts";
 import { findServerBinaries, type ServerBinaries } from "./binaries.ts";
@@ -92,6 +93,8 @@ export interface Host {
    * lease keeper fences them again before anything is served.
    */
   readonly fenced: Set<string>;
+  /** The agent's superuser sessions kept open on the running servers (admin-sessions.ts; admin-session.ts opens them). */
+  readonly adminSessions: AdminSessions;
   instanceDir(id: string): string;
   logPath(id: string): string;
   /** The instance's WAL spool (archive_directory), outside its data directory so base backups do not carry it. */
@@ -273,6 +276,7 @@ export function createHost(opts: HostOptions): Host {
     privateNetwork: privateAddr.network,
     archiveTimeoutS: opts.archiveTimeoutS ?? 30,
     cgroups,
+    adminSessions: createAdminSessions(),
     fenced: new Set(),
     instanceDir: (id) => path.join(instancesDir, id),
     logPath: (id) => path.join(instancesDir, `${id}.log`),

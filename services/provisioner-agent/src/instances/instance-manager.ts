@@ -1,9 +1,11 @@
 import { readFile } from "node:fs/promises";
 import path from "node:path";
+import type pg from "pg";
 import type { BlobStore } from "../backups/blob-store.ts";
-import type { AgentConnection, ServerFiles, ServerLog, ServerUsage } from "../instance-access.ts";
+import type { AdminSessionOptions, AgentConnection, ServerFiles, ServerLog, ServerUsage } from "../instance-access.ts";
 import type { ConnectionProxy } from "../proxy/counters.ts";
 import type {
+  HeldSlotPosition,
   InstanceSettings,
   Isolation,
   PoolerSettings,
@@ -12,19 +14,20 @@ import type {
   RuntimeObservation,
   SeedRequest,
 } from "../runtime.ts";
+import { adminSession, agentConnectionOf } from "./admin-session.ts";
 import { setPassword } from "./admission.ts";
-import { AGENT_SUPERUSER, withAgentClient } from "./agent-socket.ts";
+import { withAgentClient } from "./agent-socket.ts";
 import type { CgroupMode, CgroupStats } from "./cgroups.ts";
 import { createDataDirs } from "./data-dirs.ts";
 import { applySynchronousStandbys, fenceInstance, unfenceInstance } from "./fencing.ts";
 import { serverFilesOf, writeOwned } from "./files.ts";
 import { createHost, type HostOptions, walSpoolRoot } from "./host.ts";
-import { observeInstance, readPidFile, resourceUsage, type InstanceResourceUsage } from "./observe.ts";
+import { observeInstance, resourceUsage, type InstanceResourceUsage } from "./observe.ts";
 import { createPoolers, poolerSupport as createPoolerSupport } from "./pooler.ts";
 import { applyParameters } from "./parameters.ts";
 import { publishedPortOf } from "./private-address.ts";
 import { adoptReplica, resumeServing, startInstance, stopInstance } from "./process-control.ts";
-import { ensureReplicationRole, removeReplicaFiles, syncSlots } from "./replication.ts";
+import { ensureReplicationRole, holdSlots, removeReplicaFiles, syncSlots } from "./replication.ts";
 import { configPath, logQuotaBytes, READ_ONLY_CONF, renderReadOnlyConf } from "./server-config.ts";
 import { createSerializer } from "./serial.ts";
 import { serverUsage } from "./usage.ts";
@@ -76,6 +79,8 @@ export interface InstanceManager {
   adopt(id: string, replicaId: string): Promise<void>;
   /** Creates missing and drops unlisted `dbaas_` replication slots of a running primary (and makes its replication role current). */
   syncReplicationSlots(id: string, slots: readonly string[]): Promise<void>;
+  /** Holds a running standby's slots for the other members of its primary (replication.ts, holdSlots). Takes no turn. */
+  holdStandbySlots(id: string, slots: readonly HeldSlotPosition[]): Promise<void>;
   /** Fences the instance (fencing.ts): no client sessions, now and after any start, until unfenced. Takes no turn. */
   fence(id: string): Promise<void>;
   /** Lets clients in again. Takes no turn. */
@@ -119,6 +124,8 @@ export interface InstanceManager {
   resourceUsage(id: string): Promise<InstanceResourceUsage>;
   /** The agent's session on the running server, over its own socket (from its postmaster.pid); undefined when none runs. */
   agentConnection(id: string): Promise<AgentConnection | undefined>;
+  /** `fn` in one of the agent's sessions kept open on the running server (admin-sessions.ts); ServerNotRunning when none runs. */
+  adminSession<T>(id: string, fn: (c: pg.Client) => Promise<T>, opts?: AdminSessionOptions): Promise<T>;
   /** Files and programs as the instance's server. */
   serverFiles(id: string): Promise<ServerFiles>;
   /** CPU, memory and storage of the running server (the sampler's); undefined when none runs. */
@@ -266,6 +273,14 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
       if (created.length) host.log(`instance ${id}: replication slots created: ${created.join(", ")}`);
       if (dropped.length) host.log(`instance ${id}: replication slots dropped: ${dropped.join(", ")}`);
     },
+    holdStandbySlots: async (id, slots) => {
+      assertId(id);
+      const published = await publishedPortOf(configPath(host.instanceDir(id)), id);
+      if (!published) throw new Error(`instance ${id} has never been started`);
+      const { created, dropped } = await withAgentClient(host.socketDir, published, (c) => holdSlots(c, slots));
+      if (created.length) host.log(`instance ${id}: slots held for the other members created: ${created.join(", ")}`);
+      if (dropped.length) host.log(`instance ${id}: slots held for the other members dropped: ${dropped.join(", ")}`);
+    },
     // Fencing takes no turn: it must not wait behind a slow start while a lease runs out (admission checks
     // host.fenced, and fences again when it changed during the start).
     fence: async (id) => {
@@ -348,8 +363,11 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
     isolation: host.isolation,
     agentConnection: async (id) => {
       assertId(id);
-      const pf = await readPidFile(host.instanceDir(id));
-      return pf?.port && pf.socketDir ? { host: pf.socketDir, port: pf.port, user: AGENT_SUPERUSER } : undefined;
+      return agentConnectionOf(host, id);
+    },
+    adminSession: (id, fn, o) => {
+      assertId(id);
+      return adminSession(host, id, fn, o);
     },
     serverFiles: async (id) => {
       assertId(id);

@@ -14,6 +14,8 @@ import { processMemory } from "./procfs.ts";
 
 interface PidFile {
   pid: number;
+  /** The postmaster's start time (epoch seconds), as it wrote it. */
+  started: string;
   port?: number;
   socketDir?: string;
   status?: string;
@@ -32,6 +34,7 @@ export async function readPidFile(dataDir: string): Promise<PidFile | undefined>
   const port = Number(lines[3]);
   return {
     pid: Number(lines[0]),
+    started: lines[2]?.trim() ?? "",
     port: Number.isInteger(port) && port > 0 ? port : undefined,
     socketDir: lines[4]?.split(",")[0]?.trim() || undefined,
     status: lines[7]?.trim() || undefined,

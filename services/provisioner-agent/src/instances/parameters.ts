@@ -1,10 +1,10 @@
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { inSpan } from "@dbaas/kit";
 import type pg from "pg";
-import { withAgentClient } from "./agent-socket.ts";
+import { adminSession } from "./admin-session.ts";
 import { writeOwned } from "./files.ts";
 import type { Host } from "./host.ts";
-import { observeInstance, readPidFile } from "./observe.ts";
 import type { RunAsIdentity } from "./run-as.ts";
 import { tierSettings } from "./tier-settings.ts";
 import os from "node:os";
@@ -62,39 +62,51 @@ async function loadTime(c: pg.Client): Promise<string> {
 }
 
 /**
- * On a running server: the overrides become exactly `parameters` (ALTER SYSTEM RESET ALL, then SET
- * each: one file rewritten per statement, nothing read before the reload), the server reloads, and
- * once a new session sees the reload, the names pending a restart are answered. The caller holds the
+ * On a running server: the overrides become exactly `parameters` (ALTER SYSTEM RESET of each one the file has
+ * that `parameters` does not, SET of each that differs: one file rewritten per statement, nothing read before the
+ * reload), the server reloads, and
+ * once it has, the names pending a restart are answered. All in one of the agent's kept sessions
+ * (admin-sessions.ts), each step a span of the trace that asked for the change. The caller holds the
  * instance's turn.
  */
 export async function applyParameters(host: Host, id: string, parameters: Readonly<Record<string, string>>): Promise<string[]> {
   assertParameters(parameters);
-  const pf = await readPidFile(host.instanceDir(id));
-  const obs = await observeInstance(host, id);
-  if (obs.state !== "running" || !pf?.port || !pf.socketDir) throw new Error(`instance ${id} is not running (${obs.state})`);
-  const published = pf.port;
-  const sock = pf.socketDir;
-  const before = await withAgentClient(sock, published, async (c) => {
-    const t = await loadTime(c);
-    await c.query("ALTER SYSTEM RESET ALL");
-    for (const name of Object.keys(parameters).sort()) await c.query(`ALTER SYSTEM SET ${name} = ${c.escapeLiteral(parameters[name]!)}`);
-    await c.query("SELECT pg_reload_conf()");
-    return t;
-  });
-  // New sessions inherit the postmaster's reload time: a changed one proves the reload was processed.
-  const deadline = Date.now() + RELOAD_TIMEOUT_MS;
-  for (;;) {
-    const pending = await withAgentClient(sock, published, async (c) => {
-      if ((await loadTime(c)) === before) return undefined;
-      return (await c.query<{ name: string }>("SELECT name FROM pg_settings WHERE pending_restart ORDER BY name")).rows.map((r) => r.name);
-    });
-    if (pending) {
-      host.log(
-        `instance ${id}: configuration applied (${Object.keys(parameters).length} override(s)${pending.length ? `; pending a restart: ${pending.join(", ")}` : ""})`,
+  return adminSession(host, id, async (c) => {
+    const before = await inSpan("alter system", async () => {
+      const t = await loadTime(c);
+      // Only what differs from the file: each ALTER SYSTEM rewrites and syncs postgresql.auto.conf, so RESET ALL and
+      // a SET of every override made a one-parameter change cost n + 1 synced rewrites.
+      const { rows } = await c.query<{ name: string; setting: string }>(
+        "SELECT name, setting FROM pg_file_settings WHERE sourcefile LIKE '%/postgresql.auto.conf' ORDER BY name",
       );
-      return pending;
-    }
-    if (Date.now() > deadline) throw new Error(`instance ${id}: configuration reload not observed within 10 s`);
-    await sleep(10);
-  }
+      const now = new Map(rows.map((r) => [r.name, r.setting]));
+      if (rows.some((r) => !NAME_RE.test(r.name)) || now.size !== rows.length) {
+        await c.query("ALTER SYSTEM RESET ALL");
+        now.clear();
+      }
+      for (const name of now.keys()) if (!Object.hasOwn(parameters, name)) await c.query(`ALTER SYSTEM RESET ${name}`);
+      for (const name of Object.keys(parameters).sort())
+        if (now.get(name) !== parameters[name]) await c.query(`ALTER SYSTEM SET ${name} = ${c.escapeLiteral(parameters[name]!)}`);
+      return t;
+    });
+    const pending = await inSpan("reload", async () => {
+      await c.query("SELECT pg_reload_conf()");
+      // The postmaster reloads, then signals its children; this session re-reads the files before its next
+      // statement once signalled. A changed load time here proves the postmaster's reload: every session it
+      // starts from then on has the new values (what "visible in a new session" means).
+      const deadline = Date.now() + RELOAD_TIMEOUT_MS;
+      for (;;) {
+        if ((await loadTime(c)) !== before)
+          return (await c.query<{ name: string }>("SELECT name FROM pg_settings WHERE pending_restart ORDER BY name")).rows.map(
+            (r) => r.name,
+          );
+        if (Date.now() > deadline) throw new Error(`instance ${id}: configuration reload not observed within 10 s`);
+        await sleep(2);
+      }
+    });
+    host.log(
+      `instance ${id}: configuration applied (${Object.keys(parameters).length} override(s)${pending.length ? `; pending a restart: ${pending.join(", ")}` : ""})`,
+    );
+    return pending;
+  });
 }

@@ -10,6 +10,7 @@ import { ADMIN_ROLE } from "./agent-socket.ts";
 import { pathExists, tail, writeOwned } from "./files.ts";
 import type { Host } from "./host.ts";
 import { readPidFile } from "./observe.ts";
+import { poolerProcessesBelow, processRunning } from "./procfs.ts";
 import { runCommand, type RunAsIdentity } from "./run-as.ts";
 import { ensureServerCertificate } from "./tls.ts";
 
@@ -25,8 +26,9 @@ import { ensureServerCertificate } from "./tls.ts";
  * too (the server holds the same verifier), so no password is kept anywhere (docs/decisions.md).
  *
  * It runs daemonized (`-d`): a kill -9 of the agent leaves it serving, and the next agent finds it
- * by its pid file and keeps it. A kill -9 of PgBouncer is noticed by the agent's next pass (every
- * 2 s) and it is started again.
+ * by its pid file (or, the pid file lost, by its ini on its command line in /proc) and keeps it. A
+ * kill -9 of PgBouncer is noticed by the agent's next pass (every 2 s) and it is started again. A
+ * stop ends every PgBouncer of the directory, the agent's shutdown every one below its poolers' root.
  */
 
 const PID_FILE = "pgbouncer.pid";
@@ -136,8 +138,14 @@ export function createPoolers(host: Host, pgbouncerPath: string): Poolers {
   /** What each running pooler was last given (ini and auth file): a change reloads it. */
   const applied = new Map<string, string>();
 
+  /**
+   * Ids whose PgBouncer is known to be gone (stopped, or looked for and not found) since this agent last started
+   * one: a stopped database's pass then costs no /proc scan, every 2 s.
+   */
+  const gone = new Set<string>();
+
   /** The pid in the pid file when that process is a pgbouncer of this directory's ini. */
-  async function runningPid(id: string): Promise<number | undefined> {
+  async function pidFilePid(id: string): Promise<number | undefined> {
     let pid: number;
     try {
       pid = Number((await readFile(path.join(dirOf(id), PID_FILE), "utf8")).trim());
@@ -155,16 +163,28 @@ export function createPoolers(host: Host, pgbouncerPath: string): Poolers {
     }
   }
 
+  /**
+   * This directory's running PgBouncer: the pid file's, else one found in /proc by its ini (a pid file lost while
+   * its process ran, or one not written yet by a daemon just forked): adopted, never started a second time beside it.
+   */
+  async function runningPid(id: string): Promise<number | undefined> {
+    const pid = await pidFilePid(id);
+    if (pid !== undefined || gone.has(id)) return pid;
+    const found = poolerProcessesBelow(dirOf(id))[0];
+    if (found === undefined) gone.add(id);
+    return found;
+  }
+
   async function stop(id: string): Promise<void> {
     applied.delete(id);
     await host.proxy.unserve(routeId(id));
-    const pid = await runningPid(id);
-    if (pid !== undefined) {
-      // SIGTERM: PgBouncer's immediate shutdown (clients are cut, as when the server stops).
-      process.kill(pid, "SIGTERM");
-      for (let i = 0; i < 100 && (await runningPid(id)) === pid; i++) await sleep(50);
-      if ((await runningPid(id)) === pid) process.kill(pid, "SIGKILL");
-    }
+    // The pid file's and any other PgBouncer of this directory (its pid file lost): none outlives its database.
+    const pids = [...new Set([await pidFilePid(id), ...(gone.has(id) ? [] : poolerProcessesBelow(dirOf(id)))])].filter(
+      (p): p is number => p !== undefined,
+    );
+    // SIGTERM: PgBouncer's immediate shutdown (clients are cut, as when the server stops).
+    await terminate(pids);
+    gone.add(id);
     await removeCgroup(id);
   }
 
@@ -198,6 +218,7 @@ export function createPoolers(host: Host, pgbouncerPath: string): Poolers {
 
   async function start(id: string, user: RunAsIdentity, port: number): Promise<number> {
     const ini = path.join(dirOf(id), INI);
+    gone.delete(id);
     // A pid file of a dead PgBouncer (killed -9; a zombie no one reaped yet still answers kill 0) would stop the new one.
     await rm(path.join(dirOf(id), PID_FILE), { force: true });
     await host.cgroups.apply(cgroupOf(id), POOLER_LIMITS);
@@ -210,7 +231,8 @@ export function createPoolers(host: Host, pgbouncerPath: string): Poolers {
     );
     const deadline = Date.now() + 15_000;
     for (;;) {
-      const pid = await runningPid(id);
+      // Its pid file: written by the daemon itself, never the parent that forked it and exits.
+      const pid = await pidFilePid(id);
       if (pid !== undefined && (await accepts(host.privateAddress, port))) return pid;
       if (Date.now() > deadline) {
         const log = await tail(path.join(dirOf(id), "pgbouncer.log"), 1000);
@@ -279,8 +301,32 @@ export function createPoolers(host: Host, pgbouncerPath: string): Poolers {
     },
     async stopAll() {
       for (const id of await this.list()) await stop(id).catch(() => {});
+      // And any PgBouncer below the poolers' root whose directory is gone (or was never listed): the agent leaves none.
+      await terminate(poolerProcessesBelow(root));
     },
   };
+}
+
+/** SIGTERM to each of `pids`, SIGKILL to those still running after 5 s; resolves when all are gone (or 10 s passed). */
+async function terminate(pids: number[]): Promise<void> {
+  const signal = (pid: number, sig: NodeJS.Signals) => {
+    try {
+      process.kill(pid, sig);
+    } catch {
+      // gone meanwhile
+    }
+  };
+  for (const pid of pids) signal(pid, "SIGTERM");
+  let left = pids;
+  for (let i = 0; i < 100 && left.length > 0; i++) {
+    await sleep(50);
+    left = left.filter(processRunning);
+  }
+  for (const pid of left) signal(pid, "SIGKILL");
+  for (let i = 0; i < 100 && left.length > 0; i++) {
+    await sleep(50);
+    left = left.filter(processRunning);
+  }
 }
 
 function portFree(address: string, port: number): Promise<boolean> {

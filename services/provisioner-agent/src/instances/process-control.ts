@@ -139,6 +139,8 @@ async function reapCrashed(host: Host, id: string, removePidFile: boolean): Prom
  */
 export async function stopInstance(host: Host, id: string): Promise<void> {
   const dir = host.instanceDir(id);
+  // The agent's kept sessions first: the stop would end them anyway, and none is handed out meanwhile.
+  await host.adminSessions.close(id);
   await host.proxy.unserve(id);
   const obs = await observeInstance(host, id);
   if (obs.state === "absent" || obs.state === "stopped") return;

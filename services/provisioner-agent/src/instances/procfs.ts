@@ -1,4 +1,5 @@
-import { readFileSync, readdirSync, readlinkSync } from "node:fs";
+import { readFileSync, readdirSync, readlinkSync, realpathSync } from "node:fs";
+import path from "node:path";
 
 /** Executable of a process, as the kernel resolved it (" (deleted)" stripped: the binary may be upgraded under a running server). */
 function exeOf(pid: number | string): string | undefined {
@@ -109,4 +110,40 @@ export function processRunning(pid: number): boolean {
     // Gone between the two checks.
     return false;
   }
+}
+
+/**
+ * Live PgBouncers (the program's name `pgbouncer`) whose command line names a config file below `dir`: a
+ * pooler's directory (`<agent data>/poolers/<id>/`) or any directory above it (a whole agent's, a whole stack's).
+ * Found by /proc rather than by pid file alone: a pid file can be lost (removed before a start, overwritten by a
+ * second PgBouncer of the same directory) while the process it named still runs — and serves, and outlives
+ * everything else. `dir` is matched as given and as resolved by realpath, whichever the command line holds.
+ */
+export function poolerProcessesBelow(dir: string): number[] {
+  const prefixes = new Set([`${path.resolve(dir)}/`]);
+  try {
+    prefixes.add(`${realpathSync(dir)}/`);
+  } catch {
+    // removed already: its processes still name it as given
+  }
+  const pids: number[] = [];
+  let names: string[];
+  try {
+    names = readdirSync("/proc");
+  } catch {
+    return pids;
+  }
+  for (const name of names) {
+    if (name.charCodeAt(0) < 48 || name.charCodeAt(0) > 57) continue;
+    let args: string[];
+    try {
+      args = readFileSync(`/proc/${name}/cmdline`, "utf8").split("\0").filter(Boolean);
+    } catch {
+      continue; // exited meanwhile
+    }
+    if (args.length < 2 || path.basename(args[0]!) !== "pgbouncer") continue;
+    if (!args.slice(1).some((a) => a.endsWith(".ini") && [...prefixes].some((p) => a.startsWith(p)))) continue;
+    if (processRunning(Number(name))) pids.push(Number(name));
+  }
+  return pids;
 }

@@ -98,6 +98,37 @@ export async function syncSlots(c: pg.Client, wanted: readonly string[]): Promis
   return { created, dropped };
 }
 
+/**
+ * A standby's slots for the other members of its primary (its replicas and the other standbys), kept as Patroni
+ * and CloudNativePG keep them: each created reserving WAL, then advanced to the start of the WAL segment where
+ * that member last reported its WAL (never past what this standby has replayed, and never backwards), so that
+ * once this standby is promoted it still has the WAL they need to follow it — instead of a re-seed because the
+ * new primary had recycled it. Every other `dbaas_` slot is dropped. A member that reported nothing yet
+ * (position 0) keeps its slot where it was created.
+ */
+export async function holdSlots(
+  c: pg.Client,
+  wanted: readonly { name: string; position: bigint }[],
+): Promise<{ created: string[]; dropped: string[] }> {
+  const changed = await syncSlots(
+    c,
+    wanted.map((w) => w.name),
+  );
+  for (const w of wanted) {
+    if (w.position <= 0n) continue;
+    // pg_replication_slot_advance refuses to go backwards; on a standby it stops at the replayed position itself.
+    await c.query(
+      `SELECT pg_replication_slot_advance(slot_name, target)
+         FROM (SELECT slot_name, restart_lsn,
+                      '0/0'::pg_lsn + ($2::numeric - $2::numeric % (SELECT setting::numeric FROM pg_settings WHERE name = 'wal_segment_size')) AS target
+                 FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NULL) s
+        WHERE restart_lsn IS NOT NULL AND restart_lsn < LEAST(target, COALESCE(pg_last_wal_replay_lsn(), target))`,
+      [w.name, w.position.toString()],
+    );
+  }
+  return changed;
+}
+
 async function dropSlot(c: pg.Client, slot: string): Promise<void> {
   for (let i = 0; ; i++) {
     await c.query("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL", [

@@ -8,7 +8,9 @@ import { redactFields } from "./redact.ts";
  * collector writes into the instance's log directory (server-config.ts `loggingSettings`), one JSON object a line,
  * files named by the UTC time they were opened (`postgresql-YYYYMMDD-HHMMSS.json`), so name order is time order.
  *
- * Reads are bounded: files are read in chunks of {@link CHUNK} bytes, never whole; a line longer than {@link MAX_LINE}
+ * Reads are bounded: files are scanned in chunks of {@link CHUNK} bytes (what lines are split in and the pre-filter
+ * tests), never whole, read from the file through a buffer that grows with the scan ({@link fileReader}: one chunk
+ * first, up to {@link MAX_READ} bytes a read); a line longer than {@link MAX_LINE}
  * is skipped; one read scans at most `maxScanBytes` (default {@link MAX_SCAN_BYTES}) and answers a cursor where it
  * stopped. The newest entries are found by reading backwards from the end; a position (file, byte offset of a line's
  * start) is a cursor: `after` reads forward from it (what a tail polls with), `before` backwards. A line still being
@@ -17,6 +19,8 @@ import { redactFields } from "./redact.ts";
  */
 
 export const CHUNK = 64 * 1024;
+/** The largest read from a file: a long scan reads this much at once and scans it chunk by chunk. */
+export const MAX_READ = 1024 * 1024;
 export const MAX_LINE = 1024 * 1024;
 export const MAX_SCAN_BYTES = 32 * 1024 * 1024;
 /** Each text field of an entry is cut at this many characters. */
@@ -310,14 +314,15 @@ async function scanForward(
       let carry = Buffer.alloc(0);
       let carryStart = off;
       let skipping = false;
-      const chunk = Buffer.allocUnsafe(CHUNK);
+      const file = fileReader(fh, "forward");
       let at = off;
       while (at < size) {
         if (scanned >= budget) return { pos, end: false };
-        const { bytesRead } = await fh.read(chunk, 0, Math.min(CHUNK, size - at), at);
+        const piece = await file.read(at, Math.min(CHUNK, size - at), Math.min(size - at, budget - scanned));
+        const bytesRead = piece.length;
         if (bytesRead === 0) break;
         scanned += bytesRead;
-        const data = carry.length ? Buffer.concat([carry, chunk.subarray(0, bytesRead)]) : chunk.subarray(0, bytesRead);
+        const data = carry.length ? Buffer.concat([carry, piece]) : piece;
         at += bytesRead;
         let ls = 0;
         // No line of the chunk can match: none is split or visited, the position moves past its last complete one.
@@ -357,6 +362,32 @@ async function scanForward(
 }
 
 /**
+ * One file read for a scan in one direction: the scan asks for a chunk at a time, the file is read through a buffer,
+ * one chunk at first and twice as much at each refill up to {@link MAX_READ} (never more than the scan may still
+ * want, `room`), so a short read (a page of the newest entries, a tail's poll) reads what it did before and a long
+ * one (a filtered search through a large file) makes few system calls. A chunk answered is valid until the next call.
+ */
+export function fileReader(fh: FileHandle, direction: "forward" | "backward") {
+  let buf = Buffer.alloc(0);
+  let start = 0;
+  let fill = CHUNK;
+  return {
+    /** `len` bytes at `at` (fewer at the file's end); `room`: the bytes the scan may still read that way from `at` (`at + len` backwards). */
+    async read(at: number, len: number, room: number): Promise<Buffer> {
+      if (at >= start && at + len <= start + buf.length) return buf.subarray(at - start, at - start + len);
+      const n = Math.max(len, Math.min(fill, room));
+      fill = Math.min(fill * 2, MAX_READ);
+      const from = direction === "forward" ? at : at + len - n;
+      const target = buf.buffer.byteLength >= n && buf.byteOffset === 0 ? Buffer.from(buf.buffer, 0, n) : Buffer.allocUnsafe(n);
+      const { bytesRead } = await fh.read(target, 0, n, from);
+      buf = target.subarray(0, bytesRead);
+      start = from;
+      return buf.subarray(Math.min(at - from, bytesRead), Math.min(at - from + len, bytesRead));
+    },
+  };
+}
+
+/**
  * Lines before `from` (the end of the log when undefined), newest first, to `visit`; never below `floor`. Resolves
  * with the start of the oldest line looked at and whether the beginning (or `floor`) was reached.
  */
@@ -393,7 +424,7 @@ async function scanBackward(
       const low = floor && floor.file === name ? Math.min(floor.offset, size) : 0;
       let end = from && name === from.file ? Math.min(from.offset, size) : size;
       pos = { file: name, offset: end };
-      const chunk = Buffer.allocUnsafe(CHUNK);
+      const file = fileReader(fh, "backward");
       // Bytes not yet looked at, up to the end of the newest line not yet visited (its newline included).
       let carry = Buffer.alloc(0);
       // Until the first newline from the end: what follows it is a line still being written, left out.
@@ -403,10 +434,10 @@ async function scanBackward(
       while (end > low) {
         if (scanned >= budget) return { pos, start: false };
         const len = Math.min(CHUNK, end - low);
-        const { bytesRead } = await fh.read(chunk, 0, len, end - len);
-        if (bytesRead < len) break;
+        const piece = await file.read(end - len, len, Math.min(end - low, budget - scanned));
+        if (piece.length < len) break;
         scanned += len;
-        const data = carry.length ? Buffer.concat([chunk.subarray(0, len), carry]) : chunk.subarray(0, len);
+        const data = carry.length ? Buffer.concat([piece, carry]) : piece;
         const base = end - len;
         end -= len;
         let le = data.length;

@@ -6,7 +6,6 @@ import {
   type InstanceSpec,
   InstanceSpecSchema,
   ObservedState,
-  ReplicaSourceSchema,
 } from "@dbaas/proto/agent";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { BackupManager } from "../../src/backups/backup-manager.ts";
@@ -21,6 +20,7 @@ import {
   instanceSpec,
   randomPassword,
   reconcilerFor,
+  replicaSourceOf,
   running as runningIn,
   scramVerifier,
   waitFor,
@@ -114,16 +114,7 @@ describe("a replica past the new primary's timeline", { timeout: 300_000 }, () =
     const p = await running(fx.id, 2n);
     await fx.sql("CREATE TABLE acked (id int PRIMARY KEY); INSERT INTO acked SELECT generate_series(1, 100)");
     const source = (slotName: string, primaryId = fx.id, endpoint = p) =>
-      create(ReplicaSourceSchema, {
-        primaryDatabaseId: primaryId,
-        primaryHost: `${primaryId}.example.test`,
-        primaryCaPem: ca,
-        slotName,
-        primaryVersion: "17",
-        primaryAddress: endpoint.replicationAddress,
-        primaryPort: endpoint.replicationPort,
-        seedBackupId: "bkp-seed",
-      });
+      replicaSourceOf(primaryId, endpoint, { ca, slotName, seedBackupId: "bkp-seed" });
     const standby = instanceSpec({
       databaseId: STANDBY,
       port: await freePort(),

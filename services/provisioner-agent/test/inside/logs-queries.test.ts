@@ -101,6 +101,14 @@ describe("a server's log and query statistics through the agent", { timeout: 180
     const { stats } = await admin.listQueryStats({ databaseId: id, orderBy: "calls", limit: 5 });
     expect(stats[0]).toMatchObject({ query: "SELECT count(*) FROM hits WHERE n > $1", user: "dbadmin", database: "defaultdb" });
     expect(stats[0]!.calls).toBeGreaterThanOrEqual(25n);
+    // Each order is numeric, highest first (calls as text sorted 9 above 25; the mean was an SQL error).
+    for (const orderBy of ["calls", "total_time", "mean_time"] as const) {
+      const listed = (await admin.listQueryStats({ databaseId: id, orderBy, limit: 100 })).stats;
+      const key = (x: (typeof listed)[number]) =>
+        orderBy === "calls" ? Number(x.calls) : orderBy === "total_time" ? x.totalTimeMs : x.meanTimeMs;
+      expect(listed.length, orderBy).toBeGreaterThan(1);
+      expect(listed.map(key), orderBy).toEqual(listed.map(key).sort((a, b) => b - a));
+    }
     expect(stats.every((s) => s.user !== "dbaas_agent")).toBe(true);
     // Utility statements (which pg_stat_statements does not normalize: a password would stay) are not kept.
     const all = await admin.listQueryStats({ databaseId: id, orderBy: "total_time", limit: 100 });

@@ -1,8 +1,9 @@
-import { readFileSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { POOLER_LIMITS, poolerSupport } from "../../src/instances/pooler.ts";
+import { poolerProcessesBelow } from "../../src/instances/procfs.ts";
 import type { PoolerSettings } from "../../src/runtime.ts";
 import {
   connect,
@@ -161,6 +162,23 @@ describe.skipIf(!support.available)("a database's PgBouncer (real processes)", {
     expect(await host.m.limitStats(`${id}-pooler`)).toBeUndefined();
     // The server's own cgroup is untouched.
     expect(await host.m.limitStats(id)).toBeDefined();
+  });
+
+  it("one whose pid file was lost is found by its command line: kept (not started twice beside it), then stopped", async () => {
+    expect((await host.m.syncPooler(id, settings)).running).toBe(true);
+    const pid = pidOf();
+    const pidFile = path.join(host.dataDir, "poolers", id, "pgbouncer.pid");
+    rmSync(pidFile);
+    // The next pass adopts it: the same process, the only PgBouncer of the directory.
+    expect((await host.m.syncPooler(id, settings)).pid).toBe(pid);
+    expect(poolerProcessesBelow(host.dataDir)).toEqual([pid]);
+    const c = await connect(settings.port, db.password);
+    await c.end();
+    // A stop finds it without its pid file too: nothing left below the agent's directory.
+    rmSync(pidFile, { force: true });
+    expect((await host.m.syncPooler(id, undefined)).running).toBe(false);
+    expect(alive(pid)).toBe(false);
+    expect(poolerProcessesBelow(host.dataDir)).toEqual([]);
   });
 
   it("stopped, it refuses on its port and its process is gone", async () => {

@@ -6,11 +6,13 @@ import {
   CHUNK,
   decodeCursor,
   encodeCursor,
+  fileReader,
   type LogCursor,
   type LogEntry,
   LOWERS_TO_ASCII,
   logEnd,
   MAX_LINE,
+  MAX_READ,
   messagesSince,
   readLog,
 } from "../../src/server-log/reader.ts";
@@ -387,6 +389,64 @@ describe("server log retention", () => {
       expect(last.removed).toEqual([names[5]]);
     } finally {
       await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("the log reader's reads from a file", () => {
+  /** A file of `mib` MiB of numbered bytes, open, with its handle's reads counted. */
+  async function counted(mib: number) {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "server-log-reads-"));
+    const file = path.join(dir, "log");
+    const bytes = Buffer.alloc(mib * 1024 * 1024);
+    for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 7 + (i >> 16)) & 0xff;
+    await writeFile(file, bytes);
+    const fh = await open(file, "r");
+    const reads: number[] = [];
+    const read = fh.read.bind(fh) as (b: Buffer, o: number, n: number, p: number) => Promise<{ bytesRead: number; buffer: Buffer }>;
+    (fh as unknown as { read: typeof read }).read = (b, o, n, p) => {
+      reads.push(n);
+      return read(b, o, n, p);
+    };
+    const close = async () => {
+      await fh.close();
+      await rm(dir, { recursive: true, force: true });
+    };
+    return { bytes, fh, reads, close };
+  }
+
+  it("answers a chunk at a time from reads that grow to 1 MiB, backwards and forwards; a short scan reads one chunk", async () => {
+    const f = await counted(8);
+    try {
+      const size = f.bytes.length;
+      // Backwards, a chunk at a time from the end, as a filtered search scans: the bytes are the file's.
+      const back = fileReader(f.fh, "backward");
+      for (let end = size; end > 0; end -= CHUNK) {
+        const piece = await back.read(end - CHUNK, CHUNK, end);
+        expect(piece.equals(f.bytes.subarray(end - CHUNK, end))).toBe(true);
+      }
+      // 64 KiB, 128, 256, 512 KiB, then 1 MiB reads: 11 reads for 8 MiB, where a read a chunk took 128.
+      expect(f.reads.slice(0, 5)).toEqual([CHUNK, 2 * CHUNK, 4 * CHUNK, 8 * CHUNK, MAX_READ]);
+      expect(Math.max(...f.reads)).toBe(MAX_READ);
+      expect(f.reads.length).toBeLessThanOrEqual(12);
+      expect(f.reads.reduce((a, b) => a + b, 0)).toBe(size);
+
+      f.reads.length = 0;
+      const fwd = fileReader(f.fh, "forward");
+      for (let at = 0; at < size; at += CHUNK) {
+        const piece = await fwd.read(at, CHUNK, size - at);
+        expect(piece.equals(f.bytes.subarray(at, at + CHUNK))).toBe(true);
+      }
+      expect(f.reads.length).toBeLessThanOrEqual(12);
+
+      // Never more than the scan may still want (its budget, the file's start), and one chunk for a short scan.
+      f.reads.length = 0;
+      const short = fileReader(f.fh, "backward");
+      expect((await short.read(size - CHUNK, CHUNK, 100_000)).equals(f.bytes.subarray(size - CHUNK))).toBe(true);
+      expect((await short.read(size - 2 * CHUNK, CHUNK, 100_000 - CHUNK)).length).toBe(CHUNK);
+      expect(f.reads).toEqual([CHUNK, CHUNK]);
+    } finally {
+      await f.close();
     }
   });
 });

@@ -2,7 +2,15 @@ import { readFile, rm } from "node:fs/promises";
 import path from "node:path";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { createLogger } from "@dbaas/kit";
-import { DesiredState, type InstanceObservation, type InstanceSpec, InstanceSpecSchema, ObservedState } from "@dbaas/proto/agent";
+import {
+  DesiredState,
+  type InstanceObservation,
+  type InstanceSpec,
+  InstanceSpecSchema,
+  ObservedState,
+  type ReplicaSource,
+  ReplicaSourceSchema,
+} from "@dbaas/proto/agent";
 import pg from "pg";
 import { createAppliedStore } from "../../src/applied-state.ts";
 import { createInstanceManager, type InstanceManager, type InstanceManagerOptions } from "../../src/instances/instance-manager.ts";
@@ -229,4 +237,25 @@ export function running(reconciler: Reconciler, id: string, generation: bigint, 
     ms,
     `${id} running`,
   );
+}
+
+/**
+ * Where a replica or standby of `primaryId` streams from: the primary's replication endpoint as its running
+ * observation reported it, its CA, the replica's slot there and the seed backup it starts from (PostgreSQL 17).
+ */
+export function replicaSourceOf(
+  primaryId: string,
+  endpoint: Pick<InstanceObservation, "replicationAddress" | "replicationPort">,
+  o: { ca: string; slotName: string; seedBackupId: string },
+): ReplicaSource {
+  return create(ReplicaSourceSchema, {
+    primaryDatabaseId: primaryId,
+    primaryHost: `${primaryId}.example.test`,
+    primaryCaPem: o.ca,
+    slotName: o.slotName,
+    primaryVersion: "17",
+    primaryAddress: endpoint.replicationAddress,
+    primaryPort: endpoint.replicationPort,
+    seedBackupId: o.seedBackupId,
+  });
 }

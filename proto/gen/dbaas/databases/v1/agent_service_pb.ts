@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dbaas/databases/v1/agent_service.proto.
  */
 export const file_dbaas_databases_v1_agent_service: GenFile = /*@__PURE__*/
-  fileDesc("CiZkYmFhcy9kYXRhYmFzZXMvdjEvYWdlbnRfc2VydmljZS5wcm90bxISZGJhYXMuZGF0YWJhc2VzLnYxItICChRSZWdpc3RlckFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIPCgdyZWdpb25zGAIgAygJEhAKCGNhcGFjaXR5GAMgASgFEhgKEHBvcnRfcmFuZ2Vfc3RhcnQYBCABKAUSFgoOcG9ydF9yYW5nZV9lbmQYBSABKAUSEAoIdmVyc2lvbnMYBiADKAkSGgoSY2FfY2VydGlmaWNhdGVfcGVtGAcgASgJEhgKEHB1YmxpY19hZGRyZXNzZXMYCCADKAkSGgoScG9vbGVyX3BvcnRfb2Zmc2V0GB4gASgFEiEKGXBvb2xlcl91bmF2YWlsYWJsZV9yZWFzb24YHyABKAkSEwoLY29udHJvbF91cmwYFCABKAkSNwoNdGllcl9zZXR0aW5ncxgVIAMoCzIgLmRiYWFzLmRhdGFiYXNlcy52MS5UaWVyU2V0dGluZ3MijwEKDFRpZXJTZXR0aW5ncxIMCgR0aWVyGAEgASgJEkAKCHNldHRpbmdzGAIgAygLMi4uZGJhYXMuZGF0YWJhc2VzLnYxLlRpZXJTZXR0aW5ncy5TZXR0aW5nc0VudHJ5Gi8KDVNldHRpbmdzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIXChVSZWdpc3RlckFnZW50UmVzcG9uc2UiKwoXV2F0Y2hBc3NpZ25tZW50c1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkikgcKDEluc3RhbmNlU3BlYxITCgtkYXRhYmFzZV9pZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJEgwKBHRpZXIYAyABKAkSDAoEcG9ydBgEIAEoBRI3Cg1kZXNpcmVkX3N0YXRlGAUgASgOMiAuZGJhYXMuZGF0YWJhc2VzLnYxLkRlc2lyZWRTdGF0ZRIWCg5zY3JhbV92ZXJpZmllchgGIAEoCRISCgpnZW5lcmF0aW9uGAcgASgDEh4KFmNyZWRlbnRpYWxzX2dlbmVyYXRpb24YCCABKAMSDAoEaG9zdBgJIAEoCRI5Cg5yZXN0b3JlX3NvdXJjZRgKIAEoCzIhLmRiYWFzLmRhdGFiYXNlcy52MS5SZXN0b3JlU291cmNlEhIKCmJhY2t1cF9pZHMYCyADKAkSSQoNdHJhY2VfY29udGV4dBgMIAMoCzIyLmRiYWFzLmRhdGFiYXNlcy52MS5JbnN0YW5jZVNwZWMuVHJhY2VDb250ZXh0RW50cnkSNQoKcmVwbGljYV9vZhgNIAEoCzIhLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBsaWNhU291cmNlEhkKEXJlcGxpY2F0aW9uX3Nsb3RzGA4gAygJEhkKEWFkb3B0X2luc3RhbmNlX2lkGA8gASgJEhEKCXJlYWRfb25seRgQIAEoCBI+Cg90cnVzdGVkX3NvdXJjZXMYHiADKAsyJS5kYmFhcy5kYXRhYmFzZXMudjEuVHJ1c3RlZFNvdXJjZVNwZWMSLgoGcG9vbGVyGB8gASgLMh4uZGJhYXMuZGF0YWJhc2VzLnYxLlBvb2xlclNwZWMSDwoHc3RhbmRieRgoIAEoCBIWCg5sZWFzZV9yZXF1aXJlZBgpIAEoCBIhChlzeW5jaHJvbm91c19zdGFuZGJ5X25hbWVzGCogASgJEg4KBmZlbmNlZBgrIAEoCBJECgpwYXJhbWV0ZXJzGDIgAygLMjAuZGJhYXMuZGF0YWJhc2VzLnYxLkluc3RhbmNlU3BlYy5QYXJhbWV0ZXJzRW50cnkSGQoRY29uZmlnX2dlbmVyYXRpb24YMyABKAMaMwoRVHJhY2VDb250ZXh0RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARoxCg9QYXJhbWV0ZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJRChFUcnVzdGVkU291cmNlU3BlYxIMCgRjaWRyGAEgASgJEi4KCmV4cGlyZXNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wInoKClBvb2xlclNwZWMSDwoHZW5hYmxlZBgBIAEoCBIMCgRtb2RlGAIgASgJEhEKCXBvb2xfc2l6ZRgDIAEoBRIeChZtYXhfY2xpZW50X2Nvbm5lY3Rpb25zGAQgASgFEgwKBHBvcnQYBSABKAUSDAoEaG9zdBgGIAEoCSLNAQoNUmVwbGljYVNvdXJjZRIbChNwcmltYXJ5X2RhdGFiYXNlX2lkGAEgASgJEhYKDnNlZWRfYmFja3VwX2lkGAIgASgJEhcKD3ByaW1hcnlfYWRkcmVzcxgDIAEoCRIUCgxwcmltYXJ5X3BvcnQYBCABKAUSFAoMcHJpbWFyeV9ob3N0GAUgASgJEhYKDnByaW1hcnlfY2FfcGVtGAYgASgJEhEKCXNsb3RfbmFtZRgHIAEoCRIXCg9wcmltYXJ5X3ZlcnNpb24YCCABKAkiVgoNUmVzdG9yZVNvdXJjZRITCgtkYXRhYmFzZV9pZBgBIAEoCRIwCgxyZXN0b3JlX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIm0KGFdhdGNoQXNzaWdubWVudHNSZXNwb25zZRIzCglpbnN0YW5jZXMYASADKAsyIC5kYmFhcy5kYXRhYmFzZXMudjEuSW5zdGFuY2VTcGVjEhwKFGRpc2NhcmRfaW5zdGFuY2VfaWRzGAIgAygJItsCChNJbnN0YW5jZU9ic2VydmF0aW9uEhMKC2RhdGFiYXNlX2lkGAEgASgJEjAKBXN0YXRlGAIgASgOMiEuZGJhYXMuZGF0YWJhc2VzLnYxLk9ic2VydmVkU3RhdGUSGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgDIAEoAxImCh5hcHBsaWVkX2NyZWRlbnRpYWxzX2dlbmVyYXRpb24YBCABKAMSDwoHbWVzc2FnZRgFIAEoCRIbChNyZXBsaWNhdGlvbl9hZGRyZXNzGAYgASgJEhgKEHJlcGxpY2F0aW9uX3BvcnQYByABKAUSFAoMd2FsX3Bvc2l0aW9uGAggASgDEg4KBmZlbmNlZBgJIAEoCBIhChlhcHBsaWVkX2NvbmZpZ19nZW5lcmF0aW9uGB4gASgDEhcKD3BlbmRpbmdfcmVzdGFydBgfIAMoCRIOCgZyZXNlZWQYPCABKAgiZgoWUmVwb3J0SW5zdGFuY2VzUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRI6CglpbnN0YW5jZXMYAiADKAsyJy5kYmFhcy5kYXRhYmFzZXMudjEuSW5zdGFuY2VPYnNlcnZhdGlvbiIZChdSZXBvcnRJbnN0YW5jZXNSZXNwb25zZSLdAQoRQmFja3VwT2JzZXJ2YXRpb24SEQoJYmFja3VwX2lkGAEgASgJEi4KBXN0YXRlGAIgASgOMh8uZGJhYXMuZGF0YWJhc2VzLnYxLkJhY2t1cFN0YXRlEi4KCnN0YXJ0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGNvbXBsZXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc2l6ZV9ieXRlcxgFIAEoAxIPCgdtZXNzYWdlGAYgASgJIv4BCg9EYXRhYmFzZUJhY2t1cHMSEwoLZGF0YWJhc2VfaWQYASABKAkSNgoHYmFja3VwcxgCIAMoCzIlLmRiYWFzLmRhdGFiYXNlcy52MS5CYWNrdXBPYnNlcnZhdGlvbhI5ChVlYXJsaWVzdF9yZXN0b3JlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjcKE2xhdGVzdF9yZXN0b3JlX3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWFyY2hpdmVfZXJyb3IYBSABKAkSEwoLc3Bvb2xfYnl0ZXMYBiABKAMiYAoUUmVwb3J0QmFja3Vwc1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSNgoJZGF0YWJhc2VzGAIgAygLMiMuZGJhYXMuZGF0YWJhc2VzLnYxLkRhdGFiYXNlQmFja3VwcyIXChVSZXBvcnRCYWNrdXBzUmVzcG9uc2UihQUKDkluc3RhbmNlU2FtcGxlEhMKC2RhdGFiYXNlX2lkGAEgASgJEhEKCXNhbXBsZV9pZBgCIAEoCRIuCgpzYW1wbGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCg5jb3VudGVyc19lcG9jaBgEIAEoCRIVCg1zdG9yYWdlX2J5dGVzGAUgASgDEhgKEG5ldHdvcmtfYnl0ZXNfaW4YBiABKAMSGQoRbmV0d29ya19ieXRlc19vdXQYByABKAMSEwoLY3B1X3BlcmNlbnQYCCABKAESFAoMbWVtb3J5X2J5dGVzGAkgASgDEhoKEmNvbm5lY3Rpb25zX2FjdGl2ZRgKIAEoBRIYChBjb25uZWN0aW9uc19pZGxlGAsgASgFEicKH2Nvbm5lY3Rpb25zX2lkbGVfaW5fdHJhbnNhY3Rpb24YDCABKAUSEwoLeGFjdF9jb21taXQYDSABKAMSFQoNeGFjdF9yb2xsYmFjaxgOIAEoAxITCgt0dXBfZmV0Y2hlZBgPIAEoAxIUCgx0dXBfaW5zZXJ0ZWQYECABKAMSEwoLdHVwX3VwZGF0ZWQYESABKAMSEwoLdHVwX2RlbGV0ZWQYEiABKAMSEAoIYmxrc19oaXQYEyABKAMSEQoJYmxrc19yZWFkGBQgASgDEhEKCWRlYWRsb2NrcxgVIAEoAxIfChd3YWxfYXJjaGl2ZV9sYWdfc2Vjb25kcxgWIAEoARIdChVyZXBsaWNhdGlvbl9sYWdfYnl0ZXMYFyABKAMSNAoMcmVwbGljYV9sYWdzGBggAygLMh4uZGJhYXMuZGF0YWJhc2VzLnYxLlJlcGxpY2FMYWciQgoKUmVwbGljYUxhZxISCgpyZXBsaWNhX2lkGAEgASgJEhEKCWxhZ19ieXRlcxgCIAEoAxINCgVzdGF0ZRgDIAEoCSJdChRSZXBvcnRTYW1wbGVzUmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIzCgdzYW1wbGVzGAIgAygLMiIuZGJhYXMuZGF0YWJhc2VzLnYxLkluc3RhbmNlU2FtcGxlIhcKFVJlcG9ydFNhbXBsZXNSZXNwb25zZSImChJSZW5ld0xlYXNlc1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkiQQoTUmVuZXdMZWFzZXNSZXNwb25zZRIUCgxkYXRhYmFzZV9pZHMYASADKAkSFAoMbGVhc2VfbWlsbGlzGAIgASgFKpgBCgxEZXNpcmVkU3RhdGUSHQoZREVTSVJFRF9TVEFURV9VTlNQRUNJRklFRBAAEhkKFURFU0lSRURfU1RBVEVfUlVOTklORxABEhkKFURFU0lSRURfU1RBVEVfU1RPUFBFRBACEhkKFURFU0lSRURfU1RBVEVfREVMRVRFRBADEhgKFERFU0lSRURfU1RBVEVfUFVSR0VEEAQqvQEKDU9ic2VydmVkU3RhdGUSHgoaT0JTRVJWRURfU1RBVEVfVU5TUEVDSUZJRUQQABIaChZPQlNFUlZFRF9TVEFURV9SVU5OSU5HEAESGgoWT0JTRVJWRURfU1RBVEVfU1RPUFBFRBACEhkKFU9CU0VSVkVEX1NUQVRFX0ZBSUxFRBADEhkKFU9CU0VSVkVEX1NUQVRFX1BVUkdFRBAEEh4KGk9CU0VSVkVEX1NUQVRFX1BST0dSRVNTSU5HEAUqkwEKC0JhY2t1cFN0YXRlEhwKGEJBQ0tVUF9TVEFURV9VTlNQRUNJRklFRBAAEhgKFEJBQ0tVUF9TVEFURV9SVU5OSU5HEAESGgoWQkFDS1VQX1NUQVRFX0NPTVBMRVRFRBACEhcKE0JBQ0tVUF9TVEFURV9GQUlMRUQQAxIXChNCQUNLVVBfU1RBVEVfUFJVTkVEEAQy/QQKDEFnZW50U2VydmljZRJkCg1SZWdpc3RlckFnZW50EiguZGJhYXMuZGF0YWJhc2VzLnYxLlJlZ2lzdGVyQWdlbnRSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlJlZ2lzdGVyQWdlbnRSZXNwb25zZRJvChBXYXRjaEFzc2lnbm1lbnRzEisuZGJhYXMuZGF0YWJhc2VzLnYxLldhdGNoQXNzaWdubWVudHNSZXF1ZXN0GiwuZGJhYXMuZGF0YWJhc2VzLnYxLldhdGNoQXNzaWdubWVudHNSZXNwb25zZTABEmoKD1JlcG9ydEluc3RhbmNlcxIqLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBvcnRJbnN0YW5jZXNSZXF1ZXN0GisuZGJhYXMuZGF0YWJhc2VzLnYxLlJlcG9ydEluc3RhbmNlc1Jlc3BvbnNlEmQKDVJlcG9ydEJhY2t1cHMSKC5kYmFhcy5kYXRhYmFzZXMudjEuUmVwb3J0QmFja3Vwc1JlcXVlc3QaKS5kYmFhcy5kYXRhYmFzZXMudjEuUmVwb3J0QmFja3Vwc1Jlc3BvbnNlEmQKDVJlcG9ydFNhbXBsZXMSKC5kYmFhcy5kYXRhYmFzZXMudjEuUmVwb3J0U2FtcGxlc1JlcXVlc3QaKS5kYmFhcy5kYXRhYmFzZXMudjEuUmVwb3J0U2FtcGxlc1Jlc3BvbnNlEl4KC1JlbmV3TGVhc2VzEiYuZGJhYXMuZGF0YWJhc2VzLnYxLlJlbmV3TGVhc2VzUmVxdWVzdBonLmRiYWFzLmRhdGFiYXNlcy52MS5SZW5ld0xlYXNlc1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("CiZkYmFhcy9kYXRhYmFzZXMvdjEvYWdlbnRfc2VydmljZS5wcm90bxISZGJhYXMuZGF0YWJhc2VzLnYxItICChRSZWdpc3RlckFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCRIPCgdyZWdpb25zGAIgAygJEhAKCGNhcGFjaXR5GAMgASgFEhgKEHBvcnRfcmFuZ2Vfc3RhcnQYBCABKAUSFgoOcG9ydF9yYW5nZV9lbmQYBSABKAUSEAoIdmVyc2lvbnMYBiADKAkSGgoSY2FfY2VydGlmaWNhdGVfcGVtGAcgASgJEhgKEHB1YmxpY19hZGRyZXNzZXMYCCADKAkSGgoScG9vbGVyX3BvcnRfb2Zmc2V0GB4gASgFEiEKGXBvb2xlcl91bmF2YWlsYWJsZV9yZWFzb24YHyABKAkSEwoLY29udHJvbF91cmwYFCABKAkSNwoNdGllcl9zZXR0aW5ncxgVIAMoCzIgLmRiYWFzLmRhdGFiYXNlcy52MS5UaWVyU2V0dGluZ3MijwEKDFRpZXJTZXR0aW5ncxIMCgR0aWVyGAEgASgJEkAKCHNldHRpbmdzGAIgAygLMi4uZGJhYXMuZGF0YWJhc2VzLnYxLlRpZXJTZXR0aW5ncy5TZXR0aW5nc0VudHJ5Gi8KDVNldHRpbmdzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIXChVSZWdpc3RlckFnZW50UmVzcG9uc2UiKwoXV2F0Y2hBc3NpZ25tZW50c1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkixwcKDEluc3RhbmNlU3BlYxITCgtkYXRhYmFzZV9pZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJEgwKBHRpZXIYAyABKAkSDAoEcG9ydBgEIAEoBRI3Cg1kZXNpcmVkX3N0YXRlGAUgASgOMiAuZGJhYXMuZGF0YWJhc2VzLnYxLkRlc2lyZWRTdGF0ZRIWCg5zY3JhbV92ZXJpZmllchgGIAEoCRISCgpnZW5lcmF0aW9uGAcgASgDEh4KFmNyZWRlbnRpYWxzX2dlbmVyYXRpb24YCCABKAMSDAoEaG9zdBgJIAEoCRI5Cg5yZXN0b3JlX3NvdXJjZRgKIAEoCzIhLmRiYWFzLmRhdGFiYXNlcy52MS5SZXN0b3JlU291cmNlEhIKCmJhY2t1cF9pZHMYCyADKAkSSQoNdHJhY2VfY29udGV4dBgMIAMoCzIyLmRiYWFzLmRhdGFiYXNlcy52MS5JbnN0YW5jZVNwZWMuVHJhY2VDb250ZXh0RW50cnkSNQoKcmVwbGljYV9vZhgNIAEoCzIhLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBsaWNhU291cmNlEhkKEXJlcGxpY2F0aW9uX3Nsb3RzGA4gAygJEhkKEWFkb3B0X2luc3RhbmNlX2lkGA8gASgJEhEKCXJlYWRfb25seRgQIAEoCBI+Cg90cnVzdGVkX3NvdXJjZXMYHiADKAsyJS5kYmFhcy5kYXRhYmFzZXMudjEuVHJ1c3RlZFNvdXJjZVNwZWMSLgoGcG9vbGVyGB8gASgLMh4uZGJhYXMuZGF0YWJhc2VzLnYxLlBvb2xlclNwZWMSDwoHc3RhbmRieRgoIAEoCBIWCg5sZWFzZV9yZXF1aXJlZBgpIAEoCBIhChlzeW5jaHJvbm91c19zdGFuZGJ5X25hbWVzGCogASgJEg4KBmZlbmNlZBgrIAEoCBJECgpwYXJhbWV0ZXJzGDIgAygLMjAuZGJhYXMuZGF0YWJhc2VzLnYxLkluc3RhbmNlU3BlYy5QYXJhbWV0ZXJzRW50cnkSGQoRY29uZmlnX2dlbmVyYXRpb24YMyABKAMSMwoNc3RhbmRieV9zbG90cxg+IAMoCzIcLmRiYWFzLmRhdGFiYXNlcy52MS5IZWxkU2xvdBozChFUcmFjZUNvbnRleHRFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjEKD1BhcmFtZXRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIioKCEhlbGRTbG90EgwKBG5hbWUYASABKAkSEAoIcG9zaXRpb24YAiABKAMiUQoRVHJ1c3RlZFNvdXJjZVNwZWMSDAoEY2lkchgBIAEoCRIuCgpleHBpcmVzX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJ6CgpQb29sZXJTcGVjEg8KB2VuYWJsZWQYASABKAgSDAoEbW9kZRgCIAEoCRIRCglwb29sX3NpemUYAyABKAUSHgoWbWF4X2NsaWVudF9jb25uZWN0aW9ucxgEIAEoBRIMCgRwb3J0GAUgASgFEgwKBGhvc3QYBiABKAkizQEKDVJlcGxpY2FTb3VyY2USGwoTcHJpbWFyeV9kYXRhYmFzZV9pZBgBIAEoCRIWCg5zZWVkX2JhY2t1cF9pZBgCIAEoCRIXCg9wcmltYXJ5X2FkZHJlc3MYAyABKAkSFAoMcHJpbWFyeV9wb3J0GAQgASgFEhQKDHByaW1hcnlfaG9zdBgFIAEoCRIWCg5wcmltYXJ5X2NhX3BlbRgGIAEoCRIRCglzbG90X25hbWUYByABKAkSFwoPcHJpbWFyeV92ZXJzaW9uGAggASgJIlYKDVJlc3RvcmVTb3VyY2USEwoLZGF0YWJhc2VfaWQYASABKAkSMAoMcmVzdG9yZV90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJtChhXYXRjaEFzc2lnbm1lbnRzUmVzcG9uc2USMwoJaW5zdGFuY2VzGAEgAygLMiAuZGJhYXMuZGF0YWJhc2VzLnYxLkluc3RhbmNlU3BlYxIcChRkaXNjYXJkX2luc3RhbmNlX2lkcxgCIAMoCSLbAgoTSW5zdGFuY2VPYnNlcnZhdGlvbhITCgtkYXRhYmFzZV9pZBgBIAEoCRIwCgVzdGF0ZRgCIAEoDjIhLmRiYWFzLmRhdGFiYXNlcy52MS5PYnNlcnZlZFN0YXRlEhsKE29ic2VydmVkX2dlbmVyYXRpb24YAyABKAMSJgoeYXBwbGllZF9jcmVkZW50aWFsc19nZW5lcmF0aW9uGAQgASgDEg8KB21lc3NhZ2UYBSABKAkSGwoTcmVwbGljYXRpb25fYWRkcmVzcxgGIAEoCRIYChByZXBsaWNhdGlvbl9wb3J0GAcgASgFEhQKDHdhbF9wb3NpdGlvbhgIIAEoAxIOCgZmZW5jZWQYCSABKAgSIQoZYXBwbGllZF9jb25maWdfZ2VuZXJhdGlvbhgeIAEoAxIXCg9wZW5kaW5nX3Jlc3RhcnQYHyADKAkSDgoGcmVzZWVkGDwgASgIImYKFlJlcG9ydEluc3RhbmNlc1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSOgoJaW5zdGFuY2VzGAIgAygLMicuZGJhYXMuZGF0YWJhc2VzLnYxLkluc3RhbmNlT2JzZXJ2YXRpb24iGQoXUmVwb3J0SW5zdGFuY2VzUmVzcG9uc2Ui3QEKEUJhY2t1cE9ic2VydmF0aW9uEhEKCWJhY2t1cF9pZBgBIAEoCRIuCgVzdGF0ZRgCIAEoDjIfLmRiYWFzLmRhdGFiYXNlcy52MS5CYWNrdXBTdGF0ZRIuCgpzdGFydGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxjb21wbGV0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnNpemVfYnl0ZXMYBSABKAMSDwoHbWVzc2FnZRgGIAEoCSL+AQoPRGF0YWJhc2VCYWNrdXBzEhMKC2RhdGFiYXNlX2lkGAEgASgJEjYKB2JhY2t1cHMYAiADKAsyJS5kYmFhcy5kYXRhYmFzZXMudjEuQmFja3VwT2JzZXJ2YXRpb24SOQoVZWFybGllc3RfcmVzdG9yZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI3ChNsYXRlc3RfcmVzdG9yZV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1hcmNoaXZlX2Vycm9yGAUgASgJEhMKC3Nwb29sX2J5dGVzGAYgASgDImAKFFJlcG9ydEJhY2t1cHNSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJEjYKCWRhdGFiYXNlcxgCIAMoCzIjLmRiYWFzLmRhdGFiYXNlcy52MS5EYXRhYmFzZUJhY2t1cHMiFwoVUmVwb3J0QmFja3Vwc1Jlc3BvbnNlIoUFCg5JbnN0YW5jZVNhbXBsZRITCgtkYXRhYmFzZV9pZBgBIAEoCRIRCglzYW1wbGVfaWQYAiABKAkSLgoKc2FtcGxlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOY291bnRlcnNfZXBvY2gYBCABKAkSFQoNc3RvcmFnZV9ieXRlcxgFIAEoAxIYChBuZXR3b3JrX2J5dGVzX2luGAYgASgDEhkKEW5ldHdvcmtfYnl0ZXNfb3V0GAcgASgDEhMKC2NwdV9wZXJjZW50GAggASgBEhQKDG1lbW9yeV9ieXRlcxgJIAEoAxIaChJjb25uZWN0aW9uc19hY3RpdmUYCiABKAUSGAoQY29ubmVjdGlvbnNfaWRsZRgLIAEoBRInCh9jb25uZWN0aW9uc19pZGxlX2luX3RyYW5zYWN0aW9uGAwgASgFEhMKC3hhY3RfY29tbWl0GA0gASgDEhUKDXhhY3Rfcm9sbGJhY2sYDiABKAMSEwoLdHVwX2ZldGNoZWQYDyABKAMSFAoMdHVwX2luc2VydGVkGBAgASgDEhMKC3R1cF91cGRhdGVkGBEgASgDEhMKC3R1cF9kZWxldGVkGBIgASgDEhAKCGJsa3NfaGl0GBMgASgDEhEKCWJsa3NfcmVhZBgUIAEoAxIRCglkZWFkbG9ja3MYFSABKAMSHwoXd2FsX2FyY2hpdmVfbGFnX3NlY29uZHMYFiABKAESHQoVcmVwbGljYXRpb25fbGFnX2J5dGVzGBcgASgDEjQKDHJlcGxpY2FfbGFncxgYIAMoCzIeLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBsaWNhTGFnIkIKClJlcGxpY2FMYWcSEgoKcmVwbGljYV9pZBgBIAEoCRIRCglsYWdfYnl0ZXMYAiABKAMSDQoFc3RhdGUYAyABKAkiXQoUUmVwb3J0U2FtcGxlc1JlcXVlc3QSEAoIYWdlbnRfaWQYASABKAkSMwoHc2FtcGxlcxgCIAMoCzIiLmRiYWFzLmRhdGFiYXNlcy52MS5JbnN0YW5jZVNhbXBsZSIXChVSZXBvcnRTYW1wbGVzUmVzcG9uc2UiJgoSUmVuZXdMZWFzZXNSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJIkEKE1JlbmV3TGVhc2VzUmVzcG9uc2USFAoMZGF0YWJhc2VfaWRzGAEgAygJEhQKDGxlYXNlX21pbGxpcxgCIAEoBSqYAQoMRGVzaXJlZFN0YXRlEh0KGURFU0lSRURfU1RBVEVfVU5TUEVDSUZJRUQQABIZChVERVNJUkVEX1NUQVRFX1JVTk5JTkcQARIZChVERVNJUkVEX1NUQVRFX1NUT1BQRUQQAhIZChVERVNJUkVEX1NUQVRFX0RFTEVURUQQAxIYChRERVNJUkVEX1NUQVRFX1BVUkdFRBAEKr0BCg1PYnNlcnZlZFN0YXRlEh4KGk9CU0VSVkVEX1NUQVRFX1VOU1BFQ0lGSUVEEAASGgoWT0JTRVJWRURfU1RBVEVfUlVOTklORxABEhoKFk9CU0VSVkVEX1NUQVRFX1NUT1BQRUQQAhIZChVPQlNFUlZFRF9TVEFURV9GQUlMRUQQAxIZChVPQlNFUlZFRF9TVEFURV9QVVJHRUQQBBIeChpPQlNFUlZFRF9TVEFURV9QUk9HUkVTU0lORxAFKpMBCgtCYWNrdXBTdGF0ZRIcChhCQUNLVVBfU1RBVEVfVU5TUEVDSUZJRUQQABIYChRCQUNLVVBfU1RBVEVfUlVOTklORxABEhoKFkJBQ0tVUF9TVEFURV9DT01QTEVURUQQAhIXChNCQUNLVVBfU1RBVEVfRkFJTEVEEAMSFwoTQkFDS1VQX1NUQVRFX1BSVU5FRBAEMv0ECgxBZ2VudFNlcnZpY2USZAoNUmVnaXN0ZXJBZ2VudBIoLmRiYWFzLmRhdGFiYXNlcy52MS5SZWdpc3RlckFnZW50UmVxdWVzdBopLmRiYWFzLmRhdGFiYXNlcy52MS5SZWdpc3RlckFnZW50UmVzcG9uc2USbwoQV2F0Y2hBc3NpZ25tZW50cxIrLmRiYWFzLmRhdGFiYXNlcy52MS5XYXRjaEFzc2lnbm1lbnRzUmVxdWVzdBosLmRiYWFzLmRhdGFiYXNlcy52MS5XYXRjaEFzc2lnbm1lbnRzUmVzcG9uc2UwARJqCg9SZXBvcnRJbnN0YW5jZXMSKi5kYmFhcy5kYXRhYmFzZXMudjEuUmVwb3J0SW5zdGFuY2VzUmVxdWVzdBorLmRiYWFzLmRhdGFiYXNlcy52MS5SZXBvcnRJbnN0YW5jZXNSZXNwb25zZRJkCg1SZXBvcnRCYWNrdXBzEiguZGJhYXMuZGF0YWJhc2VzLnYxLlJlcG9ydEJhY2t1cHNSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlJlcG9ydEJhY2t1cHNSZXNwb25zZRJkCg1SZXBvcnRTYW1wbGVzEiguZGJhYXMuZGF0YWJhc2VzLnYxLlJlcG9ydFNhbXBsZXNSZXF1ZXN0GikuZGJhYXMuZGF0YWJhc2VzLnYxLlJlcG9ydFNhbXBsZXNSZXNwb25zZRJeCgtSZW5ld0xlYXNlcxImLmRiYWFzLmRhdGFiYXNlcy52MS5SZW5ld0xlYXNlc1JlcXVlc3QaJy5kYmFhcy5kYXRhYmFzZXMudjEuUmVuZXdMZWFzZXNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message dbaas.databases.v1.RegisterAgentRequest
@@ -339,6 +339,17 @@ export type InstanceSpec = Message<"dbaas.databases.v1.InstanceSpec"> & {
    * @generated from field: int64 config_generation = 51;
    */
   configGeneration: bigint;
+
+  /**
+   * A standby of a highly available database: the slots it keeps for the other members of its
+   * primary (the replicas and the other standbys, "dbaas_<member id>"), each held at where that
+   * member last reported its WAL, so that once this standby is promoted it still has the WAL they
+   * need to follow it (as Patroni and CloudNativePG keep slots on standbys). The agent drops every
+   * other "dbaas_" slot of the standby. (Numbered apart from other work's fields.)
+   *
+   * @generated from field: repeated dbaas.databases.v1.HeldSlot standby_slots = 62;
+   */
+  standbySlots: HeldSlot[];
 };
 
 /**
@@ -347,6 +358,31 @@ export type InstanceSpec = Message<"dbaas.databases.v1.InstanceSpec"> & {
  */
 export const InstanceSpecSchema: GenMessage<InstanceSpec> = /*@__PURE__*/
   messageDesc(file_dbaas_databases_v1_agent_service, 4);
+
+/**
+ * @generated from message dbaas.databases.v1.HeldSlot
+ */
+export type HeldSlot = Message<"dbaas.databases.v1.HeldSlot"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The member's last reported WAL position (bytes from 0/0); 0 while it has reported none: the
+   * slot is created and not advanced.
+   *
+   * @generated from field: int64 position = 2;
+   */
+  position: bigint;
+};
+
+/**
+ * Describes the message dbaas.databases.v1.HeldSlot.
+ * Use `create(HeldSlotSchema)` to create a new message.
+ */
+export const HeldSlotSchema: GenMessage<HeldSlot> = /*@__PURE__*/
+  messageDesc(file_dbaas_databases_v1_agent_service, 5);
 
 /**
  * @generated from message dbaas.databases.v1.TrustedSourceSpec
@@ -370,7 +406,7 @@ export type TrustedSourceSpec = Message<"dbaas.databases.v1.TrustedSourceSpec"> 
  * Use `create(TrustedSourceSpecSchema)` to create a new message.
  */
 export const TrustedSourceSpecSchema: GenMessage<TrustedSourceSpec> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 5);
+  messageDesc(file_dbaas_databases_v1_agent_service, 6);
 
 /**
  * @generated from message dbaas.databases.v1.PoolerSpec
@@ -416,7 +452,7 @@ export type PoolerSpec = Message<"dbaas.databases.v1.PoolerSpec"> & {
  * Use `create(PoolerSpecSchema)` to create a new message.
  */
 export const PoolerSpecSchema: GenMessage<PoolerSpec> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 6);
+  messageDesc(file_dbaas_databases_v1_agent_service, 7);
 
 /**
  * Where and how a replica reaches its primary. Replication goes to the primary's server
@@ -483,7 +519,7 @@ export type ReplicaSource = Message<"dbaas.databases.v1.ReplicaSource"> & {
  * Use `create(ReplicaSourceSchema)` to create a new message.
  */
 export const ReplicaSourceSchema: GenMessage<ReplicaSource> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 7);
+  messageDesc(file_dbaas_databases_v1_agent_service, 8);
 
 /**
  * @generated from message dbaas.databases.v1.RestoreSource
@@ -509,7 +545,7 @@ export type RestoreSource = Message<"dbaas.databases.v1.RestoreSource"> & {
  * Use `create(RestoreSourceSchema)` to create a new message.
  */
 export const RestoreSourceSchema: GenMessage<RestoreSource> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 8);
+  messageDesc(file_dbaas_databases_v1_agent_service, 9);
 
 /**
  * @generated from message dbaas.databases.v1.WatchAssignmentsResponse
@@ -535,7 +571,7 @@ export type WatchAssignmentsResponse = Message<"dbaas.databases.v1.WatchAssignme
  * Use `create(WatchAssignmentsResponseSchema)` to create a new message.
  */
 export const WatchAssignmentsResponseSchema: GenMessage<WatchAssignmentsResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 9);
+  messageDesc(file_dbaas_databases_v1_agent_service, 10);
 
 /**
  * @generated from message dbaas.databases.v1.InstanceObservation
@@ -626,7 +662,7 @@ export type InstanceObservation = Message<"dbaas.databases.v1.InstanceObservatio
  * Use `create(InstanceObservationSchema)` to create a new message.
  */
 export const InstanceObservationSchema: GenMessage<InstanceObservation> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 10);
+  messageDesc(file_dbaas_databases_v1_agent_service, 11);
 
 /**
  * @generated from message dbaas.databases.v1.ReportInstancesRequest
@@ -648,7 +684,7 @@ export type ReportInstancesRequest = Message<"dbaas.databases.v1.ReportInstances
  * Use `create(ReportInstancesRequestSchema)` to create a new message.
  */
 export const ReportInstancesRequestSchema: GenMessage<ReportInstancesRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 11);
+  messageDesc(file_dbaas_databases_v1_agent_service, 12);
 
 /**
  * @generated from message dbaas.databases.v1.ReportInstancesResponse
@@ -661,7 +697,7 @@ export type ReportInstancesResponse = Message<"dbaas.databases.v1.ReportInstance
  * Use `create(ReportInstancesResponseSchema)` to create a new message.
  */
 export const ReportInstancesResponseSchema: GenMessage<ReportInstancesResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 12);
+  messageDesc(file_dbaas_databases_v1_agent_service, 13);
 
 /**
  * @generated from message dbaas.databases.v1.BackupObservation
@@ -707,7 +743,7 @@ export type BackupObservation = Message<"dbaas.databases.v1.BackupObservation"> 
  * Use `create(BackupObservationSchema)` to create a new message.
  */
 export const BackupObservationSchema: GenMessage<BackupObservation> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 13);
+  messageDesc(file_dbaas_databases_v1_agent_service, 14);
 
 /**
  * @generated from message dbaas.databases.v1.DatabaseBackups
@@ -757,7 +793,7 @@ export type DatabaseBackups = Message<"dbaas.databases.v1.DatabaseBackups"> & {
  * Use `create(DatabaseBackupsSchema)` to create a new message.
  */
 export const DatabaseBackupsSchema: GenMessage<DatabaseBackups> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 14);
+  messageDesc(file_dbaas_databases_v1_agent_service, 15);
 
 /**
  * @generated from message dbaas.databases.v1.ReportBackupsRequest
@@ -779,7 +815,7 @@ export type ReportBackupsRequest = Message<"dbaas.databases.v1.ReportBackupsRequ
  * Use `create(ReportBackupsRequestSchema)` to create a new message.
  */
 export const ReportBackupsRequestSchema: GenMessage<ReportBackupsRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 15);
+  messageDesc(file_dbaas_databases_v1_agent_service, 16);
 
 /**
  * @generated from message dbaas.databases.v1.ReportBackupsResponse
@@ -792,7 +828,7 @@ export type ReportBackupsResponse = Message<"dbaas.databases.v1.ReportBackupsRes
  * Use `create(ReportBackupsResponseSchema)` to create a new message.
  */
 export const ReportBackupsResponseSchema: GenMessage<ReportBackupsResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 16);
+  messageDesc(file_dbaas_databases_v1_agent_service, 17);
 
 /**
  * One measurement of one instance. Counters are cumulative within their epoch;
@@ -952,7 +988,7 @@ export type InstanceSample = Message<"dbaas.databases.v1.InstanceSample"> & {
  * Use `create(InstanceSampleSchema)` to create a new message.
  */
 export const InstanceSampleSchema: GenMessage<InstanceSample> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 17);
+  messageDesc(file_dbaas_databases_v1_agent_service, 18);
 
 /**
  * @generated from message dbaas.databases.v1.ReplicaLag
@@ -983,7 +1019,7 @@ export type ReplicaLag = Message<"dbaas.databases.v1.ReplicaLag"> & {
  * Use `create(ReplicaLagSchema)` to create a new message.
  */
 export const ReplicaLagSchema: GenMessage<ReplicaLag> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 18);
+  messageDesc(file_dbaas_databases_v1_agent_service, 19);
 
 /**
  * @generated from message dbaas.databases.v1.ReportSamplesRequest
@@ -1005,7 +1041,7 @@ export type ReportSamplesRequest = Message<"dbaas.databases.v1.ReportSamplesRequ
  * Use `create(ReportSamplesRequestSchema)` to create a new message.
  */
 export const ReportSamplesRequestSchema: GenMessage<ReportSamplesRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 19);
+  messageDesc(file_dbaas_databases_v1_agent_service, 20);
 
 /**
  * @generated from message dbaas.databases.v1.ReportSamplesResponse
@@ -1018,7 +1054,7 @@ export type ReportSamplesResponse = Message<"dbaas.databases.v1.ReportSamplesRes
  * Use `create(ReportSamplesResponseSchema)` to create a new message.
  */
 export const ReportSamplesResponseSchema: GenMessage<ReportSamplesResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 20);
+  messageDesc(file_dbaas_databases_v1_agent_service, 21);
 
 /**
  * @generated from message dbaas.databases.v1.RenewLeasesRequest
@@ -1035,7 +1071,7 @@ export type RenewLeasesRequest = Message<"dbaas.databases.v1.RenewLeasesRequest"
  * Use `create(RenewLeasesRequestSchema)` to create a new message.
  */
 export const RenewLeasesRequestSchema: GenMessage<RenewLeasesRequest> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 21);
+  messageDesc(file_dbaas_databases_v1_agent_service, 22);
 
 /**
  * @generated from message dbaas.databases.v1.RenewLeasesResponse
@@ -1061,7 +1097,7 @@ export type RenewLeasesResponse = Message<"dbaas.databases.v1.RenewLeasesRespons
  * Use `create(RenewLeasesResponseSchema)` to create a new message.
  */
 export const RenewLeasesResponseSchema: GenMessage<RenewLeasesResponse> = /*@__PURE__*/
-  messageDesc(file_dbaas_databases_v1_agent_service, 22);
+  messageDesc(file_dbaas_databases_v1_agent_service, 23);
 
 /**
  * @generated from enum dbaas.databases.v1.DesiredState
