@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { conflict, newId, notFound, withTransaction } from "@dbaas/kit";
+import { conflict, newId, notFound, withTransaction, withTransactionRetried } from "@dbaas/kit";
 import { requireGoodStanding } from "@dbaas/catalogue";
 import type pg from "pg";
 import { requireAllowance } from "./allowance.ts";
@@ -211,7 +211,7 @@ export async function purgeReplicasOf(ctx: AppContext, db: pg.ClientBase, primar
 
 /** The organization's replica `replicaId` of its database `primaryId`, deleted (from any status). */
 export async function removeReplica(ctx: AppContext, orgId: string, primaryId: string, replicaId: string): Promise<void> {
-  await withTransaction(ctx.pool, async (db) => {
+  await withTransactionRetried(ctx.pool, async (db) => {
     const primary = await lockOwned(db, orgId, primaryId);
     const replica = await lockReplica(db, primary.id, replicaId);
     if (!replica) throw notFound("replica");

@@ -1,3 +1,4 @@
+import { isTransactionConflict } from "./db-outage.ts";
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import pg from "pg";
@@ -104,4 +105,21 @@ export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClie
       throw err;
     }
   });
+}
+
+/**
+ * `withTransaction`, run again (up to `attempts` times in all, a few random milliseconds apart) when PostgreSQL
+ * rolled it back for a conflict with another transaction (a deadlock, a serialization failure:
+ * `isTransactionConflict`) — as if it had come a moment later. Only for work that is the database's alone: `fn`
+ * must not call another service or change anything outside this transaction, since it may run more than once.
+ */
+export async function withTransactionRetried<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>, attempts = 3): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await withTransaction(pool, fn);
+    } catch (err) {
+      if (attempt >= attempts || !isTransactionConflict(err)) throw err;
+      await new Promise((r) => setTimeout(r, 5 + Math.random() * 45));
+    }
+  }
 }

@@ -18,6 +18,7 @@ import {
   type RunningServer,
   startServer,
   withTransaction,
+  withTransactionRetried,
 } from "../src/index.ts";
 
 const SECRET = "conflict-test-secret";
@@ -86,4 +87,24 @@ it("knows a conflict by its SQLSTATE, also as a cause, and nothing else", () => 
   expect(isTransactionConflict(new Error("wrapped", { cause: Object.assign(new Error("x"), { code: "40001" }) }))).toBe(true);
   expect(isTransactionConflict(Object.assign(new Error("unique"), { code: "23505" }))).toBe(false);
   expect(isTransactionConflict(new ConnectError("x", Code.Aborted))).toBe(false);
+});
+
+it("withTransactionRetried runs the deadlock's loser again: both commit", async () => {
+  await pool.query("UPDATE accounts SET n = 0");
+  let runs = 0;
+  let holding = 0;
+  const transfer = (first: number) =>
+    withTransactionRetried(pool, async (c) => {
+      runs++;
+      await c.query("SET LOCAL deadlock_timeout = '100ms'");
+      await c.query("UPDATE accounts SET n = n + 1 WHERE id = $1", [first]);
+      // Both hold their first row before either asks for its second, on the first run only.
+      holding++;
+      for (const deadline = Date.now() + 30_000; holding < 2 && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 20));
+      await c.query("UPDATE accounts SET n = n + 1 WHERE id = $1", [3 - first]);
+    });
+  await Promise.all([transfer(1), transfer(2)]);
+  expect(runs).toBe(3);
+  const { rows } = await pool.query<{ n: number }>("SELECT sum(n)::int AS n FROM accounts");
+  expect(rows[0]!.n).toBe(4);
 });

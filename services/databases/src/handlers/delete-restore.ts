@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
-import { callerKey, conflict, notFound, permissionDenied, withTransaction } from "@dbaas/kit";
+import { callerKey, conflict, notFound, permissionDenied, withTransaction, withTransactionRetried } from "@dbaas/kit";
 import { DeleteDatabaseResponseSchema, type DeleteDatabaseRequest, type RestoreDatabaseRequest } from "@dbaas/proto/databases";
 import type { AppContext } from "../context.ts";
 import { lockDeleted, lockOwned, markDeleted, nameTaken, setStatus, undelete } from "../db/databases.ts";
@@ -20,7 +20,7 @@ import { purgeReplicasOf } from "../replicas.ts";
  */
 export function deleteDatabase(ctx: AppContext) {
   return async (req: DeleteDatabaseRequest) => {
-    await withTransaction(ctx.pool, async (db) => {
+    await withTransactionRetried(ctx.pool, async (db) => {
       const row = await lockOwned(db, req.organizationId, req.id);
       const { to, desired } = TRANSITIONS.delete;
       transitionFrom("delete", row.status);
