@@ -57,7 +57,11 @@ function Shell() {
           ))}
         </nav>
         <span class="who">
-          {org && <span class="hint" data-testid="header-org">{`${org.name} (${org.plan})`} · </span>}
+          {org && (
+            <span class="hint" data-testid="header-org">
+              {`${org.name} (${org.plan})`} ·{" "}
+            </span>
+          )}
           {session.email}{" "}
           <button type="button" class="secondary small" onClick={signOut}>
             Log out

@@ -58,7 +58,8 @@ export function apiKeyRequest(name: string, ticked: readonly string[], expires: 
 export const PLANS = ["free", "pro", "enterprise"] as const satisfies readonly Schemas["Organization"]["plan"][];
 
 /** Renaming needs settings:write (owner, admin); while the role is not known the controls stay enabled (the API decides). */
-export const canChangeSettings = (role: MemberRole | undefined): boolean => role === undefined || ROLE_SCOPES[role].includes("settings:write");
+export const canChangeSettings = (role: MemberRole | undefined): boolean =>
+  role === undefined || ROLE_SCOPES[role].includes("settings:write");
 
 /** The plan is billing (billing:write) and deleting the organization is the owner's alone. */
 export const isOwner = (role: MemberRole | undefined): boolean => role === undefined || role === "owner";

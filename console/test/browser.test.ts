@@ -656,7 +656,9 @@ describe("the console, in Chromium, against the real stack", { timeout: 180_000 
     await row.waitFor();
     expect(await row.getByTestId("key-scopes").textContent()).toBe("databases:read");
     // Shown in the browser's time zone, the picked second in UTC on hover.
-    expect(await row.locator("time").last().getAttribute("title")).toBe(`${new Date(tomorrow).toISOString().replace("T", " ").slice(0, 19)} UTC`);
+    expect(await row.locator("time").last().getAttribute("title")).toBe(
+      `${new Date(tomorrow).toISOString().replace("T", " ").slice(0, 19)} UTC`,
+    );
     expect(await page.locator("#key-expires-error").count()).toBe(0);
     // The API says the same; the secret reads databases and nothing else.
     const listed = await (
@@ -777,7 +779,9 @@ describe("the console, in Chromium, against the real stack", { timeout: 180_000 
     expect(await del.isDisabled()).toBe(true);
     await page.getByLabel("Type Navy Research Labs to delete organization").fill("Navy Research Labs");
     await del.click();
-    const refused = page.locator("section", { has: page.getByRole("heading", { name: "Delete the organization" }) }).locator(".banner.error");
+    const refused = page
+      .locator("section", { has: page.getByRole("heading", { name: "Delete the organization" }) })
+      .locator(".banner.error");
     await refused.waitFor();
     expect(await refused.textContent()).toMatch(/still has \d+ databases?; delete them first/);
     await checkPage(page, "organization (its deletion refused)", "organization.png");

@@ -12,7 +12,6 @@ import { h } from "preact";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ROLE_NAMES, roleScopes } from "../../services/identity/src/authz.ts";
 import { apiKeyRequest, canChangeSettings, isOwner, SCOPES, scopesFor } from "../src/organization.ts";
-import { signIn, signOut } from "../src/session.ts";
 
 interface Seen {
   method: string;
@@ -53,22 +52,27 @@ beforeAll(async () => {
   (window as any).happyDOM.setURL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/organization`);
 });
 
-afterEach(() => {
+afterEach(async () => {
   cleanup();
-  signOut();
+  // Imported once the server is up: the console's client talks to the page's origin, read when it loads.
+  (await import("../src/session.ts")).signOut();
   seen.length = 0;
   routes.clear();
 });
 afterAll(() => new Promise<void>((r) => server.close(() => r())));
 
+/** Preact renders a state change on the next tick: the submit handler then sees it. */
+const settle = () => new Promise((r) => setTimeout(r, 0));
+
 /** Signed in as a member of this role (the console reads the role once per token, from the members list). */
-function signedInAs(role: "owner" | "admin" | "developer" | "viewer") {
+async function signedInAs(role: "owner" | "admin" | "developer" | "viewer") {
   const email = `${role}@example.com`;
   answer(
     "GET /v1/organization/members",
     200,
     list("members", [{ id: `member-${role}`, user: { id: `user-${role}`, email, name: role }, role, joined_at: "2026-11-01T00:00:00Z" }]),
   );
+  const { signIn } = await import("../src/session.ts");
   signIn({ token: `dbs_${role}_${Math.random()}`, email, expiresAt: "2026-12-01T00:00:00Z" });
 }
 
@@ -115,12 +119,14 @@ describe("the scopes a key can have", () => {
 describe("the API key form", () => {
   it("sends the ticked scopes and the expiry; the API's 422 is shown beside the expiry; the key is listed with its scopes", async () => {
     const { ApiKeys } = await import("../src/pages/organization.tsx");
-    signedInAs("owner");
+    await signedInAs("owner");
     answer("GET /v1/organization/api-keys", 200, list("api_keys", []));
     answer("GET /v1/organization/api-keys", 200, list("api_keys", [key]));
-    answer("POST /v1/organization/api-keys", 422, problem("validation_error", "The request is invalid", [
-      { field: "expires_at", message: "must be in the future" },
-    ]));
+    answer(
+      "POST /v1/organization/api-keys",
+      422,
+      problem("validation_error", "The request is invalid", [{ field: "expires_at", message: "must be in the future" }]),
+    );
     answer("POST /v1/organization/api-keys", 201, ok({ ...key, secret: "dbk_ab12_secret" }));
     render(h(ApiKeys, {}));
     await screen.findByText(/No API keys/);
@@ -129,6 +135,7 @@ describe("the API key form", () => {
     fireEvent.click(screen.getByLabelText("metrics:read"));
     fireEvent.click(screen.getByLabelText("databases:read"));
     fireEvent.input(screen.getByLabelText("Expires (your time zone, optional)"), { target: { value: "2030-01-02T03:04:05" } });
+    await settle();
     fireEvent.click(screen.getByRole("button", { name: "Create API key" }));
     await waitFor(() => expect(document.getElementById("key-expires-error")?.textContent).toBe("must be in the future"));
     expect(screen.getByLabelText("Expires (your time zone, optional)").getAttribute("aria-invalid")).toBe("true");
@@ -138,6 +145,7 @@ describe("the API key form", () => {
       expires_at: new Date("2030-01-02T03:04:05").toISOString(),
     });
 
+    await settle();
     fireEvent.click(screen.getByRole("button", { name: "Create API key" }));
     await waitFor(() => expect(screen.getByTestId("secret").textContent).toBe("dbk_ab12_secret"));
     await waitFor(() => expect(screen.getByTestId("key-scopes").textContent).toBe("databases:read, metrics:read"));
@@ -148,14 +156,19 @@ describe("the API key form", () => {
 
   it("offers a viewer only the viewer's scopes; the API's 422 about them is shown beside them", async () => {
     const { ApiKeys } = await import("../src/pages/organization.tsx");
-    signedInAs("viewer");
+    await signedInAs("viewer");
     answer("GET /v1/organization/api-keys", 200, list("api_keys", []));
-    answer("POST /v1/organization/api-keys", 422, problem("validation_error", "The request is invalid", [
-      { field: "scopes", message: "the viewer role does not allow: databases:write" },
-    ]));
+    answer(
+      "POST /v1/organization/api-keys",
+      422,
+      problem("validation_error", "The request is invalid", [
+        { field: "scopes", message: "the viewer role does not allow: databases:write" },
+      ]),
+    );
     render(h(ApiKeys, {}));
     await waitFor(() => expect(screen.getAllByRole("checkbox").map((c) => (c as HTMLInputElement).value)).toEqual(roleScopes("viewer")));
     fireEvent.input(screen.getByLabelText("What the key is for"), { target: { value: "dash" } });
+    await settle();
     fireEvent.click(screen.getByRole("button", { name: "Create API key" }));
     await waitFor(() => expect(document.getElementById("key-scopes-error")?.textContent).toMatch(/does not allow/));
     expect(screen.getByRole("group", { name: "Scopes" }).getAttribute("aria-describedby")).toBe("key-scopes-error");
@@ -165,11 +178,13 @@ describe("the API key form", () => {
 describe("the organization's settings", () => {
   it("renames (the API's 422 beside the name), refuses a paid plan without a card with a way to add one, and says so", async () => {
     const { OrganizationSettings } = await import("../src/pages/organization.tsx");
-    signedInAs("owner");
+    await signedInAs("owner");
     answer("GET /v1/organization", 200, ok(org));
-    answer("PATCH /v1/organization", 422, problem("validation_error", "The request is invalid", [
-      { field: "body.name", message: "must be at least 1 character" },
-    ]));
+    answer(
+      "PATCH /v1/organization",
+      422,
+      problem("validation_error", "The request is invalid", [{ field: "body.name", message: "must be at least 1 character" }]),
+    );
     answer("PATCH /v1/organization", 200, ok({ ...org, name: "Acme Labs" }));
     answer("PATCH /v1/organization", 402, problem("payment_required", "to move to a paid plan, add a payment method"));
     const changed: unknown[] = [];
@@ -179,25 +194,33 @@ describe("the organization's settings", () => {
     expect((screen.getByRole("button", { name: "Change plan" }) as HTMLButtonElement).disabled).toBe(true);
 
     fireEvent.input(screen.getByLabelText("Organization name"), { target: { value: " " } });
+    await settle();
     fireEvent.click(screen.getByRole("button", { name: "Rename" }));
     await waitFor(() => expect(document.getElementById("org-name-error")?.textContent).toBe("must be at least 1 character"));
     expect(screen.getByLabelText("Organization name").getAttribute("aria-invalid")).toBe("true");
     fireEvent.input(screen.getByLabelText("Organization name"), { target: { value: "Acme Labs" } });
+    await settle();
     fireEvent.click(screen.getByRole("button", { name: "Rename" }));
     await waitFor(() => expect(screen.getByTestId("org-name").textContent).toBe("Acme Labs"));
     expect(changed).toEqual([{ ...org, name: "Acme Labs" }]);
     expect(document.getElementById("org-name-error")).toBeNull();
 
-    fireEvent.change(screen.getByLabelText("Choose a plan"), { target: { value: "pro" } });
+    // A select's own change event (the library's `change` fires `input`, which Preact's onChange does not hear on a select).
+    const select = screen.getByLabelText("Choose a plan") as HTMLSelectElement;
+    select.value = "pro";
+    select.dispatchEvent(new Event("change", { bubbles: true }));
+    await settle();
     fireEvent.click(screen.getByRole("button", { name: "Change plan" }));
-    await waitFor(() => expect(screen.getByRole("link", { name: "Add a card on the billing page" }).getAttribute("href")).toBe("/billing#payment-methods"));
+    await waitFor(() =>
+      expect(screen.getByRole("link", { name: "Add a card on the billing page" }).getAttribute("href")).toBe("/billing#payment-methods"),
+    );
     expect(screen.getByTestId("org-plan").textContent).toBe("free");
     expect(seen.filter((s) => s.method === "PATCH").map((s) => s.body)).toEqual([{ name: " " }, { name: "Acme Labs" }, { plan: "pro" }]);
   });
 
   it("deletes once the name is typed: the API's 409 shown while databases live; done, the session ends", async () => {
     const { OrganizationSettings } = await import("../src/pages/organization.tsx");
-    signedInAs("owner");
+    await signedInAs("owner");
     answer("GET /v1/organization", 200, ok(org));
     answer("DELETE /v1/organization", 409, problem("conflict", "the organization still has 2 databases; delete them first"));
     answer("DELETE /v1/organization", 204);
@@ -205,9 +228,11 @@ describe("the organization's settings", () => {
     const del = (await screen.findByRole("button", { name: "Delete organization" })) as HTMLButtonElement;
     expect(del.disabled).toBe(true);
     fireEvent.input(screen.getByLabelText("Type Acme to delete organization"), { target: { value: "Acme" } });
+    await settle();
     fireEvent.click(del);
     await waitFor(() => expect(screen.getByRole("alert").textContent).toContain("still has 2 databases; delete them first"));
     expect(sessionStorage.getItem("dbaas.session")).not.toBeNull();
+    await settle();
     fireEvent.click(del);
     await waitFor(() => expect(sessionStorage.getItem("dbaas.session")).toBeNull());
     expect(seen.filter((s) => s.method === "DELETE")).toHaveLength(2);
@@ -215,7 +240,7 @@ describe("the organization's settings", () => {
 
   it("a viewer reads the settings with their controls disabled, and is offered no deletion", async () => {
     const { OrganizationSettings } = await import("../src/pages/organization.tsx");
-    signedInAs("viewer");
+    await signedInAs("viewer");
     answer("GET /v1/organization", 200, ok(org));
     render(h(OrganizationSettings, { onChanged: () => {} }));
     await screen.findByTestId("read-only");

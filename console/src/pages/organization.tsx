@@ -237,11 +237,7 @@ export function ApiKeys() {
           value={name}
           onValue={setName}
         />
-        <fieldset
-          id="key-scopes"
-          class="scopes"
-          aria-describedby={scopesError ? "key-scopes-error" : "key-scopes-hint"}
-        >
+        <fieldset id="key-scopes" class="scopes" aria-describedby={scopesError ? "key-scopes-error" : "key-scopes-hint"}>
           <legend>Scopes</legend>
           {offered.map((s) => (
             <label key={s} class="inline">
@@ -265,7 +261,12 @@ export function ApiKeys() {
             </small>
           )}
         </fieldset>
-        <Field id="key-expires" label="Expires (your time zone, optional)" hint="Leave empty for a key that never expires" error={form.fieldError("expires_at")}>
+        <Field
+          id="key-expires"
+          label="Expires (your time zone, optional)"
+          hint="Leave empty for a key that never expires"
+          error={form.fieldError("expires_at")}
+        >
           <input
             id="key-expires"
             type="datetime-local"
@@ -285,8 +286,8 @@ export function ApiKeys() {
         <ul class="rows">
           {keys.value?.map((k) => (
             <li key={k.id} data-key={k.name}>
-              <strong>{k.name}</strong> <code>{k.prefix}…</code> · {k.role} · scopes: <span data-testid="key-scopes">{k.scopes.join(", ")}</span> ·
-              created <Time iso={k.created_at} />
+              <strong>{k.name}</strong> <code>{k.prefix}…</code> · {k.role} · scopes:{" "}
+              <span data-testid="key-scopes">{k.scopes.join(", ")}</span> · created <Time iso={k.created_at} />
               {k.expires_at && (
                 <>
                   {" "}
@@ -396,7 +397,14 @@ function Rename({ org, onDone }: { org: Schemas["Organization"]; onDone: (o: Sch
         if (renamed) onDone(renamed);
       }}
     >
-      <TextField id="org-name" label="Organization name" error={form.fieldError("name")} autoComplete="organization" value={name} onValue={setName} />
+      <TextField
+        id="org-name"
+        label="Organization name"
+        error={form.fieldError("name")}
+        autoComplete="organization"
+        value={name}
+        onValue={setName}
+      />
     </SubmitForm>
   );
 }
