@@ -1,6 +1,7 @@
+import type { Schemas } from "@dbaas/client";
 import { useEffect, useState } from "preact/hooks";
 import { Link, Redirect, Route, Switch, useLocation } from "wouter-preact";
-import { ApiKeys, Members } from "./pages/organization.tsx";
+import { ApiKeys, Members, OrganizationSettings } from "./pages/organization.tsx";
 import { Join, Login, Signup } from "./pages/auth.tsx";
 import { Billing } from "./pages/billing.tsx";
 import { DatabasePage } from "./pages/database.tsx";
@@ -12,6 +13,7 @@ const NAV = [
   ["/members", "Members"],
   ["/api-keys", "API keys"],
   ["/billing", "Billing"],
+  ["/organization", "Organization"],
 ] as const;
 
 const TITLES: Record<string, string> = {
@@ -19,6 +21,7 @@ const TITLES: Record<string, string> = {
   members: "Members",
   "api-keys": "API keys",
   billing: "Billing",
+  organization: "Organization",
   login: "Log in",
   signup: "Sign up",
   join: "Join",
@@ -35,12 +38,9 @@ function useTitle(location: string) {
 function Shell() {
   const [location] = useLocation();
   const session = useSession()!;
-  const [org, setOrg] = useState<string | undefined>(undefined);
+  const [org, setOrg] = useState<Schemas["Organization"] | undefined>(undefined);
   useEffect(() => {
-    client.organization.get().then(
-      (o) => setOrg(`${o.name} (${o.plan})`),
-      () => {},
-    );
+    client.organization.get().then(setOrg, () => {});
   }, []);
   return (
     <>
@@ -57,7 +57,11 @@ function Shell() {
           ))}
         </nav>
         <span class="who">
-          {org && <span class="hint">{org} · </span>}
+          {org && (
+            <span class="hint" data-testid="header-org">
+              {`${org.name} (${org.plan})`} ·{" "}
+            </span>
+          )}
           {session.email}{" "}
           <button type="button" class="secondary small" onClick={signOut}>
             Log out
@@ -77,6 +81,9 @@ function Shell() {
         </Route>
         <Route path="/billing">
           <Billing />
+        </Route>
+        <Route path="/organization">
+          <OrganizationSettings onChanged={setOrg} />
         </Route>
         <Route>
           <Redirect to="/databases" replace />

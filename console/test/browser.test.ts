@@ -13,7 +13,10 @@
  * reload, one deleted and one promoted by typing its name, an extension removed
  * the same way; makes an API key, uses it and revokes it by typing its name;
  * invites a member who joins on the console's /join page, where the real
- * mail's link lands, and cancels another invitation by typing its address. Every page is checked with axe-core (no serious or critical
+ * mail's link lands, and cancels another invitation by typing its address; renames the organization (a
+ * 422 beside the name) and is refused its deletion (409) while a database lives; in a third organization,
+ * a paid plan's 402 without a card, the plan changed with one, the organization deleted by typing its
+ * name and signed out. Every page is checked with axe-core (no serious or critical
  * violation), at 375 px wide (no horizontal scroll), for Content-Security-Policy
  * violations, and photographed into console/screenshots/.
  */
@@ -627,6 +630,48 @@ describe("the console, in Chromium, against the real stack", { timeout: 180_000 
     expect((await fetch(`${stack.baseUrl}/v1/databases`, { headers: { authorization: `Bearer ${secret}` } })).status).toBe(401);
   });
 
+  it("a key with one scope and an expiry: a past expiry's 422 beside the field; listed with both; allowed within its scope, 403 outside", async () => {
+    // The picked instant as the browser's wall time (the picker's value), a day ahead or behind.
+    const wall = (ms: number) =>
+      page.evaluate((at) => {
+        const d = new Date(at);
+        const pad = (n: number) => String(n).padStart(2, "0");
+        return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+      }, ms);
+    const tomorrow = Math.floor(Date.now() / 1000) * 1000 + 86_400_000;
+    await page.getByLabel("What the key is for").fill("reader");
+    await page.getByLabel("databases:read", { exact: true }).check();
+    await page.getByLabel("Expires (your time zone, optional)").fill(await wall(Date.now() - 86_400_000));
+    await page.getByRole("button", { name: "Create API key" }).click();
+    await page.locator("#key-expires-error").waitFor();
+    expect(await page.locator("#key-expires-error").textContent()).toMatch(/future/);
+    expect(await page.getByLabel("Expires (your time zone, optional)").getAttribute("aria-invalid")).toBe("true");
+    await checkPage(page, "API keys (a 422 beside the expiry)", "api-keys-scopes.png");
+    await page.getByLabel("Expires (your time zone, optional)").fill(await wall(tomorrow));
+    await page.getByRole("button", { name: "Create API key" }).click();
+    const secret = (await page.getByTestId("secret").textContent())!;
+    expect(secret).toMatch(/^dbk_/);
+    await page.getByRole("button", { name: "I have saved it" }).click();
+    const row = page.locator('li[data-key="reader"]');
+    await row.waitFor();
+    expect(await row.getByTestId("key-scopes").textContent()).toBe("databases:read");
+    // Shown in the browser's time zone, the picked second in UTC on hover.
+    expect(await row.locator("time").last().getAttribute("title")).toBe(
+      `${new Date(tomorrow).toISOString().replace("T", " ").slice(0, 19)} UTC`,
+    );
+    expect(await page.locator("#key-expires-error").count()).toBe(0);
+    // The API says the same; the secret reads databases and nothing else.
+    const listed = await (
+      await fetch(`${stack.baseUrl}/v1/organization/api-keys`, { headers: { authorization: `Bearer ${await tokenOf(page)}` } })
+    ).json();
+    const key = listed.data.api_keys.find((k: { name: string }) => k.name === "reader");
+    expect(key.scopes).toEqual(["databases:read"]);
+    expect(Date.parse(key.expires_at)).toBe(tomorrow);
+    const withKey = (path: string) => fetch(`${stack.baseUrl}${path}`, { headers: { authorization: `Bearer ${secret}` } });
+    expect((await withKey("/v1/databases")).status).toBe(200);
+    expect((await withKey("/v1/organization/members")).status).toBe(403);
+  });
+
   it("invites a member who joins on the console's page the mail links to; cancels another invitation; changes the role, removes", {
     timeout: 180_000,
   }, async () => {
@@ -707,6 +752,76 @@ describe("the console, in Chromium, against the real stack", { timeout: 180_000 
     await page.getByLabel(`Type ${invitee} to remove member`).fill(invitee);
     await page.getByRole("button", { name: "Remove member" }).click();
     await expect.poll(async () => await page.locator(`[data-email="${invitee}"]`).count(), { timeout: 15_000 }).toBe(0);
+  });
+
+  it("organization settings: renamed (a 422 beside the name first), shown in the header and by the API; its deletion refused with the API's 409 while a database lives", async () => {
+    await page.getByRole("link", { name: "Organization", exact: true }).click();
+    await page.getByTestId("org-name").waitFor();
+    expect(await page.getByTestId("org-name").textContent()).toBe("Navy Labs");
+    await page.getByLabel("Organization name").fill("   ");
+    await page.getByRole("button", { name: "Rename" }).click();
+    await page.locator("#org-name-error").waitFor();
+    expect(await page.getByLabel("Organization name").getAttribute("aria-invalid")).toBe("true");
+    await page.getByLabel("Organization name").fill("Navy Research Labs");
+    await page.getByRole("button", { name: "Rename" }).click();
+    await expect.poll(() => page.getByTestId("org-name").textContent(), { timeout: 30_000 }).toBe("Navy Research Labs");
+    expect(await page.getByTestId("header-org").textContent()).toContain("Navy Research Labs (");
+    expect(await page.locator("#org-name-error").count()).toBe(0);
+    const token = await tokenOf(page);
+    const get = async () =>
+      (await (await fetch(`${stack.baseUrl}/v1/organization`, { headers: { authorization: `Bearer ${token}` } })).json()).data;
+    expect((await get()).name).toBe("Navy Research Labs");
+
+    // Deleted only once its name is typed; a database lives (orders-restored): the API's 409, said on the page.
+    const del = page.getByRole("button", { name: "Delete organization" });
+    expect(await del.isDisabled()).toBe(true);
+    await page.getByLabel("Type Navy Research Labs to delete organization").fill("Navy Research Lab");
+    expect(await del.isDisabled()).toBe(true);
+    await page.getByLabel("Type Navy Research Labs to delete organization").fill("Navy Research Labs");
+    await del.click();
+    const refused = page
+      .locator("section", { has: page.getByRole("heading", { name: "Delete the organization" }) })
+      .locator(".banner.error");
+    await refused.waitFor();
+    expect(await refused.textContent()).toMatch(/still has \d+ databases?; delete them first/);
+    await checkPage(page, "organization (its deletion refused)", "organization.png");
+    // Still there, still signed in.
+    expect(new URL(page.url()).pathname).toBe("/organization");
+    expect((await get()).name).toBe("Navy Research Labs");
+  });
+
+  it("in a second organization: a paid plan refused without a card (402, leading to one), taken with one; deleted by typing its name, which signs out", {
+    timeout: 120_000,
+  }, async () => {
+    const api = createApi(stack.baseUrl);
+    const signed = await api.signup("console-org");
+    const context = await newContext();
+    const other = await context.newPage();
+    other.setDefaultTimeout(60_000);
+    await signInWith(other, { token: signed.access_token, email: signed.email, expiresAt: signed.expires_at });
+    await other.goto("/organization");
+    await other.getByTestId("org-plan").waitFor();
+    expect(await other.getByTestId("org-plan").textContent()).toBe("free");
+    await other.getByLabel("Choose a plan").selectOption("pro");
+    await other.getByRole("button", { name: "Change plan" }).click();
+    await other.getByRole("link", { name: "Add a card on the billing page" }).waitFor();
+    expect((await api.get("/v1/organization")).body.data.plan).toBe("free");
+    expect(await other.getByTestId("org-plan").textContent()).toBe("free");
+    await checkPage(other, "organization (a 402)", "organization-402.png");
+    // With a card: the same click moves it to pro, on the page, in the header and for the API.
+    await api.addPaymentMethod();
+    await other.getByRole("button", { name: "Change plan" }).click();
+    await expect.poll(() => other.getByTestId("org-plan").textContent(), { timeout: 30_000 }).toBe("pro");
+    expect(await other.getByTestId("header-org").textContent()).toContain("(pro)");
+    expect((await api.get("/v1/organization")).body.data.plan).toBe("pro");
+    // No database: deleted once its name is typed; the session ends on the login page, its token refused.
+    const name = (await api.get("/v1/organization")).body.data.name as string;
+    await other.getByLabel(`Type ${name} to delete organization`).fill(name);
+    await other.getByRole("button", { name: "Delete organization" }).click();
+    await other.waitForURL("**/login");
+    expect(await other.evaluate(() => sessionStorage.getItem("dbaas.session"))).toBeNull();
+    expect([401, 404]).toContain((await api.get("/v1/organization")).status);
+    await context.close();
   });
 
   it("showed no exception, no console error and no CSP violation on any page", () => {

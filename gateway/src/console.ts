@@ -17,7 +17,7 @@ import "./locals.ts";
 export const CONSOLE_DIST = resolve(dirname(fileURLToPath(import.meta.url)), "../../console/dist");
 
 /** The console's routes (console/src/app.tsx): the first segment of every address it shows. */
-const ROUTES = new Set(["", "login", "signup", "join", "databases", "members", "api-keys", "billing"]);
+const ROUTES = new Set(["", "login", "signup", "join", "databases", "members", "api-keys", "billing", "organization"]);
 
 const ASSET_DIR = "/console-assets/";
 // The HTML names the current build's files: never kept; the files are named by their content: kept a year.

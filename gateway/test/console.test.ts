@@ -38,6 +38,7 @@ describe("the console's files", () => {
     ["/databases", "no-cache"],
     ["/databases/db-abc/backups", "no-cache"],
     ["/billing", "no-cache"],
+    ["/organization", "no-cache"],
     // Opened from an invitation mail with its one-time token in the address: never kept.
     ["/join?token=dbi_x", "no-store"],
   ])("%s is the console's index.html, with the pages' CSP; Cache-Control %s", async (path, cache) => {

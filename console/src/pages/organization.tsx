@@ -1,10 +1,13 @@
 import type { Schemas } from "@dbaas/client";
 import { useState } from "preact/hooks";
+import { Link } from "wouter-preact";
+import { ReadOnly, useMemberRole } from "../access.ts";
 import { ConfirmByName, described, Empty, Field, OnceSecret, ProblemBanner, Time, TextField, SubmitForm } from "../components/ui.tsx";
 import { problemOf } from "../errors.ts";
 import { done, useSubmit } from "../form.ts";
+import { apiKeyRequest, canChangeSettings, isOwner, PLANS, scopesFor } from "../organization.ts";
 import { usePoll } from "../poll.ts";
-import { client } from "../session.ts";
+import { client, signOut } from "../session.ts";
 
 const ROLES = ["admin", "developer", "viewer"] as const;
 const NO_POLL = { intervalMs: 0, idleMs: 0, active: () => false };
@@ -196,11 +199,15 @@ function Transfer({ members, onDone }: { members: Schemas["Member"][]; onDone: (
 
 export function ApiKeys() {
   const keys = usePoll(async () => (await client.apiKeys.list({ per_page: 100 })).items, NO_POLL, []);
+  const offered = scopesFor(useMemberRole());
   const [name, setName] = useState("");
+  const [scopes, setScopes] = useState<readonly string[]>([]);
+  const [expires, setExpires] = useState("");
   const [created, setCreated] = useState<Schemas["CreatedApiKey"] | undefined>(undefined);
   const [revoking, setRevoking] = useState<string | undefined>(undefined);
   const form = useSubmit();
   const act = useSubmit();
+  const scopesError = form.fieldError("scopes");
   return (
     <main id="main">
       <h1>API keys</h1>
@@ -212,10 +219,12 @@ export function ApiKeys() {
         label="Create API key"
         class="card"
         onSubmit={async () => {
-          const key = await form.submit(() => client.apiKeys.create({ name }));
+          const key = await form.submit(() => client.apiKeys.create(apiKeyRequest(name, scopes, expires)));
           if (key) {
             setCreated(key);
             setName("");
+            setScopes([]);
+            setExpires("");
             keys.refresh();
           }
         }}
@@ -228,6 +237,45 @@ export function ApiKeys() {
           value={name}
           onValue={setName}
         />
+        <fieldset id="key-scopes" class="scopes" aria-describedby={scopesError ? "key-scopes-error" : "key-scopes-hint"}>
+          <legend>Scopes</legend>
+          {offered.map((s) => (
+            <label key={s} class="inline">
+              <input
+                type="checkbox"
+                name="scope"
+                value={s}
+                checked={scopes.includes(s)}
+                onChange={(e) => setScopes(e.currentTarget.checked ? [...scopes, s] : scopes.filter((x) => x !== s))}
+              />{" "}
+              {s}
+            </label>
+          ))}
+          {scopesError ? (
+            <small class="field-error" id="key-scopes-error" role="alert">
+              {scopesError}
+            </small>
+          ) : (
+            <small class="hint" id="key-scopes-hint">
+              None ticked: every scope your role allows.
+            </small>
+          )}
+        </fieldset>
+        <Field
+          id="key-expires"
+          label="Expires (your time zone, optional)"
+          hint="Leave empty for a key that never expires"
+          error={form.fieldError("expires_at")}
+        >
+          <input
+            id="key-expires"
+            type="datetime-local"
+            step={1}
+            value={expires}
+            onInput={(e) => setExpires(e.currentTarget.value)}
+            {...described("key-expires", form.fieldError("expires_at"))}
+          />
+        </Field>
       </SubmitForm>
       <ProblemBanner problem={act.problem} />
       {keys.value?.length === 0 ? (
@@ -237,8 +285,9 @@ export function ApiKeys() {
       ) : (
         <ul class="rows">
           {keys.value?.map((k) => (
-            <li key={k.id}>
-              <strong>{k.name}</strong> <code>{k.prefix}…</code> · {k.role} · created <Time iso={k.created_at} />
+            <li key={k.id} data-key={k.name}>
+              <strong>{k.name}</strong> <code>{k.prefix}…</code> · {k.role} · scopes:{" "}
+              <span data-testid="key-scopes">{k.scopes.join(", ")}</span> · created <Time iso={k.created_at} />
               {k.expires_at && (
                 <>
                   {" "}
@@ -270,5 +319,155 @@ export function ApiKeys() {
         </ul>
       )}
     </main>
+  );
+}
+
+/**
+ * The organization itself: its name (owner and admin: settings:write), its plan (the owner: billing:write; a
+ * paid one without a card is the API's 402, leading to adding one) and its deletion (the owner, once its name
+ * is typed; the API's 409 while a database lives). Deleted, the session ends: back to the login page.
+ * Whoever may not change a part sees it with its controls disabled.
+ */
+export function OrganizationSettings({ onChanged }: { onChanged: (org: Schemas["Organization"]) => void }) {
+  const org = usePoll(() => client.organization.get(), NO_POLL, []);
+  const role = useMemberRole();
+  // What a change answered, until the page is read again.
+  const [changed, setChanged] = useState<Schemas["Organization"] | undefined>(undefined);
+  const current = changed ?? org.value;
+  const show = (o: Schemas["Organization"]) => {
+    setChanged(o);
+    onChanged(o);
+  };
+  return (
+    <main id="main">
+      <h1>Organization</h1>
+      {org.error !== undefined && <ProblemBanner problem={problemOf(org.error)} />}
+      {!canChangeSettings(role) && (
+        <p class="banner note" data-testid="read-only">
+          Your role ({role}) can look at the organization's settings but not change them: an owner or admin can.
+        </p>
+      )}
+      {current === undefined ? (
+        org.error === undefined && <p aria-busy="true">Loading…</p>
+      ) : (
+        <>
+          <dl class="org">
+            <dt>Name</dt>
+            <dd data-testid="org-name">{current.name}</dd>
+            <dt>Plan</dt>
+            <dd data-testid="org-plan">{current.plan}</dd>
+            <dt>Identifier</dt>
+            <dd>
+              <code>{current.id}</code>
+            </dd>
+            <dt>Created</dt>
+            <dd>
+              <Time iso={current.created_at} />
+            </dd>
+          </dl>
+          <ReadOnly.Provider value={!canChangeSettings(role)}>
+            <Rename key={`name-${current.name}`} org={current} onDone={show} />
+          </ReadOnly.Provider>
+          <ReadOnly.Provider value={!isOwner(role)}>
+            <ChangePlan key={`plan-${current.plan}`} org={current} onDone={show} />
+          </ReadOnly.Provider>
+          {isOwner(role) ? (
+            <DeleteOrganization org={current} />
+          ) : (
+            <p class="hint">Only the owner can change the plan or delete the organization.</p>
+          )}
+        </>
+      )}
+    </main>
+  );
+}
+
+function Rename({ org, onDone }: { org: Schemas["Organization"]; onDone: (o: Schemas["Organization"]) => void }) {
+  const [name, setName] = useState(org.name);
+  const form = useSubmit();
+  return (
+    <SubmitForm
+      submission={form}
+      label="Rename"
+      class="card"
+      aria-labelledby="rename-org-title"
+      intro={<h2 id="rename-org-title">Name</h2>}
+      onSubmit={async () => {
+        const renamed = await form.submit(() => client.organization.update({ name }));
+        if (renamed) onDone(renamed);
+      }}
+    >
+      <TextField
+        id="org-name"
+        label="Organization name"
+        error={form.fieldError("name")}
+        autoComplete="organization"
+        value={name}
+        onValue={setName}
+      />
+    </SubmitForm>
+  );
+}
+
+function ChangePlan({ org, onDone }: { org: Schemas["Organization"]; onDone: (o: Schemas["Organization"]) => void }) {
+  const [plan, setPlan] = useState<Schemas["Organization"]["plan"]>(org.plan);
+  const form = useSubmit();
+  // A plan support set (internal) is shown as it is; it cannot be chosen.
+  const plans: readonly Schemas["Organization"]["plan"][] = (PLANS as readonly string[]).includes(org.plan) ? PLANS : [...PLANS, org.plan];
+  return (
+    <SubmitForm
+      submission={form}
+      label="Change plan"
+      class="card"
+      aria-labelledby="plan-title"
+      disabled={plan === org.plan}
+      intro={
+        <>
+          <h2 id="plan-title">Plan</h2>
+          <p class="hint">The plan sets the API's rate limits. A paid plan needs a card on the billing page.</p>
+        </>
+      }
+      onSubmit={async () => {
+        const changed = await form.submit(() => client.organization.update({ plan: plan as (typeof PLANS)[number] }));
+        if (changed) onDone(changed);
+      }}
+    >
+      <Field id="org-plan" label="Choose a plan" error={form.fieldError("plan")}>
+        <select
+          id="org-plan"
+          value={plan}
+          onChange={(e) => setPlan(e.currentTarget.value as Schemas["Organization"]["plan"])}
+          {...described("org-plan", form.fieldError("plan"))}
+        >
+          {plans.map((p) => (
+            <option key={p} value={p} disabled={!(PLANS as readonly string[]).includes(p)}>
+              {p}
+            </option>
+          ))}
+        </select>
+      </Field>
+    </SubmitForm>
+  );
+}
+
+function DeleteOrganization({ org }: { org: Schemas["Organization"] }) {
+  const act = useSubmit();
+  return (
+    <section class="card" aria-labelledby="delete-org-title">
+      <h2 id="delete-org-title">Delete the organization</h2>
+      <p>
+        Its members, invitations and API keys go with it, and everyone is signed out of it. The API refuses while it has databases:{" "}
+        <Link href="/databases">delete them</Link> first.
+      </p>
+      <ProblemBanner problem={act.problem} />
+      <ConfirmByName
+        name={org.name}
+        action="Delete organization"
+        busy={act.busy}
+        onConfirm={async () => {
+          if (await act.submit(() => done(client.organization.delete()))) signOut();
+        }}
+      />
+    </section>
   );
 }

@@ -1,0 +1,65 @@
+import type { Body, Schemas } from "@dbaas/client";
+import type { MemberRole } from "./access.ts";
+import { expiresAtFromInput } from "./network.ts";
+
+/**
+ * The organization's settings and API keys' forms: which scopes a key may be given, what the create form
+ * sends, who may change what. The API is the judge (a scope beyond the role is its 422, beyond the calling
+ * credential its 403); the console offers only what the signed-in member's role allows.
+ */
+export type Scope = Schemas["ApiKey"]["scopes"][number];
+
+/** The API's scopes in its canonical order (docs/product.md, Roles and permissions). */
+export const SCOPES = [
+  "databases:read",
+  "databases:write",
+  "backups:write",
+  "metrics:read",
+  "members:read",
+  "members:write",
+  "settings:write",
+  "billing:read",
+  "billing:write",
+  "organization:delete",
+] as const satisfies readonly Scope[];
+
+// A scope the client knows and this list does not fails the type check.
+const everyScope: [Exclude<Scope, (typeof SCOPES)[number]>] extends [never] ? true : false = true;
+void everyScope;
+
+/** What each role allows (docs/product.md; services/identity/src/authz.ts, compared by test/organization.test.ts). */
+const ROLE_SCOPES: Record<MemberRole, readonly Scope[]> = {
+  owner: SCOPES,
+  admin: SCOPES.filter((s) => s !== "billing:write" && s !== "organization:delete"),
+  developer: ["databases:read", "databases:write", "backups:write", "metrics:read", "members:read"],
+  viewer: ["databases:read", "metrics:read", "members:read"],
+};
+
+/** The scopes a key of this member can have: their role's (every scope while the role is not known: the API decides). */
+export function scopesFor(role: MemberRole | undefined): readonly Scope[] {
+  return role ? ROLE_SCOPES[role] : SCOPES;
+}
+
+/**
+ * The create-key request: the scopes ticked, in canonical order (none ticked: none sent, and the key gets
+ * every scope the role allows), and the expiry picked in the user's time zone sent in UTC (none: never).
+ */
+export function apiKeyRequest(name: string, ticked: readonly string[], expires: string): Body<"createApiKey"> {
+  const scopes = SCOPES.filter((s) => ticked.includes(s));
+  const expiresAt = expiresAtFromInput(expires);
+  return {
+    name,
+    ...(scopes.length > 0 && { scopes }),
+    ...(expiresAt !== undefined && { expires_at: expiresAt }),
+  };
+}
+
+/** The plans a customer can choose (`internal` is set by support only). */
+export const PLANS = ["free", "pro", "enterprise"] as const satisfies readonly Schemas["Organization"]["plan"][];
+
+/** Renaming needs settings:write (owner, admin); while the role is not known the controls stay enabled (the API decides). */
+export const canChangeSettings = (role: MemberRole | undefined): boolean =>
+  role === undefined || ROLE_SCOPES[role].includes("settings:write");
+
+/** The plan is billing (billing:write) and deleting the organization is the owner's alone. */
+export const isOwner = (role: MemberRole | undefined): boolean => role === undefined || role === "owner";

@@ -1,0 +1,254 @@
+// @vitest-environment happy-dom
+/**
+ * The API keys' create form (scopes, expiry) and the organization's settings (rename, plan, delete): their
+ * logic (src/organization.ts) and their forms with the real client (sdks/node) over real HTTP to a local
+ * server answering with the API's envelopes by route (browser.test.ts runs the same pages against the
+ * real stack).
+ */
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { cleanup, fireEvent, render, screen, waitFor } from "@testing-library/preact";
+import { h } from "preact";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { ROLE_NAMES, roleScopes } from "../../services/identity/src/authz.ts";
+import { apiKeyRequest, canChangeSettings, isOwner, SCOPES, scopesFor } from "../src/organization.ts";
+
+interface Seen {
+  method: string;
+  path: string;
+  body: any;
+}
+
+let server: Server;
+const seen: Seen[] = [];
+/** Answers by `METHOD /path` (without the query), each used once, in order; the last one repeats. */
+const routes = new Map<string, Array<{ status: number; body?: unknown }>>();
+const answer = (route: string, status: number, body?: unknown) => routes.set(route, [...(routes.get(route) ?? []), { status, body }]);
+const ok = (data: unknown) => ({ data, meta: { request_id: "r" } });
+const list = (key: string, items: unknown[]) => ({
+  data: { [key]: items },
+  meta: { request_id: "r", page: 1, per_page: 100, total: items.length, total_pages: 1 },
+});
+const problem = (code: string, message: string, details: Array<{ field: string; message: string }> = []) => ({
+  error: { code, message, details },
+  meta: { request_id: "r" },
+});
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    let raw = "";
+    req.on("data", (c) => (raw += c));
+    req.on("end", () => {
+      const path = req.url!.split("?")[0]!;
+      seen.push({ method: req.method!, path, body: raw ? JSON.parse(raw) : undefined });
+      const queued = routes.get(`${req.method} ${path}`);
+      const a = queued?.length ? (queued.length > 1 ? queued.shift()! : queued[0]!) : undefined;
+      const status = a?.status ?? 500;
+      res.writeHead(status, { "content-type": "application/json" });
+      res.end(status === 204 ? undefined : JSON.stringify(a?.body ?? problem("internal_error", `nothing for ${req.method} ${path}`)));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  (window as any).happyDOM.setURL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/organization`);
+});
+
+afterEach(async () => {
+  cleanup();
+  // Imported once the server is up: the console's client talks to the page's origin, read when it loads.
+  (await import("../src/session.ts")).signOut();
+  seen.length = 0;
+  routes.clear();
+});
+afterAll(() => new Promise<void>((r) => server.close(() => r())));
+
+/** Preact renders a state change on the next tick: the submit handler then sees it. */
+const settle = () => new Promise((r) => setTimeout(r, 0));
+
+/** Signed in as a member of this role (the console reads the role once per token, from the members list). */
+async function signedInAs(role: "owner" | "admin" | "developer" | "viewer") {
+  const email = `${role}@example.com`;
+  answer(
+    "GET /v1/organization/members",
+    200,
+    list("members", [{ id: `member-${role}`, user: { id: `user-${role}`, email, name: role }, role, joined_at: "2026-11-01T00:00:00Z" }]),
+  );
+  const { signIn } = await import("../src/session.ts");
+  signIn({ token: `dbs_${role}_${Math.random()}`, email, expiresAt: "2026-12-01T00:00:00Z" });
+}
+
+const org = { id: "org-1", name: "Acme", plan: "free", created_at: "2026-11-01T00:00:00Z" };
+const key = {
+  id: "key-1",
+  name: "reader",
+  scopes: ["databases:read", "metrics:read"],
+  prefix: "dbk_ab12",
+  role: "owner",
+  created_by: "user-owner",
+  created_at: "2026-11-28T10:00:00Z",
+  expires_at: "2030-01-02T03:04:05Z",
+};
+
+describe("the scopes a key can have", () => {
+  it("are each role's as identity decides them (services/identity/src/authz.ts), every scope while the role is unknown", () => {
+    for (const role of ROLE_NAMES) expect(scopesFor(role), role).toEqual(roleScopes(role));
+    expect(scopesFor(undefined)).toEqual(roleScopes("owner"));
+    expect(SCOPES).toEqual(roleScopes("owner"));
+  });
+
+  it("the request: the ticked scopes in the API's order (none: omitted), the expiry in UTC (none: omitted)", () => {
+    expect(apiKeyRequest("ci", [], "")).toEqual({ name: "ci" });
+    const local = "2030-01-02T03:04:05";
+    expect(apiKeyRequest("ci", ["metrics:read", "databases:read"], local)).toEqual({
+      name: "ci",
+      scopes: ["databases:read", "metrics:read"],
+      expires_at: new Date(local).toISOString(),
+    });
+  });
+
+  it("who may change what: settings for owner and admin, the plan and the deletion for the owner (unknown: the API decides)", () => {
+    expect([canChangeSettings("owner"), canChangeSettings("admin"), canChangeSettings("developer"), canChangeSettings("viewer")]).toEqual([
+      true,
+      true,
+      false,
+      false,
+    ]);
+    expect([isOwner("owner"), isOwner("admin"), isOwner(undefined)]).toEqual([true, false, true]);
+  });
+});
+
+describe("the API key form", () => {
+  it("sends the ticked scopes and the expiry; the API's 422 is shown beside the expiry; the key is listed with its scopes", async () => {
+    const { ApiKeys } = await import("../src/pages/organization.tsx");
+    await signedInAs("owner");
+    answer("GET /v1/organization/api-keys", 200, list("api_keys", []));
+    answer("GET /v1/organization/api-keys", 200, list("api_keys", [key]));
+    answer(
+      "POST /v1/organization/api-keys",
+      422,
+      problem("validation_error", "The request is invalid", [{ field: "expires_at", message: "must be in the future" }]),
+    );
+    answer("POST /v1/organization/api-keys", 201, ok({ ...key, secret: "dbk_ab12_secret" }));
+    render(h(ApiKeys, {}));
+    await screen.findByText(/No API keys/);
+    await waitFor(() => expect(screen.getAllByRole("checkbox")).toHaveLength(SCOPES.length));
+    fireEvent.input(screen.getByLabelText("What the key is for"), { target: { value: "reader" } });
+    fireEvent.click(screen.getByLabelText("metrics:read"));
+    fireEvent.click(screen.getByLabelText("databases:read"));
+    fireEvent.input(screen.getByLabelText("Expires (your time zone, optional)"), { target: { value: "2030-01-02T03:04:05" } });
+    await settle();
+    fireEvent.click(screen.getByRole("button", { name: "Create API key" }));
+    await waitFor(() => expect(document.getElementById("key-expires-error")?.textContent).toBe("must be in the future"));
+    expect(screen.getByLabelText("Expires (your time zone, optional)").getAttribute("aria-invalid")).toBe("true");
+    expect(seen.find((s) => s.method === "POST")?.body).toEqual({
+      name: "reader",
+      scopes: ["databases:read", "metrics:read"],
+      expires_at: new Date("2030-01-02T03:04:05").toISOString(),
+    });
+
+    await settle();
+    fireEvent.click(screen.getByRole("button", { name: "Create API key" }));
+    await waitFor(() => expect(screen.getByTestId("secret").textContent).toBe("dbk_ab12_secret"));
+    await waitFor(() => expect(screen.getByTestId("key-scopes").textContent).toBe("databases:read, metrics:read"));
+    // The form starts over: nothing ticked, no expiry.
+    expect(screen.getAllByRole("checkbox").filter((c) => (c as HTMLInputElement).checked)).toHaveLength(0);
+    expect((screen.getByLabelText("Expires (your time zone, optional)") as HTMLInputElement).value).toBe("");
+  });
+
+  it("offers a viewer only the viewer's scopes; the API's 422 about them is shown beside them", async () => {
+    const { ApiKeys } = await import("../src/pages/organization.tsx");
+    await signedInAs("viewer");
+    answer("GET /v1/organization/api-keys", 200, list("api_keys", []));
+    answer(
+      "POST /v1/organization/api-keys",
+      422,
+      problem("validation_error", "The request is invalid", [
+        { field: "scopes", message: "the viewer role does not allow: databases:write" },
+      ]),
+    );
+    render(h(ApiKeys, {}));
+    await waitFor(() => expect(screen.getAllByRole("checkbox").map((c) => (c as HTMLInputElement).value)).toEqual(roleScopes("viewer")));
+    fireEvent.input(screen.getByLabelText("What the key is for"), { target: { value: "dash" } });
+    await settle();
+    fireEvent.click(screen.getByRole("button", { name: "Create API key" }));
+    await waitFor(() => expect(document.getElementById("key-scopes-error")?.textContent).toMatch(/does not allow/));
+    expect(screen.getByRole("group", { name: "Scopes" }).getAttribute("aria-describedby")).toBe("key-scopes-error");
+  });
+});
+
+describe("the organization's settings", () => {
+  it("renames (the API's 422 beside the name), refuses a paid plan without a card with a way to add one, and says so", async () => {
+    const { OrganizationSettings } = await import("../src/pages/organization.tsx");
+    await signedInAs("owner");
+    answer("GET /v1/organization", 200, ok(org));
+    answer(
+      "PATCH /v1/organization",
+      422,
+      problem("validation_error", "The request is invalid", [{ field: "body.name", message: "must be at least 1 character" }]),
+    );
+    answer("PATCH /v1/organization", 200, ok({ ...org, name: "Acme Labs" }));
+    answer("PATCH /v1/organization", 402, problem("payment_required", "to move to a paid plan, add a payment method"));
+    const changed: unknown[] = [];
+    render(h(OrganizationSettings, { onChanged: (o: unknown) => changed.push(o) }));
+    await waitFor(() => expect(screen.getByTestId("org-name").textContent).toBe("Acme"));
+    // Unchanged, the plan cannot be "changed".
+    expect((screen.getByRole("button", { name: "Change plan" }) as HTMLButtonElement).disabled).toBe(true);
+
+    fireEvent.input(screen.getByLabelText("Organization name"), { target: { value: " " } });
+    await settle();
+    fireEvent.click(screen.getByRole("button", { name: "Rename" }));
+    await waitFor(() => expect(document.getElementById("org-name-error")?.textContent).toBe("must be at least 1 character"));
+    expect(screen.getByLabelText("Organization name").getAttribute("aria-invalid")).toBe("true");
+    fireEvent.input(screen.getByLabelText("Organization name"), { target: { value: "Acme Labs" } });
+    await settle();
+    fireEvent.click(screen.getByRole("button", { name: "Rename" }));
+    await waitFor(() => expect(screen.getByTestId("org-name").textContent).toBe("Acme Labs"));
+    expect(changed).toEqual([{ ...org, name: "Acme Labs" }]);
+    expect(document.getElementById("org-name-error")).toBeNull();
+
+    // A select's own change event (the library's `change` fires `input`, which Preact's onChange does not hear on a select).
+    const select = screen.getByLabelText("Choose a plan") as HTMLSelectElement;
+    select.value = "pro";
+    select.dispatchEvent(new Event("change", { bubbles: true }));
+    await settle();
+    fireEvent.click(screen.getByRole("button", { name: "Change plan" }));
+    await waitFor(() =>
+      expect(screen.getByRole("link", { name: "Add a card on the billing page" }).getAttribute("href")).toBe("/billing#payment-methods"),
+    );
+    expect(screen.getByTestId("org-plan").textContent).toBe("free");
+    expect(seen.filter((s) => s.method === "PATCH").map((s) => s.body)).toEqual([{ name: " " }, { name: "Acme Labs" }, { plan: "pro" }]);
+  });
+
+  it("deletes once the name is typed: the API's 409 shown while databases live; done, the session ends", async () => {
+    const { OrganizationSettings } = await import("../src/pages/organization.tsx");
+    await signedInAs("owner");
+    answer("GET /v1/organization", 200, ok(org));
+    answer("DELETE /v1/organization", 409, problem("conflict", "the organization still has 2 databases; delete them first"));
+    answer("DELETE /v1/organization", 204);
+    render(h(OrganizationSettings, { onChanged: () => {} }));
+    const del = (await screen.findByRole("button", { name: "Delete organization" })) as HTMLButtonElement;
+    expect(del.disabled).toBe(true);
+    fireEvent.input(screen.getByLabelText("Type Acme to delete organization"), { target: { value: "Acme" } });
+    await settle();
+    fireEvent.click(del);
+    await waitFor(() => expect(screen.getByRole("alert").textContent).toContain("still has 2 databases; delete them first"));
+    expect(sessionStorage.getItem("dbaas.session")).not.toBeNull();
+    await settle();
+    fireEvent.click(del);
+    await waitFor(() => expect(sessionStorage.getItem("dbaas.session")).toBeNull());
+    expect(seen.filter((s) => s.method === "DELETE")).toHaveLength(2);
+  });
+
+  it("a viewer reads the settings with their controls disabled, and is offered no deletion", async () => {
+    const { OrganizationSettings } = await import("../src/pages/organization.tsx");
+    await signedInAs("viewer");
+    answer("GET /v1/organization", 200, ok(org));
+    render(h(OrganizationSettings, { onChanged: () => {} }));
+    await screen.findByTestId("read-only");
+    // Inside a disabled fieldset (SubmitForm's, read-only), and their buttons disabled.
+    expect(screen.getByLabelText("Organization name").closest("fieldset")?.disabled).toBe(true);
+    expect(screen.getByLabelText("Choose a plan").closest("fieldset")?.disabled).toBe(true);
+    expect((screen.getByRole("button", { name: "Rename" }) as HTMLButtonElement).disabled).toBe(true);
+    expect((screen.getByRole("button", { name: "Change plan" }) as HTMLButtonElement).disabled).toBe(true);
+    expect(screen.queryByRole("button", { name: "Delete organization" })).toBeNull();
+  });
+});
