@@ -58,14 +58,7 @@ export function pidExists(pid: number): boolean {
  */
 export function serverProcessesIn(realDir: string, serverExes: ReadonlySet<string>): number[] {
   const pids: number[] = [];
-  let names: string[];
-  try {
-    names = readdirSync("/proc");
-  } catch {
-    return pids;
-  }
-  for (const name of names) {
-    if (name.charCodeAt(0) < 48 || name.charCodeAt(0) > 57) continue;
+  for (const name of processIds()) {
     try {
       if (readlinkSync(`/proc/${name}/cwd`) !== realDir) continue;
     } catch {
@@ -127,14 +120,7 @@ export function poolerProcessesBelow(dir: string): number[] {
     // removed already: its processes still name it as given
   }
   const pids: number[] = [];
-  let names: string[];
-  try {
-    names = readdirSync("/proc");
-  } catch {
-    return pids;
-  }
-  for (const name of names) {
-    if (name.charCodeAt(0) < 48 || name.charCodeAt(0) > 57) continue;
+  for (const name of processIds()) {
     let args: string[];
     try {
       args = readFileSync(`/proc/${name}/cmdline`, "utf8").split("\0").filter(Boolean);
@@ -146,4 +132,13 @@ export function poolerProcessesBelow(dir: string): number[] {
     if (processRunning(Number(name))) pids.push(Number(name));
   }
   return pids;
+}
+
+/** The ids of the processes /proc lists now (none when it cannot be read). */
+function processIds(): string[] {
+  try {
+    return readdirSync("/proc").filter((name) => name.charCodeAt(0) >= 48 && name.charCodeAt(0) <= 57);
+  } catch {
+    return [];
+  }
 }
