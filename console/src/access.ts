@@ -21,19 +21,36 @@ async function readRole(email: string): Promise<MemberRole | undefined> {
   return undefined;
 }
 
-/** The signed-in member's role; undefined until known (or when it cannot be read: the API still decides). */
+/** Waits between reads of the role after one failed (a 503 or a timeout under load): read again until known. */
+const RETRY_MS = [1_000, 2_000, 5_000, 10_000, 30_000];
+
+/**
+ * The signed-in member's role; undefined until known (the API still decides). Only an answer is kept for the
+ * session: a failed read (a 503, a timeout) is forgotten and read again, so a viewer is not taken for an owner
+ * for the rest of the session because one request failed.
+ */
 export function useMemberRole(): MemberRole | undefined {
   const session = useSession();
   const [role, setRole] = useState<MemberRole | undefined>(undefined);
   useEffect(() => {
     if (!session) return;
-    if (cached?.token !== session.token) {
-      cached = { token: session.token, role: readRole(session.email).catch(() => undefined) };
-    }
     let live = true;
-    void cached.role.then((r) => live && setRole(r));
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const read = (attempt: number) => {
+      if (cached?.token !== session.token) cached = { token: session.token, role: readRole(session.email) };
+      const mine = cached;
+      mine.role.then(
+        (r) => live && setRole(r),
+        () => {
+          if (cached === mine) cached = undefined;
+          if (live) timer = setTimeout(() => read(attempt + 1), RETRY_MS[Math.min(attempt, RETRY_MS.length - 1)]);
+        },
+      );
+    };
+    read(0);
     return () => {
       live = false;
+      clearTimeout(timer);
     };
   }, [session?.token]);
   return role;

@@ -5,55 +5,18 @@
  * server answering with the API's envelopes by route (browser-database.test.ts runs the same tabs
  * against the real stack).
  */
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { cleanup, fireEvent, render, screen, waitFor } from "@testing-library/preact";
 import { h } from "preact";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { boundsText, changesOf, type Parameter, pendingRestart, shown, textOf, valueFromText } from "../src/config.ts";
 import { failoverBlocked, failoverProgress, haSettling } from "../src/ha.ts";
+import { list, ok, problem, scriptedApi } from "./support/scripted-api.ts";
 
-interface Seen {
-  method: string;
-  path: string;
-  body: any;
-}
-
-let server: Server;
-const seen: Seen[] = [];
-/** Answers by `METHOD /path` (without the query), each used once, in order; the last one repeats. */
-const routes = new Map<string, Array<{ status: number; body?: unknown }>>();
-const answer = (route: string, status: number, body?: unknown) => routes.set(route, [...(routes.get(route) ?? []), { status, body }]);
-const ok = (data: unknown) => ({ data, meta: { request_id: "r" } });
-const problem = (code: string, message: string, details: Array<{ field: string; message: string }> = []) => ({
-  error: { code, message, details },
-  meta: { request_id: "r" },
-});
-
-beforeAll(async () => {
-  server = createServer((req, res) => {
-    let raw = "";
-    req.on("data", (c) => (raw += c));
-    req.on("end", () => {
-      const path = req.url!.split("?")[0]!;
-      seen.push({ method: req.method!, path, body: raw ? JSON.parse(raw) : undefined });
-      const queued = routes.get(`${req.method} ${path}`);
-      const a = queued?.length ? (queued.length > 1 ? queued.shift()! : queued[0]!) : undefined;
-      const status = a?.status ?? 500;
-      res.writeHead(status, { "content-type": "application/json" });
-      res.end(status === 204 ? undefined : JSON.stringify(a?.body ?? problem("internal_error", `nothing for ${req.method} ${path}`)));
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  (window as any).happyDOM.setURL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/databases/db-1`);
-});
+const { seen, answer, routes } = scriptedApi("/databases/db-1");
 
 afterEach(() => {
   cleanup();
-  seen.length = 0;
-  routes.clear();
 });
-afterAll(() => new Promise<void>((r) => server.close(() => r())));
 
 /** Preact renders a state change on the next tick: the submit handler then sees it. */
 const settle = () => new Promise((r) => setTimeout(r, 0));

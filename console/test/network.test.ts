@@ -5,58 +5,18 @@
  * a local server answering with the API's envelopes by route (the browser test
  * in browser.test.ts runs the same tab against the real stack).
  */
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { cleanup, fireEvent, render, screen, waitFor } from "@testing-library/preact";
 import { h } from "preact";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { describeCidr, expiresAtFromInput, poolerState, poolSizeFromInput, removalNote } from "../src/network.ts";
+import { list, ok, problem, scriptedApi } from "./support/scripted-api.ts";
 
-interface Seen {
-  method: string;
-  path: string;
-  body: any;
-}
-
-let server: Server;
-const seen: Seen[] = [];
-/** Answers by `METHOD /path` (without the query), each used once, in order. */
-const routes = new Map<string, Array<{ status: number; body?: unknown }>>();
-const answer = (route: string, status: number, body?: unknown) => routes.set(route, [...(routes.get(route) ?? []), { status, body }]);
-const ok = (data: unknown) => ({ data, meta: { request_id: "r" } });
-const page = (items: unknown[]) => ({
-  data: { trusted_sources: items },
-  meta: { request_id: "r", page: 1, per_page: 50, total: items.length },
-});
-const problem = (code: string, message: string, details: Array<{ field: string; message: string }> = []) => ({
-  error: { code, message, details },
-  meta: { request_id: "r" },
-});
-
-beforeAll(async () => {
-  server = createServer((req, res) => {
-    let raw = "";
-    req.on("data", (c) => (raw += c));
-    req.on("end", () => {
-      const path = req.url!.split("?")[0]!;
-      seen.push({ method: req.method!, path, body: raw ? JSON.parse(raw) : undefined });
-      const queued = routes.get(`${req.method} ${path}`);
-      const a = queued?.length ? (queued.length > 1 ? queued.shift()! : queued[0]!) : undefined;
-      const status = a?.status ?? 500;
-      res.writeHead(status, { "content-type": "application/json" });
-      res.end(status === 204 ? undefined : JSON.stringify(a?.body ?? problem("internal_error", `nothing for ${req.method} ${path}`)));
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  (window as any).happyDOM.setURL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/databases/db-1/network`);
-});
+const { seen, answer, routes } = scriptedApi("/databases/db-1/network");
+const page = (items: unknown[]) => list("trusted_sources", items);
 
 afterEach(() => {
   cleanup();
-  seen.length = 0;
-  routes.clear();
 });
-afterAll(() => new Promise<void>((r) => server.close(() => r())));
 
 const office = { id: "ts-1", cidr: "203.0.113.0/24", description: "office", expires_at: null, created_at: "2026-01-05T10:00:00Z" };
 const ci = { id: "ts-2", cidr: "198.51.100.7/32", description: "", expires_at: "2026-01-06T12:30:00Z", created_at: "2026-01-05T11:00:00Z" };
