@@ -3,7 +3,8 @@
  * as `npm start` runs it (embedded metadata PostgreSQL, every service its own
  * process) and a real PostgreSQL 17 instance per database.
  */
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApi, waitFor, waitStatus } from "../support/api.ts";
@@ -25,6 +26,16 @@ afterAll(async () => {
 describe("walking skeleton journey", () => {
   let db: any;
   let account: Awaited<ReturnType<typeof api.signup>>;
+
+  it("keeps the stack's generated secrets in files only their owner reads (0600)", () => {
+    // The runner generates them on a first start (deploy/local/stack.ts): services' shared secret, the agents'
+    // replication secret, the backups' encryption key, the metadata PostgreSQL's password.
+    for (const name of ["internal-auth-secret", "agent-replication-secret", "backup-encryption-key", "metadata-password"]) {
+      const st = statSync(join(stack.dataDir, name));
+      expect(st.mode & 0o777, name).toBe(0o600);
+      expect(st.size, name).toBeGreaterThan(0);
+    }
+  });
 
   it("signs up and logs in", async () => {
     account = await api.signup("journey");

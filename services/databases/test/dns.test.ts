@@ -189,6 +189,41 @@ describe.skipIf(missing !== undefined)("DNS records through RFC 2136 (real BIND)
     expect((await h.ctx.pool.query("SELECT 1 FROM dns_records WHERE name = $1", [host(a)])).rowCount).toBe(0);
   });
 
+  it("a read replica gets its own record (no pooler name) before it shows running, and loses it with its delete", async () => {
+    const primary = (await createDb(h, ORG)).database!.id;
+    await report(h, AGENT, primary, ObservedState.RUNNING);
+    const { replica } = await h.dbs.createReplica({
+      organizationId: ORG,
+      databaseId: primary,
+      name: `dns-rep-${Date.now()}`,
+      tier: "",
+      region: "",
+    });
+    const id = replica!.id;
+    const seed = (await h.ctx.pool.query("SELECT id FROM backups WHERE database_id = $1 AND status = 'running'", [primary])).rows[0]
+      .id as string;
+    await completeBackup(h, AGENT, primary, seed);
+    const replicaStatus = async () => (await h.dbs.getReplica({ organizationId: ORG, databaseId: primary, replicaId: id })).replica!;
+
+    // Reported running while its record cannot be published: not running yet, and saying why.
+    const closed = rfc2136Client(parseServer("127.0.0.1:1"), parseTsigKey(named.tsigKey), 2000);
+    await reportRunningVia(h, h.agentsWith({ dns: { ...createHostRecords(h.ctx.cfg)!, client: closed } }), id);
+    const waiting = await replicaStatus();
+    expect(waiting.status).toBe("provisioning");
+    expect(waiting.statusReason).toMatch(/^waiting for its DNS record/);
+    expect(await named.digStatus(host(id))).toBe("NXDOMAIN");
+
+    // The next report publishes it, then it runs; a replica has no pooler of its own.
+    await report(h, AGENT, id, ObservedState.RUNNING);
+    expect(await named.dig(host(id))).toEqual(["127.0.0.2"]);
+    expect(await named.digStatus(host(`${id}-pooler`))).toBe("NXDOMAIN");
+    expect((await replicaStatus()).status).toBe("running");
+
+    await h.dbs.deleteReplica({ organizationId: ORG, databaseId: primary, replicaId: id });
+    expect(await named.digStatus(host(id))).toBe("NXDOMAIN");
+    expect(await named.dig(host(primary))).toEqual(["127.0.0.2"]);
+  });
+
   it("records follow an agent to its new address", async () => {
     const id = (await createDb(h, ORG)).database!.id;
     await report(h, AGENT, id, ObservedState.RUNNING);
