@@ -126,6 +126,28 @@ describe.skipIf(missing !== undefined)("high availability on three simulated hos
     );
     const setting = await asAgent(stack, db.id, "SHOW synchronous_standby_names");
     expect(setting[0].synchronous_standby_names).toBe(`ANY 1 ("${ha.members[1]!.id}")`);
+
+    // Billed as compute per running node: this organization's compute hours grow twice as fast as the wall clock
+    // (hours to 4 decimals, 0.36 s). Read over 10 s windows until the standby's running event has reached billing.
+    const computeHours = async () => {
+      const usage = await api.get("/v1/billing/usage");
+      expect(usage.status).toBe(200);
+      return { hours: usage.body.data.usage.compute.hours as number, at: Date.now() };
+    };
+    let rate = 0;
+    await poll(
+      async () => {
+        const a = await computeHours();
+        await new Promise((r) => setTimeout(r, 10_000));
+        const b = await computeHours();
+        rate = ((b.hours - a.hours) * 3_600_000) / (b.at - a.at);
+        return rate > 1.8 && rate < 2.2;
+      },
+      90_000,
+      "compute hours accruing for two running nodes",
+    ).catch((e) => {
+      throw new Error(`${e.message}: the last rate was ${rate.toFixed(2)} node-hours per hour`);
+    });
   });
 
   it("the primary's host lost (agent and postmaster SIGKILLed) under continuous writes: the standby takes over behind the same name, no acknowledged write lost, a replacement standby seeded", async () => {
