@@ -7,8 +7,10 @@
  * its old primary. Then a planned switchover, under the same writes, with nothing lost. Times are printed, not
  * asserted (docs/benchmarks.md has `npm run bench:ha`'s).
  */
+import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Api } from "../support/backups.ts";
@@ -18,6 +20,8 @@ import { type Named, namedMissing, startNamed } from "../support/named.ts";
 import { createTestDatabase, type TestDatabase } from "../support/pg.ts";
 import { account, asAgent } from "../support/replicas.ts";
 import { startStack, type Stack } from "../support/stack.ts";
+
+const run = promisify(execFile);
 
 const missing = namedMissing();
 if (missing) console.warn(`e2e high-availability.test.ts skipped: ${missing}`);
@@ -195,23 +199,26 @@ describe.skipIf(missing !== undefined)("high availability on three simulated hos
     expect(await named.dig(db.host)).toEqual([newAddress]);
   });
 
-  it("a planned switchover under continuous writes: 202, the healthiest standby promoted behind the same name, nothing lost", async () => {
+  it("a planned switchover under continuous writes, asked for with `dbaas databases failover --wait`: the healthiest standby promoted behind the same name, nothing lost", async () => {
     expect(db, "the database of the first test").toBeDefined();
     const before = await waitMembersRunning(api, db.id, 1);
     const [oldAddress] = await named.dig(db.host);
     await sql(oldAddress!, "CREATE TABLE acked_switchover (id int PRIMARY KEY)");
     writer = startWriter({ named, host: db.host, port: db.port, password: db.password, ca, table: "acked_switchover" });
     await poll(async () => writer!.acknowledged().length >= 50, 60_000, "writes flowing");
+    // Asked for through the CLI, as an operator would (`dbaas databases failover --wait`: the API's 202, then the
+    // operation followed until it settles, with progress on stderr).
+    const key = (await api.post("/v1/organization/api-keys", { name: "switchover" })).body.data.secret as string;
     const askedAt = Date.now();
-    const res = await api.post(`/v1/databases/${db.id}/failover`, {});
-    expect(res.status, JSON.stringify(res.body)).toBe(202);
-    expect(res.body.data).toMatchObject({ type: "failover", status: "running", from: before.members[0]!.id, to: before.members[1]!.id });
-    const done = await poll(
-      async () => (await failoverOps()).find((o) => o.id === res.body.data.id && o.status !== "running"),
-      180_000,
-      "the switchover's operation settled",
-    );
-    expect(done.status).toBe("succeeded");
+    const { DBAAS_TOKEN: _t, DBAAS_URL: _u, XDG_CONFIG_HOME: _x, ...env } = process.env;
+    const cli = await run(join(stack.root, "node_modules/.bin/dbaas"), ["databases", "failover", db.id, "--wait", "-o", "json"], {
+      env: { ...env, HOME: stack.dataDir, DBAAS_URL: stack.baseUrl, DBAAS_TOKEN: key },
+      timeout: 300_000,
+    });
+    const done = JSON.parse(cli.stdout);
+    expect(cli.stderr).toContain(`${db.id}: switching over to ${before.members[1]!.id}`);
+    expect(done).toMatchObject({ type: "failover", status: "succeeded", from: before.members[0]!.id, to: before.members[1]!.id });
+    expect((await failoverOps()).find((o) => o.id === done.id)?.status).toBe("succeeded");
     const resumed = await poll(async () => writer!.firstAckAfter(askedAt, oldAddress), 120_000, "a write on the new primary");
     await new Promise((r) => setTimeout(r, 2000));
     await writer.stop();
