@@ -9,7 +9,8 @@ import type { AppContext } from "../context.ts";
 import { forgetRole, recordRole, roleCreationTimes, runningReplicasOf } from "../db/inside.ts";
 import { resetPassword } from "../handlers/reset-password.ts";
 import { DATABASE_NAME, hostOf, USERNAME } from "../mappers.ts";
-import { generatePassword, scramVerifier } from "../scram.ts";
+import { generatePassword } from "../scram.ts";
+import { scramVerifier } from "@dbaas/kit";
 import { adminAt, askAgent, runningInside } from "./agent-admin.ts";
 import { isPlainName, validateRoleName } from "./names.ts";
 
