@@ -7,6 +7,7 @@ import { create } from "@bufbuild/protobuf";
 import { BackupState, DesiredState, type InstanceSpec, InstanceSpecSchema, ReplicaSourceSchema } from "@dbaas/proto/agent";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { BackupManager } from "../../src/backups/backup-manager.ts";
+import { createInstanceManager } from "../../src/instances/instance-manager.ts";
 import { nftTableName } from "../../src/proxy/nft-meter.ts";
 import type { Reconciler } from "../../src/reconciler.ts";
 import { type Fixture, managerFor, shutdown, startFixture, view } from "../backups/support.ts";
@@ -178,6 +179,33 @@ describe.skipIf(process.getuid?.() !== 0 || !SETPRIV || !nftUsable())(
       expect(peers()).toContain(String(b));
       expect(await asUid(await uidOf(fx.id), await privatePortOf(otherId))).toBe("ECONNREFUSED");
       expect(await asUid(b, await privatePortOf(otherId))).toBe("S");
+    });
+
+    it("an agent restart finds the servers running and guards them again, the replica's primary read back from its configuration", async () => {
+      const [a, b, r] = [await uidOf(fx.id), await uidOf(otherId), await uidOf(replicaId)];
+      const [pa, pb] = [await privatePortOf(fx.id), await privatePortOf(otherId)];
+      // The old process's meter goes (its published ports released); a new one takes its table over, empty.
+      await reconciler.drain();
+      await fx.m.proxy.close();
+      const m2 = createInstanceManager({ dataDir: fx.dataDir, agentId: `test-${tag}` });
+      try {
+        expect(peers()).not.toContain(String(r));
+        await m2.serveRunning();
+        const elements = (JSON.parse(peers()).nftables as { set?: { elem?: { concat: unknown[] }[] } }[]).find((o) => o.set)!.set!.elem!;
+        expect(elements.map((e) => e.concat)).toEqual(
+          expect.arrayContaining([
+            ["127.0.0.1", pa, a],
+            ["127.0.0.1", pa, r],
+            ["127.0.0.1", pb, b],
+          ]),
+        );
+        expect(await asUid(r, pa)).toBe("S");
+        expect(await asUid(a, pb)).toBe("ECONNREFUSED");
+        expect(await asUid(b, pa)).toBe("ECONNREFUSED");
+        expect(await query(other.port, password, "SELECT 1 AS one")).toEqual([{ one: 1 }]);
+      } finally {
+        await m2.proxy.close();
+      }
     });
   },
 );
