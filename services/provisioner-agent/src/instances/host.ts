@@ -180,8 +180,7 @@ export function createHost(opts: HostOptions): Host {
       listenAddress,
       privateAddress: privateAddr.address,
       privateNetwork: privateAddr.network,
-      // The servers' own connections (a replica's to its primary) come from their tenant uids.
-      localUids: [runAs.uid, tenantUidRange],
+      // The servers' own connections (a replica's to its primary) are let through per port: guardLocal.
       log,
     });
 
