@@ -196,6 +196,7 @@ async function main() {
         // Its calls to the control plane come from its own address, as a real host's would (a partition is a rule on it).
         AGENT_CONTROL_SOURCE_ADDRESS: a.publicAddress,
         AGENT_PORT_RANGE: `${a.instancePorts[0]}-${a.instancePorts[1]}`,
+        AGENT_TENANT_UID_RANGE: `${a.tenantUids[0]}-${a.tenantUids[1]}`,
         AGENT_POOLER_PORT_OFFSET: String(a.poolerPortOffset),
         AGENT_DATA_DIR: join(dataDir, "agents", a.id),
         // One store shared by every agent, so a restore can run on any of them (an s3:// URL given to the runner wins).
