@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { closeSync, openSync, readFileSync, readdirSync, readlinkSync, realpathSync, statSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync, readdirSync, readlinkSync, realpathSync, statSync } from "node:fs";
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -180,16 +180,11 @@ export function createWatchdogControl(o: WatchdogOptions): WatchdogControl {
       const body: WatchdogFile = { bootId: bootId(), agentPid: process.pid, marginMs: o.marginMs, leaseEndsAt };
       const armed = Object.keys(leaseEndsAt).length > 0;
       // An agent without highly available primaries never had a file: it needs neither file nor watchdog.
-      if (
-        !armed &&
-        !(await readFile(file).then(
-          () => true,
-          () => false,
-        ))
-      )
-        return;
+      if (!armed && !existsSync(file)) return;
       await writeAtomic(file, `${JSON.stringify(body)}\n`);
-      if (armed) await ensureRunning();
+      // One that cannot start is said, not waited for: the file is what keeps the order with fencing, and a primary
+      // kept fenced for want of a watchdog would be an outage of its own (Patroni's watchdog mode "automatic").
+      if (armed) await ensureRunning().catch((e: unknown) => o.log(`watchdog: could not be started: ${(e as Error).message}`));
     },
     ensureRunning,
     async stop() {
