@@ -9,6 +9,7 @@ import { createInstanceManager } from "./instances/instance-manager.ts";
 import { createLocalProcessRuntime } from "./instances/local-runtime.ts";
 import type { ConnectionProxy } from "./proxy/counters.ts";
 import { createConnectionMeter } from "./proxy/meter.ts";
+import { createWatchdogControl } from "./instances/watchdog.ts";
 import type { InstanceRuntime } from "./runtime.ts";
 
 /** What the agent's handlers and control loop depend on, built once per process; tests pass their own parts. */
@@ -61,7 +62,20 @@ export function createContext(cfg: Config, overrides: Partial<AppContext> = {}):
   return {
     cfg,
     log,
-    runtime: overrides.runtime ?? createLocalProcessRuntime(instances),
+    runtime:
+      overrides.runtime ??
+      createLocalProcessRuntime(
+        instances,
+        cfg.watchdog.enabled
+          ? createWatchdogControl({
+              dataDir: cfg.dataDir,
+              marginMs: cfg.watchdog.marginMs,
+              entry: cfg.watchdog.entry,
+              nodeArgs: cfg.watchdog.nodeArgs,
+              log: (msg) => log.info(msg),
+            })
+          : undefined,
+      ),
     store,
     proxy,
     clock: overrides.clock ?? systemClock,
