@@ -54,6 +54,19 @@ export function apiKeyRequest(name: string, ticked: readonly string[], expires: 
   };
 }
 
+/**
+ * Whether a key is past its expiry at `now` (ms). The API lists such a key like a live one (only a revoked key
+ * leaves the list) and refuses it (401 "API key expired" from `expires_at` on): the console tells them apart
+ * from `expires_at` itself, as identity does (expired once `expires_at` <= now).
+ */
+export const keyExpired = (expiresAt: string | null, now: number): boolean => expiresAt !== null && Date.parse(expiresAt) <= now;
+
+/** The soonest expiry still ahead of `now` among `keys` (ms), when the list next changes by itself; undefined: none. */
+export function nextExpiry(keys: readonly { expires_at: string | null }[], now: number): number | undefined {
+  const ahead = keys.map((k) => (k.expires_at === null ? Number.NaN : Date.parse(k.expires_at))).filter((at) => at > now);
+  return ahead.length > 0 ? Math.min(...ahead) : undefined;
+}
+
 /** The plans a customer can choose (`internal` is set by support only). */
 export const PLANS = ["free", "pro", "enterprise"] as const satisfies readonly Schemas["Organization"]["plan"][];
 

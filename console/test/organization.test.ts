@@ -9,7 +9,7 @@ import { cleanup, fireEvent, render, screen, waitFor } from "@testing-library/pr
 import { h } from "preact";
 import { afterEach, describe, expect, it } from "vitest";
 import { ROLE_NAMES, roleScopes } from "../../services/identity/src/authz.ts";
-import { apiKeyRequest, canChangeSettings, isOwner, SCOPES, scopesFor } from "../src/organization.ts";
+import { apiKeyRequest, canChangeSettings, isOwner, keyExpired, nextExpiry, SCOPES, scopesFor } from "../src/organization.ts";
 import { list, ok, problem, scriptedApi } from "./support/scripted-api.ts";
 
 const { seen, answer } = scriptedApi("/organization");
@@ -131,6 +131,64 @@ describe("the API key form", () => {
     fireEvent.click(screen.getByRole("button", { name: "Create API key" }));
     await waitFor(() => expect(document.getElementById("key-scopes-error")?.textContent).toMatch(/does not allow/));
     expect(screen.getByRole("group", { name: "Scopes" }).getAttribute("aria-describedby")).toBe("key-scopes-error");
+  });
+});
+
+describe("expired API keys", () => {
+  it("are those whose expires_at has come (as identity judges them); the list next changes at the soonest expiry ahead", () => {
+    const at = Date.parse("2026-11-28T12:00:00Z");
+    expect(keyExpired(null, at)).toBe(false);
+    expect(keyExpired("2026-11-28T12:00:00Z", at)).toBe(true);
+    expect(keyExpired("2026-11-28T11:59:59Z", at)).toBe(true);
+    expect(keyExpired("2026-11-28T12:00:01Z", at)).toBe(false);
+    const keys = [
+      { expires_at: null },
+      { expires_at: "2026-11-28T11:00:00Z" },
+      { expires_at: "2026-12-01T00:00:00Z" },
+      { expires_at: "2026-11-29T00:00:00Z" },
+    ];
+    expect(nextExpiry(keys, at)).toBe(Date.parse("2026-11-29T00:00:00Z"));
+    expect(nextExpiry(keys.slice(0, 2), at)).toBeUndefined();
+  });
+
+  it("are marked expired with their date (UTC on hover), a key expiring while the page is open marked then without a read; still revocable", async () => {
+    const { ApiKeys } = await import("../src/pages/organization.tsx");
+    await signedInAs("owner");
+    const old = { ...key, id: "key-old", name: "old", expires_at: "2026-01-02T03:04:05Z" };
+    const soon = { ...key, id: "key-soon", name: "soon", expires_at: new Date(Date.now() + 4_000).toISOString() };
+    const never = { ...key, id: "key-never", name: "never", expires_at: null };
+    answer("GET /v1/organization/api-keys", 200, list("api_keys", [old, soon, never, key]));
+    answer("GET /v1/organization/api-keys", 200, list("api_keys", [soon, never, key]));
+    answer("DELETE /v1/organization/api-keys/key-old", 204);
+    render(h(ApiKeys, {}));
+    const row = (name: string) => document.querySelector(`li[data-key="${name}"]`) as HTMLElement;
+    await waitFor(() => expect(row("old")).not.toBeNull());
+    expect(row("old").hasAttribute("data-expired")).toBe(true);
+    expect(row("old").querySelector(".status")?.textContent).toBe("expired");
+    const expired = row("old").querySelector("[data-testid=key-expired]")!;
+    expect(expired.textContent).toMatch(/^Expired on /);
+    expect(expired.querySelector("time")?.getAttribute("title")).toBe("2026-01-02 03:04:05 UTC");
+    expect(expired.querySelector("time")?.getAttribute("datetime")).toBe(old.expires_at);
+    // Live keys, with an expiry ahead or none, are not marked.
+    for (const name of ["soon", "never", "reader"]) {
+      expect(row(name).hasAttribute("data-expired"), name).toBe(false);
+      expect(row(name).querySelector(".status"), name).toBeNull();
+    }
+    expect(row("soon").textContent).toContain("expires ");
+    expect(row("never").textContent).not.toMatch(/expire/i);
+    // Its time passes: marked, without reading the list again.
+    await waitFor(() => expect(row("soon").hasAttribute("data-expired")).toBe(true), { timeout: 10_000 });
+    expect(row("soon").querySelector("[data-testid=key-expired]")?.textContent).toMatch(/^Expired on /);
+    expect(seen.filter((s) => s.method === "GET" && s.path === "/v1/organization/api-keys")).toHaveLength(1);
+
+    // Revoked like any key, once its name is typed; the confirmation says it is refused already.
+    fireEvent.click(screen.getByRole("button", { name: "Revoke old" }));
+    await screen.findByText(/It has expired: the API refuses it already/);
+    fireEvent.input(screen.getByLabelText("Type old to revoke old"), { target: { value: "old" } });
+    await settle();
+    fireEvent.click(screen.getByRole("button", { name: "Revoke old" }));
+    await waitFor(() => expect(row("old")).toBeNull());
+    expect(seen.filter((s) => s.method === "DELETE").map((s) => s.path)).toEqual(["/v1/organization/api-keys/key-old"]);
   });
 });
 
