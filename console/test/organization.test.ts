@@ -5,10 +5,14 @@
  * server answering with the API's envelopes by route (browser.test.ts runs the same pages against the
  * real stack).
  */
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { ROLES, SCOPES as CATALOGUE_SCOPES } from "@dbaas/catalogue/scopes";
 import { cleanup, fireEvent, render, screen, waitFor } from "@testing-library/preact";
 import { h } from "preact";
 import { afterEach, describe, expect, it } from "vitest";
-import { ROLE_NAMES, roleScopes } from "../../services/identity/src/authz.ts";
+import { effectivePermissions } from "../../services/identity/src/authz.ts";
 import { apiKeyRequest, canChangeSettings, isOwner, keyExpired, nextExpiry, SCOPES, scopesFor } from "../src/organization.ts";
 import { list, ok, problem, scriptedApi } from "./support/scripted-api.ts";
 
@@ -47,11 +51,45 @@ const key = {
   expires_at: "2030-01-02T03:04:05Z",
 };
 
+/**
+ * docs/product.md's table "Roles and permissions", read as written: the scopes in its order, and for each role the
+ * scopes its column says "yes" to.
+ */
+function productMatrix(): { scopes: string[]; allowed: Record<string, string[]> } {
+  const text = readFileSync(join(dirname(fileURLToPath(import.meta.url)), "../../docs/product.md"), "utf8");
+  const lines = text.slice(text.indexOf("## Roles and permissions")).split("\n").slice(1);
+  const table = lines.slice(
+    0,
+    lines.findIndex((l, i) => i > 0 && !l.startsWith("|")),
+  );
+  const cells = (line: string) =>
+    line
+      .split("|")
+      .slice(1, -1)
+      .map((c) => c.trim());
+  const roles = cells(table[0]!).slice(2);
+  const rows = table.slice(2).map(cells);
+  const scopes = rows.map((r) => r[1]!.replaceAll("`", ""));
+  const allowed = Object.fromEntries(
+    roles.map((role, i) => [role, rows.filter((r) => r[2 + i] === "yes").map((r) => r[1]!.replaceAll("`", ""))]),
+  );
+  return { scopes, allowed };
+}
+
 describe("the scopes a key can have", () => {
-  it("are each role's as identity decides them (services/identity/src/authz.ts), every scope while the role is unknown", () => {
-    for (const role of ROLE_NAMES) expect(scopesFor(role), role).toEqual(roleScopes(role));
-    expect(scopesFor(undefined)).toEqual(roleScopes("owner"));
-    expect(SCOPES).toEqual(roleScopes("owner"));
+  it("are the catalogue's list itself, not a copy; each role's as docs/product.md's table says, which identity enforces", () => {
+    expect(SCOPES).toBe(CATALOGUE_SCOPES);
+    const product = productMatrix();
+    expect(product.scopes).toHaveLength(10);
+    expect(SCOPES).toEqual(product.scopes);
+    expect(Object.keys(product.allowed)).toEqual([...ROLES]);
+    for (const role of ROLES) {
+      expect(scopesFor(role), role).toEqual(product.allowed[role]);
+      // What the form offers is what identity grants a login token (every scope) of that role.
+      expect(effectivePermissions(role, SCOPES), role).toEqual(scopesFor(role));
+    }
+    // Unknown role: every scope (the API decides).
+    expect(scopesFor(undefined)).toEqual(product.scopes);
   });
 
   it("the request: the ticked scopes in the API's order (none: omitted), the expiry in UTC (none: omitted)", () => {
@@ -125,7 +163,13 @@ describe("the API key form", () => {
       ]),
     );
     render(h(ApiKeys, {}));
-    await waitFor(() => expect(screen.getAllByRole("checkbox").map((c) => (c as HTMLInputElement).value)).toEqual(roleScopes("viewer")));
+    await waitFor(() =>
+      expect(screen.getAllByRole("checkbox").map((c) => (c as HTMLInputElement).value)).toEqual([
+        "databases:read",
+        "metrics:read",
+        "members:read",
+      ]),
+    );
     fireEvent.input(screen.getByLabelText("What the key is for"), { target: { value: "dash" } });
     await settle();
     fireEvent.click(screen.getByRole("button", { name: "Create API key" }));
