@@ -60,5 +60,9 @@ export const PLANS = ["free", "pro", "enterprise"] as const satisfies readonly S
 export const canChangeSettings = (role: MemberRole | undefined): boolean =>
   role === undefined || ROLE_SCOPES[role].includes("settings:write");
 
+/** Inviting, changing a member's role and removing one need members:write (owner, admin); unknown role: enabled. */
+export const canManageMembers = (role: MemberRole | undefined): boolean =>
+  role === undefined || ROLE_SCOPES[role].includes("members:write");
+
 /** The plan is billing (billing:write) and deleting the organization is the owner's alone. */
 export const isOwner = (role: MemberRole | undefined): boolean => role === undefined || role === "owner";

@@ -16,7 +16,7 @@ import { effectivePermissions } from "../../services/identity/src/authz.ts";
 import { apiKeyRequest, canChangeSettings, isOwner, keyExpired, nextExpiry, SCOPES, scopesFor } from "../src/organization.ts";
 import { list, ok, problem, scriptedApi } from "./support/scripted-api.ts";
 
-const { seen, answer } = scriptedApi("/organization");
+const { seen, answer, routes } = scriptedApi("/organization");
 
 afterEach(async () => {
   cleanup();
@@ -309,6 +309,41 @@ describe("the organization's settings", () => {
     await screen.findByTestId("read-only", {}, { timeout: 10_000 });
     expect(seen.filter((s) => s.path === "/v1/organization/members").length).toBeGreaterThanOrEqual(2);
     expect((screen.getByRole("button", { name: "Rename" }) as HTMLButtonElement).disabled).toBe(true);
+  });
+
+  it("Members: a viewer sees who is a member with every changing control disabled and a note; an admin may change them", async () => {
+    const { Members } = await import("../src/pages/organization.tsx");
+    const member = (role: string) => ({
+      id: `member-${role}`,
+      user: { id: `user-${role}`, email: `${role}@example.com`, name: role },
+      role,
+      joined_at: "2026-11-01T00:00:00Z",
+    });
+    const invitation = { id: "inv-1", email: "new@example.com", role: "developer", status: "pending", expires_at: "2026-12-05T00:00:00Z" };
+    for (const role of ["viewer", "admin"] as const) {
+      await signedInAs(role);
+      answer("GET /v1/organization/members", 200, list("members", [member("owner"), member("developer"), member(role)]));
+      answer("GET /v1/organization/invitations", 200, list("invitations", [invitation]));
+      render(h(Members, {}));
+      await screen.findByText("new@example.com · developer · pending, expires", { exact: false });
+      const viewer = role === "viewer";
+      if (viewer) await screen.findByTestId("read-only");
+      else await waitFor(() => expect(seen.filter((x) => x.path === "/v1/organization/members").length).toBeGreaterThanOrEqual(2));
+      await waitFor(() =>
+        expect((screen.getByLabelText("Role of developer@example.com") as HTMLSelectElement).disabled, role).toBe(viewer),
+      );
+      expect((screen.getByRole("button", { name: "Remove developer@example.com" }) as HTMLButtonElement).disabled).toBe(viewer);
+      expect((screen.getByRole("button", { name: "Cancel invitation to new@example.com" }) as HTMLButtonElement).disabled).toBe(viewer);
+      expect(screen.getByLabelText("E-mail").closest("fieldset")?.disabled ?? false).toBe(viewer);
+      expect((screen.getByRole("button", { name: "Send invitation" }) as HTMLButtonElement).disabled).toBe(viewer);
+      expect(screen.queryByTestId("read-only") === null).toBe(!viewer);
+      // Transferring ownership is the owner's alone: not offered to either.
+      expect(screen.queryByRole("button", { name: "Transfer ownership" })).toBeNull();
+      cleanup();
+      (await import("../src/session.ts")).signOut();
+      routes.clear();
+      seen.length = 0;
+    }
   });
 
   it("a viewer reads the settings with their controls disabled, and is offered no deletion", async () => {

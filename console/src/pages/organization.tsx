@@ -5,7 +5,7 @@ import { ReadOnly, useMemberRole } from "../access.ts";
 import { ConfirmByName, described, Empty, Field, OnceSecret, ProblemBanner, Time, TextField, SubmitForm } from "../components/ui.tsx";
 import { problemOf } from "../errors.ts";
 import { done, useSubmit } from "../form.ts";
-import { apiKeyRequest, canChangeSettings, isOwner, keyExpired, nextExpiry, PLANS, scopesFor } from "../organization.ts";
+import { apiKeyRequest, canChangeSettings, canManageMembers, isOwner, keyExpired, nextExpiry, PLANS, scopesFor } from "../organization.ts";
 import { usePoll } from "../poll.ts";
 import { client, signOut } from "../session.ts";
 
@@ -20,9 +20,16 @@ export function Members() {
   const [cancelling, setCancelling] = useState<string | undefined>(undefined);
   const inviting = useSubmit();
   const act = useSubmit();
+  const role = useMemberRole();
+  const manage = canManageMembers(role);
   return (
     <main id="main">
       <h1>Members</h1>
+      {!manage && (
+        <p class="banner note" data-testid="read-only">
+          Your role ({role}) can see who is a member but not invite, change or remove anyone: an owner or admin can.
+        </p>
+      )}
       <ProblemBanner problem={act.problem} />
       {members.error !== undefined && <ProblemBanner problem={problemOf(members.error)} />}
       {members.value === undefined ? (
@@ -42,6 +49,7 @@ export function Members() {
                   <select
                     id={`role-${m.id}`}
                     value={m.role}
+                    disabled={!manage || act.busy}
                     onChange={async (e) => {
                       const role = e.currentTarget.value as (typeof ROLES)[number];
                       if (await act.submit(() => client.organization.updateMember(m.id, { role }))) members.refresh();
@@ -68,7 +76,7 @@ export function Members() {
                       }}
                     />
                   ) : (
-                    <button type="button" class="danger small" onClick={() => setRemoving(m.id)}>
+                    <button type="button" class="danger small" disabled={!manage} onClick={() => setRemoving(m.id)}>
                       Remove {m.user.email}
                     </button>
                   )}
@@ -78,39 +86,41 @@ export function Members() {
           ))}
         </ul>
       )}
-      <SubmitForm
-        submission={inviting}
-        label="Send invitation"
-        class="card"
-        aria-labelledby="invite-title"
-        intro={<h2 id="invite-title">Invite someone</h2>}
-        onSubmit={async () => {
-          if (await inviting.submit(() => client.organization.inviteMember(invite))) {
-            setInvite({ ...invite, email: "" });
-            invitations.refresh();
-          }
-        }}
-      >
-        <Field id="invite-email" label="E-mail" error={inviting.fieldError("email")}>
-          <input
-            id="invite-email"
-            type="email"
-            autoComplete="off"
-            value={invite.email}
-            onInput={(e) => setInvite({ ...invite, email: e.currentTarget.value })}
-            {...described("invite-email", inviting.fieldError("email"))}
-          />
-        </Field>
-        <Field id="invite-role" label="Role" error={inviting.fieldError("role")}>
-          <select id="invite-role" value={invite.role} onChange={(e) => setInvite({ ...invite, role: e.currentTarget.value as never })}>
-            {ROLES.map((r) => (
-              <option key={r} value={r}>
-                {r}
-              </option>
-            ))}
-          </select>
-        </Field>
-      </SubmitForm>
+      <ReadOnly.Provider value={!manage}>
+        <SubmitForm
+          submission={inviting}
+          label="Send invitation"
+          class="card"
+          aria-labelledby="invite-title"
+          intro={<h2 id="invite-title">Invite someone</h2>}
+          onSubmit={async () => {
+            if (await inviting.submit(() => client.organization.inviteMember(invite))) {
+              setInvite({ ...invite, email: "" });
+              invitations.refresh();
+            }
+          }}
+        >
+          <Field id="invite-email" label="E-mail" error={inviting.fieldError("email")}>
+            <input
+              id="invite-email"
+              type="email"
+              autoComplete="off"
+              value={invite.email}
+              onInput={(e) => setInvite({ ...invite, email: e.currentTarget.value })}
+              {...described("invite-email", inviting.fieldError("email"))}
+            />
+          </Field>
+          <Field id="invite-role" label="Role" error={inviting.fieldError("role")}>
+            <select id="invite-role" value={invite.role} onChange={(e) => setInvite({ ...invite, role: e.currentTarget.value as never })}>
+              {ROLES.map((r) => (
+                <option key={r} value={r}>
+                  {r}
+                </option>
+              ))}
+            </select>
+          </Field>
+        </SubmitForm>
+      </ReadOnly.Provider>
       <h2>Pending invitations</h2>
       {invitations.value?.length === 0 ? (
         <Empty>
@@ -138,7 +148,7 @@ export function Members() {
                   <p>The link mailed to {i.email} stops working.</p>
                 </ConfirmByName>
               ) : (
-                <button type="button" class="secondary small" onClick={() => setCancelling(i.id)}>
+                <button type="button" class="secondary small" disabled={!manage} onClick={() => setCancelling(i.id)}>
                   Cancel invitation to {i.email}
                 </button>
               )}
@@ -146,7 +156,7 @@ export function Members() {
           ))}
         </ul>
       )}
-      {members.value && members.value.length > 1 && <Transfer members={members.value} onDone={members.refresh} />}
+      {members.value && members.value.length > 1 && isOwner(role) && <Transfer members={members.value} onDone={members.refresh} />}
     </main>
   );
 }
