@@ -103,6 +103,27 @@ describe("/healthz", () => {
     expect((await api(gw.url, "/v1/databases", { token: TOKEN })).status).toBe(200);
   }, 60_000);
 
+  it("concurrent /healthz share one probe, reused for about a second", async () => {
+    const { gw } = await gateway({});
+    // Billing's step of the probe (a GetUsage of an id no organization has) is one call per probe, not coalesced.
+    const probes = () =>
+      (stubs.state.seen.get("getUsage") ?? []).filter((r) => (r as { organizationId: string }).organizationId === "healthz-probe").length;
+    const before = probes();
+    const answers = await Promise.all(Array.from({ length: 10 }, () => api(gw.url, "/healthz")));
+    expect(answers.map((a) => a.status)).toEqual(Array(10).fill(200));
+    expect(probes() - before).toBe(1);
+    // Once the second is over, the next /healthz probes again.
+    await expect
+      .poll(
+        async () => {
+          await api(gw.url, "/healthz");
+          return probes() - before;
+        },
+        { timeout: 30_000, interval: 200 },
+      )
+      .toBe(2);
+  }, 60_000);
+
   it("reports the gateway unhealthy (503) while requests cannot complete, and names the step that hangs", async () => {
     const { gw } = await gateway({ databasesUrl: stuckUrl });
     const [health, request] = await Promise.all([api(gw.url, "/healthz"), api(gw.url, "/v1/databases", { token: TOKEN })]);
