@@ -6,7 +6,8 @@
  * the error's code and the fields its details name). Requests are those both can answer without an agent: first
  * every route on an id that names nothing, the collections, a create and the same name again, the catalogue; then
  * (ON_A_DATABASE) the routes of a database that exists but is not running — the inside routes' 409s and 422s, the
- * configuration, replicas, high availability, backups, pooler and trusted sources. Ids and names the stubs fail on
+ * configuration, replicas, high availability, backups, pooler and trusted sources, then its lifecycle (409 for an
+ * operation its status does not allow). Ids and names the stubs fail on
  * purpose (`db-fail…`, `stub-refuses`, …) are injections, not answers, and are not compared.
  */
 import { createInternalClient, createLogger, migrate, startServer, type RunningServer } from "@dbaas/kit";
@@ -195,6 +196,19 @@ const ON_A_DATABASE: [method: string, path: string, body?: unknown][] = [
   ["POST", "/trusted-sources", { cidr: "10.0.0.0/8" }],
   ["POST", "/trusted-sources", { cidr: "10.0.0.1/8" }],
   ["GET", "/trusted-sources"],
+  // The database itself; last, as they change its status. (Its operations and metrics are what agents reported:
+  // canned in the stub, none here; compared on an unknown id above.)
+  ["GET", ""],
+  ["GET", "/ca-certificate"],
+  ["PATCH", "", { name: "conform-renamed" }],
+  ["POST", "/reset-password"],
+  ["POST", "/start"],
+  ["POST", "/restart"],
+  ["POST", "/resize", { tier: "small" }],
+  ["POST", "/stop"],
+  ["GET", ""],
+  ["DELETE", ""],
+  ["GET", ""],
 ];
 
 describe("on a database that is not running, the stub answers as the real service does", () => {
