@@ -226,7 +226,7 @@ function databasesRoutes(state: StubState) {
   // The service's lifecycle table decides which status an operation may start from (409 otherwise).
   const transition = async (org: string, id: string, op: "start" | "stop" | "restart") => {
     const entry = await find(org, id);
-    entry.db.status = transitionFrom(op, entry.db.status).to;
+    entry.db.status = transitionFrom(op, entry.db.status).to ?? entry.db.status;
     return { database: entry.db };
   };
   const inside = insideRoutes(state, find);
@@ -286,7 +286,7 @@ function databasesRoutes(state: StubState) {
       restartDatabase: (req) => transition(req.organizationId, req.id, "restart"),
       async resizeDatabase(req) {
         const entry = await find(req.organizationId, req.id);
-        entry.db.status = transitionFrom("resize", entry.db.status).to;
+        entry.db.status = transitionFrom("resize", entry.db.status).to ?? entry.db.status;
         entry.db.tier = req.tier;
         return { database: entry.db };
       },
