@@ -35,6 +35,7 @@ import {
   stallReplication,
   endStall,
   type Writer,
+  primaryHost,
 } from "../support/ha.ts";
 import { logAbout } from "../support/backups.ts";
 import { namedMissing } from "../support/named.ts";
@@ -139,14 +140,6 @@ describe.skipIf(missing !== undefined)("high availability failures on three simu
     return rows[0].expires_at.getTime();
   }
 
-  /** Where the database's name points now, and the agent there. */
-  async function primaryHost(db: HaDatabase): Promise<{ address: string; agent: string }> {
-    const [address] = await ha.named.dig(db.host);
-    const agent = address ? agentAt(address) : undefined;
-    if (!address || !agent) throw new Error(`${db.host} resolves to ${address ?? "nothing"}`);
-    return { address, agent };
-  }
-
   /** The database deleted (its standbys and replicas go with it), so the next test has the hosts to itself. */
   async function remove(db: HaDatabase): Promise<void> {
     created.splice(created.indexOf(db.id), 1);
@@ -179,7 +172,7 @@ describe.skipIf(missing !== undefined)("high availability failures on three simu
       const db = await newDatabase("async-ha", 1, false);
       const before = await haOf(api, db.id);
       const standby = before.members[1]!;
-      const old = await primaryHost(db);
+      const old = await primaryHost(ha.named, db);
       const standbyAgent = agentHolding(ha.stack, standby.id)!;
       expect(standbyAgent).not.toBe(old.agent);
       await sqlOn(db, old.address, "CREATE TABLE acked (id int PRIMARY KEY, pad text NOT NULL)");
@@ -265,7 +258,7 @@ describe.skipIf(missing !== undefined)("high availability failures on three simu
     "a database with a read replica fails over: the replica streams from the new primary and keeps up with writes made after",
     async () => {
       const db = await newDatabase("replicated-ha", 1, true);
-      let old = await primaryHost(db);
+      let old = await primaryHost(ha.named, db);
       const res = await api.post(`/v1/databases/${db.id}/replicas`, { name: "reporting" });
       expect(res.status, JSON.stringify(res.body)).toBe(201);
       logIds.push(res.body.data.id);
@@ -282,7 +275,7 @@ describe.skipIf(missing !== undefined)("high availability failures on three simu
           "the switchover away from the replica's host",
         );
         await waitMembersRunning(api, db.id, 1, 180_000);
-        old = await primaryHost(db);
+        old = await primaryHost(ha.named, db);
       }
       expect(old.agent, "the replica on a host the test does not lose").not.toBe(replicaAgent);
       const [replicaAddress] = await ha.named.dig(replica.host);
@@ -343,7 +336,7 @@ describe.skipIf(missing !== undefined)("high availability failures on three simu
     async () => {
       const db = await newDatabase("cp-down-ha", 1, true);
       const before = await haOf(api, db.id);
-      const old = await primaryHost(db);
+      const old = await primaryHost(ha.named, db);
       await sqlOn(db, old.address, "CREATE TABLE acked (id int PRIMARY KEY)");
       const w = writer(startWriter({ named: ha.named, host: db.host, port: db.port, password: db.password, ca: db.ca, table: "acked" }));
       await poll(async () => w.acknowledged().length >= 20, 60_000, "writes flowing");
@@ -393,7 +386,7 @@ describe.skipIf(missing !== undefined)("high availability failures on three simu
       // Two standbys on three hosts: after the failover the only host left for the replacement is the old primary's.
       const db = await newDatabase("partition-ha", 2, true);
       const before = await haOf(api, db.id);
-      const old = await primaryHost(db);
+      const old = await primaryHost(ha.named, db);
       await sqlOn(db, old.address, "CREATE TABLE acked (id int PRIMARY KEY)");
       const direct = writer(
         startWriter({

@@ -32,6 +32,7 @@ import {
   startHaStack,
   startWriter,
   type Writer,
+  primaryHost,
 } from "../support/ha.ts";
 import { runningWatchdog } from "../../services/provisioner-agent/src/instances/watchdog.ts";
 import { namedMissing } from "../support/named.ts";
@@ -88,14 +89,6 @@ describe.skipIf(missing !== undefined)("high availability: an agent and its serv
     return await createHaDatabase(api, name, standbys, synchronous, (id) => created.push(id));
   }
 
-  /** Where the database's name points now, and the agent there. */
-  async function primaryHost(db: HaDatabase): Promise<{ address: string; agent: string }> {
-    const [address] = await ha.named.dig(db.host);
-    const agent = address ? agentAt(address) : undefined;
-    if (!address || !agent) throw new Error(`${db.host} resolves to ${address ?? "nothing"}`);
-    return { address, agent };
-  }
-
   /** A write as the customer on `address` (the old primary's host, whatever the name says now): undefined when it worked, else why not. */
   async function writeRefusedOn(db: HaDatabase, address: string): Promise<string | undefined> {
     try {
@@ -112,7 +105,7 @@ describe.skipIf(missing !== undefined)("high availability: an agent and its serv
       // Asynchronous: an old primary left running would take (and lose) writes from clients that still reach it.
       const db = await newDatabase("watchdog-ha", 1, false);
       const before = await haOf(api, db.id);
-      const old = await primaryHost(db);
+      const old = await primaryHost(ha.named, db);
       await sqlOn(db, old.address, "CREATE TABLE acked (id int PRIMARY KEY)");
       const postmaster = (await postmasterPidOn(ha.stack, old.agent, db.id))!;
       expect(postmaster).toBeGreaterThan(0);
@@ -184,7 +177,7 @@ describe.skipIf(missing !== undefined)("high availability: an agent and its serv
     async () => {
       const db = await newDatabase("server-lost-ha", 1, true);
       const before = await haOf(api, db.id);
-      const old = await primaryHost(db);
+      const old = await primaryHost(ha.named, db);
       await sqlOn(db, old.address, "CREATE TABLE acked (id int PRIMARY KEY)");
       const w = writer(startWriter({ named: ha.named, host: db.host, port: db.port, password: db.password, ca: db.ca, table: "acked" }));
       await poll(async () => w.acknowledged().length >= 20, 60_000, "writes flowing");
