@@ -265,6 +265,8 @@ describe.skipIf(missing !== undefined)("high availability on three simulated hos
     expect(address).not.toBe(oldAddress);
     const present = new Set((await sql(address!, "SELECT id FROM acked_switchover")).map((r) => r.id as number));
     expect(acknowledged.filter((id) => !present.has(id))).toEqual([]);
+    // A switchover's new primary runs the database's configuration too.
+    expect(await settings(address!)).toEqual({ work_mem: "64MB", max_connections: "40" });
     const after = await haOf(api, db.id);
     expect(after.last_failover).toMatchObject({ from: before.members[0]!.id, to: before.members[1]!.id });
     expect(after.last_failover!.reason).toMatch(
