@@ -100,6 +100,8 @@ export interface ServerFiles {
   writeFile(file: string, content: string, mode?: number): Promise<void>;
   /** Creates the directory `dir` (its parent exists), mode 0700, owned by the server. */
   makeDir(dir: string): Promise<void>;
+  /** Reads `file`, a regular file the server owns, without following a link (files.ts readOwned). */
+  readFile(file: string): Promise<string>;
   /** Runs `file args` as the server's user, without a shell, in `/`, with a minimal environment. */
   spawn(file: string, args: readonly string[], stdio: StdioOptions): ChildProcess;
 }

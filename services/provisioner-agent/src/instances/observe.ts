@@ -1,8 +1,8 @@
-import { readFile, realpath } from "node:fs/promises";
+import { realpath } from "node:fs/promises";
 import path from "node:path";
 import type { RuntimeObservation } from "../runtime.ts";
 import { withAgentClient } from "./agent-socket.ts";
-import { errMsg, pathExists } from "./files.ts";
+import { errMsg, pathExists, readOwned } from "./files.ts";
 import type { Host } from "./host.ts";
 import { processMemory } from "./procfs.ts";
 
@@ -25,7 +25,8 @@ interface PidFile {
 export async function readPidFile(dataDir: string): Promise<PidFile | undefined> {
   let text: string;
   try {
-    text = await readFile(path.join(dataDir, "postmaster.pid"), "utf8");
+    // The server's user writes it: no link followed, no FIFO waited on.
+    text = await readOwned(undefined, path.join(dataDir, "postmaster.pid"));
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
     throw e;

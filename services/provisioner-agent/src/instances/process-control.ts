@@ -1,4 +1,4 @@
-import { readFile, realpath, rename, unlink } from "node:fs/promises";
+import { realpath, rename, unlink } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import {
@@ -17,7 +17,7 @@ import type { InstanceSettings } from "../runtime.ts";
 import { admitClients } from "./admission.ts";
 import { withAgentClient } from "./agent-socket.ts";
 import type { ServerBinaries } from "./binaries.ts";
-import { errMsg, fsyncDir, pathExists, prepareLogFile, removeStaleTempFiles, serverFilesOf, tail, writeOwned } from "./files.ts";
+import { errMsg, fsyncDir, pathExists, prepareLogFile, readOwned, removeStaleTempFiles, serverFilesOf, tail, writeOwned } from "./files.ts";
 import type { Host } from "./host.ts";
 import { observeInstance, readPidFile } from "./observe.ts";
 import { writeAutoConf } from "./parameters.ts";
@@ -120,7 +120,7 @@ async function reapCrashed(host: Host, id: string, removePidFile: boolean): Prom
   const blocking = pidExists(pf.pid);
   if ((blocking || removePidFile) && pf.port && pf.socketDir) {
     const sockLock = path.join(pf.socketDir, `.s.PGSQL.${pf.port}.lock`);
-    const lockOwner = Number((await readFile(sockLock, "utf8").catch(() => "")).split("\n")[0]);
+    const lockOwner = Number((await readOwned(undefined, sockLock).catch(() => "")).split("\n")[0]);
     if (lockOwner === pf.pid) {
       await unlink(path.join(pf.socketDir, `.s.PGSQL.${pf.port}`)).catch(() => {});
       await unlink(sockLock).catch(() => {});
@@ -211,7 +211,7 @@ export async function startInstance(host: Host, id: string, o: InstanceSettings)
       : await choosePrivatePort(host, o.port, last ? { port: last } : undefined);
   const conf = renderConfig(host, id, o, privatePort);
   if (obs.state === "running") {
-    const current = await readFile(configPath(dir), "utf8").catch(() => "");
+    const current = await readOwned(undefined, configPath(dir)).catch(() => "");
     if (!restore && current === conf && !obs.message) {
       await host.cgroups.apply(id, tierResourceLimits(o.tier));
       await ensureServerCertificate(ca, o.hostname, dir, certOpts);
