@@ -3,7 +3,8 @@ import os from "node:os";
 import path from "node:path";
 import type { InstanceSettings } from "../runtime.ts";
 import { AGENT_SUPERUSER } from "./agent-socket.ts";
-import { ensureOwnedDir, readOwned, writeOwned } from "./files.ts";
+import { mkdir } from "node:fs/promises";
+import { chownNoFollow, readOwned, writeOwned } from "./files.ts";
 import type { Host } from "./host.ts";
 import type { RunAsIdentity } from "./run-as.ts";
 import { publishedPortLine } from "./private-address.ts";
@@ -225,8 +226,14 @@ export async function lastPrivatePort(dir: string): Promise<number | undefined> 
  * given to the server's.
  */
 async function ensureSpool(spool: string, user: RunAsIdentity): Promise<void> {
-  // The mode is the archiver's (0500 while closed); owner changed on an O_NOFOLLOW descriptor.
-  await ensureOwnedDir(spool, user, "keep");
+  try {
+    await mkdir(spool, { mode: 0o700 });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+  }
+  // The mode is the archiver's (0500 while closed); the owner is changed on an O_NOFOLLOW descriptor (a link is
+  // refused). Something else in its place (only root can put it there) starts the server with archiving failing.
+  if (user.switchUser) await chownNoFollow(spool, user);
 }
 
 /** Settings, the include line and the locked pg_hba.conf, ready for a start of a server running as `user`. */
