@@ -118,7 +118,9 @@ async function reapCrashed(host: Host, id: string, removePidFile: boolean): Prom
   // No process of ours runs in the directory any more, so the locks are
   // stale: remove them when PostgreSQL would not see that by itself.
   const blocking = pidExists(pf.pid);
-  if ((blocking || removePidFile) && pf.port && pf.socketDir) {
+  // The socket directory named in postmaster.pid (which the server's user can rewrite) only if it is the one the
+  // agent gave this server: another server's lock and socket must never be removed here.
+  if ((blocking || removePidFile) && pf.port && pf.socketDir === host.serverSocketDir(id)) {
     const sockLock = path.join(pf.socketDir, `.s.PGSQL.${pf.port}.lock`);
     const lockOwner = Number((await readOwned(undefined, sockLock).catch(() => "")).split("\n")[0]);
     if (lockOwner === pf.pid) {
