@@ -1,6 +1,6 @@
 import { execFile } from "node:child_process";
 import { constants } from "node:fs";
-import { type FileHandle, mkdir, open, rename, unlink } from "node:fs/promises";
+import { type FileHandle, lstat, mkdir, open, rename, unlink } from "node:fs/promises";
 import path from "node:path";
 import { rand } from "./temp-name.ts";
 
@@ -43,7 +43,16 @@ export async function openNoFollow(p: string, flags: number, what: string, mode?
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === "ELOOP") throw new UnsafePathError(`refusing ${what} ${p}: it is a symbolic link (planted by the server's user?)`);
-    if (code === "ENOTDIR" && flags & O_DIRECTORY) throw new UnsafePathError(`refusing ${what} ${p}: it is not a directory`);
+    if (code === "ENOTDIR" && flags & O_DIRECTORY) {
+      // O_DIRECTORY|O_NOFOLLOW on a link to a directory says ENOTDIR: name what it is.
+      const link = await lstat(p).then(
+        (st) => st.isSymbolicLink(),
+        () => false,
+      );
+      throw new UnsafePathError(
+        `refusing ${what} ${p}: it is ${link ? "a symbolic link (planted by the server's user?)" : "not a directory"}`,
+      );
+    }
     throw e;
   }
 }

@@ -4,7 +4,8 @@ import { chmod, chown, copyFile, lstat, mkdir, mkdtemp, readFile, rm, stat, syml
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { ensureOwnedDir, prepareLogFile, writeOwned } from "../../src/instances/files.ts";
+import { finishRestore, readRestoreMarker, restoreDir } from "../../src/backups/recovery-state.ts";
+import { ensureOwnedDir, prepareLogFile, serverFilesOf, writeOwned } from "../../src/instances/files.ts";
 import type { RunAsIdentity } from "../../src/instances/run-as.ts";
 import { type AgentCA, ensureServerCertificate, issueServerCertificate, loadOrCreateCA } from "../../src/instances/tls.ts";
 
@@ -204,6 +205,27 @@ describe.skipIf(process.getuid?.() !== 0 || !SETPRIV)(
       await expect(ensureServerCertificate(ca, "db.example.test", dir, { owner: tenant })).rejects.toThrow(/server\.key.*symbolic link/);
       expect(await targetState()).toEqual(before);
       expect(before.uid).toBe(0);
+    });
+
+    it("a restore's cleanup removes a link put in place of the agent's dbaas-restore, not what it points at", async () => {
+      await fresh();
+      // Root's directory shaped like dbaas-restore: its marker and a wal/ with a file.
+      const rootDir = path.dirname(target);
+      await mkdir(path.join(rootDir, "wal"), { mode: 0o700 });
+      await writeFile(path.join(rootDir, "wal", "000000010000000000000001"), "root's");
+      await writeFile(path.join(rootDir, "restore.json"), JSON.stringify({ sourceDatabaseId: "another", backupId: "b", restoreTime: "x" }));
+      // The tenant renamed the agent's directory away (its data directory is its own) and put a link in its place.
+      await symlink(rootDir, restoreDir(dir));
+      const pgConf = path.join(dir, "postgresql.conf");
+      await writeOwned(tenant, pgConf, "include_if_exists = 'dbaas-recovery.conf'\n");
+      // A marker behind a link is not believed.
+      await expect(readRestoreMarker(dir)).rejects.toThrow(/symbolic link/);
+      await finishRestore(serverFilesOf(tenant), dir);
+      expect(existsSync(restoreDir(dir))).toBe(false);
+      expect(await readFile(path.join(rootDir, "wal", "000000010000000000000001"), "utf8")).toBe("root's");
+      expect(existsSync(path.join(rootDir, "restore.json"))).toBe(true);
+      expect(await targetState()).toEqual(UNTOUCHED);
+      expect(await readFile(pgConf, "utf8")).toBe("");
     });
 
     it("a link in place of the log file or a server directory is refused, never chowned through", async () => {
