@@ -8,7 +8,7 @@ import { rand } from "./temp-name.ts";
  * File operations of the agent (root) inside the directories of a server's
  * user. The agent runs as root; a server's directories (data directory, WAL spool,
  * socket directory, server logs, pooler and replication files) are its
- * tenant uid's, which may run code (DESIGN, "Tenant isolation on an agent
+ * tenant uid's, which may run code (docs/product.md, "Tenant isolation on an agent
  * host"): anything in them may be swapped for a symbolic link at any moment.
  * So nothing here follows a link there: new files are created O_EXCL|O_NOFOLLOW
  * and given their owner and mode on the open descriptor (fchown/fchmod), then

@@ -9,7 +9,7 @@ import { ensureOwnedDir, prepareLogFile, serverFilesOf, writeOwned } from "../..
 import type { RunAsIdentity } from "../../src/instances/run-as.ts";
 import { type AgentCA, ensureServerCertificate, issueServerCertificate, loadOrCreateCA } from "../../src/instances/tls.ts";
 
-// DESIGN, "Tenant isolation on an agent host": the agent (root) trusts nothing a tenant uid can write. A server's
+// docs/product.md, "Tenant isolation on an agent host": the agent (root) trusts nothing a tenant uid can write. A server's
 // user owns its data directory, so while the agent writes there it may swap any name for a symbolic link (inotify
 // tells it when). Here a real process of a tenant uid (setpriv) does exactly that, and a file of root's (standing
 // for /etc/shadow or the agent's CA key) must come out untouched: owner, mode and bytes. Root only (chown, setpriv).
