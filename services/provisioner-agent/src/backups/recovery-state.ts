@@ -23,8 +23,9 @@ import { rand } from "../temp-name.ts";
  * The data directory is the server's user's: it can rename `dbaas-restore` away
  * and put a link or a directory of its own in its place, though never write
  * inside the agent's. So `dbaas-restore` is opened O_DIRECTORY|O_NOFOLLOW,
- * checked to be the agent's, and its files are reached through that descriptor
- * (/proc/self/fd/N/…), never by a path a link could redirect.
+ * checked to be the agent's (or the server's own, after an upgrade's chown),
+ * and its files are reached through that descriptor (/proc/<pid>/fd/N/…),
+ * never by a path a link could redirect.
  */
 
 const RESTORE_DIR = "dbaas-restore";
@@ -68,9 +69,14 @@ async function openRestoreDir(dataDir: string): Promise<{ fh: FileHandle; at: (n
     throw e;
   }
   const st = await fh.stat();
-  if (st.uid !== process.getuid?.()) {
+  // The agent's; or the server's, if an upgrade gave the whole data directory to the server's own uid mid-restore
+  // (tenant-users.ts giveOwnUser). Anyone else's is not this data directory's.
+  const dataOwner = (await stat(dataDir)).uid;
+  if (st.uid !== process.getuid?.() && st.uid !== dataOwner) {
     await fh.close();
-    throw new UnsafePathError(`refusing the restore directory ${restoreDir(dataDir)}: owned by uid ${st.uid}, not the agent`);
+    throw new UnsafePathError(
+      `refusing the restore directory ${restoreDir(dataDir)}: owned by uid ${st.uid}, neither the agent's nor the server's`,
+    );
   }
   // Through the process's own fd directory: resolves to the opened directory whatever is at its path now.
   return { fh, at: (name) => `/proc/${process.pid}/fd/${fh.fd}/${name}` };
