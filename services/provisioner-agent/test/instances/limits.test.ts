@@ -90,7 +90,7 @@ afterAll(async () => {
   await host?.close();
 }, 60_000);
 
-describe("kernel limits per tier", { timeout: 240_000 }, () => {
+describe("kernel limits per tier", { timeout: 360_000 }, () => {
   it("puts each server, postmaster and backends, in a cgroup of its own with its tier's limits", async (t) => {
     if (host.m.resourceLimits.mode === "none") t.skip();
     const stats = await host.m.limitStats("hog");
