@@ -4,7 +4,7 @@ import path from "node:path";
 import { pipeline, Transform } from "node:stream";
 import { constants, createGzip } from "node:zlib";
 import type pg from "pg";
-import { type AgentConnection, agentClient, type ServerFiles, withAgentSession } from "../instance-access.ts";
+import { type AgentConnection, agentClient, assertAnsweringServer, type ServerFiles, withAgentSession } from "../instance-access.ts";
 import { removeTree, UnsafePathError } from "../safe-fs.ts";
 import type { BlobStore } from "./blob-store.ts";
 import { type BackupRecord, baseTarKey, manifestKey, recordKey } from "./layout.ts";
@@ -136,6 +136,7 @@ export async function takeBaseBackup(o: BaseBackupOptions): Promise<BackupRecord
     o.signal.throwIfAborted();
     const startedAt = o.now();
     await client.connect();
+    await assertAnsweringServer(client, o.connection);
     const result = await client.query(
       `BASE_BACKUP (LABEL '${o.backupId}', TARGET 'server', TARGET_DETAIL ${client.escapeLiteral(target)}, ` +
         "CHECKPOINT 'fast', WAIT true, MANIFEST 'yes')",

@@ -21,8 +21,13 @@ interface PidFile {
   status?: string;
 }
 
-/** postmaster.pid: pid, data dir, start time, port, socket dir, listen address, shmem key, status. */
-export async function readPidFile(dataDir: string): Promise<PidFile | undefined> {
+/**
+ * postmaster.pid: pid, data dir, start time, port, socket dir, listen address, shmem key, status.
+ * The server's user can rewrite it: with `socketDir` (the one the agent gave the server) a socket
+ * directory it names otherwise is not believed (undefined), so the agent's superuser never connects
+ * where a tenant points it (another server's socket).
+ */
+export async function readPidFile(dataDir: string, socketDir?: string): Promise<PidFile | undefined> {
   let text: string;
   try {
     // The server's user writes it: no link followed, no FIFO waited on.
@@ -33,11 +38,12 @@ export async function readPidFile(dataDir: string): Promise<PidFile | undefined>
   }
   const lines = text.split("\n");
   const port = Number(lines[3]);
+  const named = lines[4]?.split(",")[0]?.trim() || undefined;
   return {
     pid: Number(lines[0]),
     started: lines[2]?.trim() ?? "",
     port: Number.isInteger(port) && port > 0 ? port : undefined,
-    socketDir: lines[4]?.split(",")[0]?.trim() || undefined,
+    socketDir: socketDir === undefined || named === socketDir ? named : undefined,
     status: lines[7]?.trim() || undefined,
   };
 }
@@ -54,7 +60,7 @@ const WAL_POSITION = `SELECT (CASE WHEN pg_is_in_recovery()
 export async function observeInstance(host: Host, id: string): Promise<RuntimeObservation> {
   const dir = host.instanceDir(id);
   if (!(await pathExists(path.join(dir, "PG_VERSION")))) return { state: "absent" };
-  const pf = await readPidFile(dir);
+  const pf = await readPidFile(dir, host.serverSocketDir(id));
   if (!pf) return { state: "stopped" };
   let real: string;
   try {

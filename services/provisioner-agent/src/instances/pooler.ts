@@ -248,7 +248,7 @@ export function createPoolers(host: Host, pgbouncerPath: string): Poolers {
         await stop(id);
         return { running: false };
       }
-      const pf = await readPidFile(host.instanceDir(id));
+      const pf = await readPidFile(host.instanceDir(id), host.serverSocketDir(id));
       if (!pf?.port || !pf.socketDir) {
         await stop(id);
         return { running: false, message: "its server is not running" };

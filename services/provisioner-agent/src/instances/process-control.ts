@@ -110,7 +110,7 @@ async function reapCrashed(host: Host, id: string, removePidFile: boolean): Prom
     const killDeadline = Date.now() + 5000;
     while (host.serverPidsIn(real).length > 0 && Date.now() < killDeadline) await sleep(25);
   }
-  const pf = await readPidFile(dir);
+  const pf = await readPidFile(dir, host.serverSocketDir(id));
   if (!pf) return;
   // PostgreSQL treats its lock files as stale only if kill(pid, 0) fails. A
   // killed postmaster stays a zombie until init reaps it (seconds, on some
@@ -371,7 +371,7 @@ async function recoverToPromotion(host: Host, id: string, bins: ServerBinaries):
   const started = Date.now();
   let reported = started;
   for (;;) {
-    const pf = await readPidFile(dir);
+    const pf = await readPidFile(dir, host.serverSocketDir(id));
     if (pf?.status === "ready") return true;
     if (!pf || !host.isPostmasterIn(pf.pid, real)) {
       return ended(new Error(`instance ${id}: server stopped during recovery\n--- ${logFile} ---\n${await tail(logFile)}`));
@@ -417,7 +417,7 @@ export async function adoptReplica(host: Host, id: string, replicaId: string): P
   }
   if (!haveFrom) throw new Error(`instance ${id}: cannot adopt ${replicaId}: its data directory is not on this host`);
   const obs = await observeInstance(host, replicaId);
-  const pf = await readPidFile(from);
+  const pf = await readPidFile(from, host.serverSocketDir(replicaId));
   if (obs.state === "running" && !obs.message && pf?.port && pf.socketDir) {
     await withAgentClient(
       pf.socketDir,
