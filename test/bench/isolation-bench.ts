@@ -12,6 +12,10 @@
  * after; then pgbench select-only (-S -M prepared, TLS) through each agent's published port to a small server
  * (2 vCPU: a quota of the whole machine here, so the limit itself does not bind). Prints the numbers and the ratios
  * isolated / shared and writes them to docs/benchmarks.md. Needs root, setpriv, pgbench and the user nobody.
+ *
+ * One tree, at the runtime: what the uid and the cgroup cost apart from everything else. Issue #20's "before and
+ * after (same run, two trees)", the whole stack through the API, is BENCH_ISOLATION_BASELINE_REF=<commit> npm run
+ * bench:isolation (isolation-trees-bench.ts).
  */
 import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
 import { chmod, chown, copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
@@ -237,7 +241,9 @@ async function main(): Promise<void> {
         "of its own from AGENT_TENANT_UID_RANGE, its template copy chown -R'd to it, and a cgroup v1/v2 with its tier's " +
         "CPU, memory and pids limits) and **shared** (as nobody, the shared-uid fallback: every server as the agent, no " +
         `cgroup: ${agents.shared.hello.resourceLimits.reason ?? "none"}). Both meter with ${meter}${meterNote}. ` +
-        "Alternating which goes first.",
+        "Alternating which goes first. One tree, both modes of the same code, timed at the runtime (not through the " +
+        'API): not issue #20\'s "two trees", which the section "Tenant isolation, two trees" measures ' +
+        "(BENCH_ISOLATION_BASELINE_REF); this one separates the uid and the cgroup from everything else the trees differ in.",
       "",
       "| measurement | isolated | shared | isolated / shared |",
       "|---|---|---|---|",
@@ -282,4 +288,5 @@ async function main(): Promise<void> {
   }
 }
 
-runBench(main);
+// With BENCH_ISOLATION_BASELINE_REF: the two-tree comparison (isolation-trees-bench.ts) instead.
+runBench(process.env.BENCH_ISOLATION_BASELINE_REF ? () => import("./isolation-trees-bench.ts").then((m) => m.treesMain()) : main);
