@@ -21,6 +21,7 @@ import { promisify } from "node:util";
 import { type Api, waitRunning } from "../support/backups.ts";
 import { type Stack, startStack } from "../support/stack.ts";
 import { account } from "./accounts.ts";
+import { setWeight } from "./cgroup-weight.ts";
 import { withBaselineTree } from "./baseline-tree.ts";
 import { benchLog as log, fmt, summary, writeSection } from "./report.ts";
 
@@ -31,6 +32,8 @@ const SECONDS = Number(process.env.BENCH_ISOLATION_SECONDS ?? 10);
 const CLIENTS = Number(process.env.BENCH_ISOLATION_CLIENTS ?? 8);
 const SCALE = Number(process.env.BENCH_ISOLATION_SCALE ?? 10);
 const TIER = process.env.BENCH_ISOLATION_TIER ?? "small";
+/** BENCH_ISOLATION_EQUAL_WEIGHT=0 leaves out the second pgbench series (head's cgroup at the weight of CLIENTS processes). */
+const EQUAL_WEIGHT = process.env.BENCH_ISOLATION_EQUAL_WEIGHT !== "0";
 const run = promisify(execFile);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const load = () => loadavg()[0]!;
@@ -191,28 +194,51 @@ export async function treesMain(): Promise<void> {
       // Let the first base backups (taken once each database runs) finish before measuring.
       await sleep(30_000);
 
-      const tps: Record<Tree, number[]> = { baseline: [], head: [] };
       const roundLoad: number[] = [];
-      for (let r = 0; r < ROUNDS; r++) {
-        for (const tree of r % 2 ? [...TREES].reverse() : TREES) {
-          const out = await pgbench(dbs[tree].cs, ["-S", "-M", "prepared", "-n", "-c", String(CLIENTS), "-j", "2", "-T", String(SECONDS)]);
-          const m = /tps = ([\d.]+) \(without initial connection time\)/.exec(out);
-          if (!m) throw new Error(`no tps in pgbench output:\n${out}`);
-          tps[tree].push(Number(m[1]));
+      const rounds = async (what: string): Promise<Record<Tree, number[]>> => {
+        const tps: Record<Tree, number[]> = { baseline: [], head: [] };
+        for (let r = 0; r < ROUNDS; r++) {
+          for (const tree of r % 2 ? [...TREES].reverse() : TREES) {
+            const out = await pgbench(dbs[tree].cs, [
+              "-S",
+              "-M",
+              "prepared",
+              "-n",
+              "-c",
+              String(CLIENTS),
+              "-j",
+              "2",
+              "-T",
+              String(SECONDS),
+            ]);
+            const m = /tps = ([\d.]+) \(without initial connection time\)/.exec(out);
+            if (!m) throw new Error(`no tps in pgbench output:\n${out}`);
+            tps[tree].push(Number(m[1]));
+          }
+          roundLoad.push(load());
+          log(
+            `pgbench (${what}) round ${r + 1}/${ROUNDS}: baseline ${fmt(tps.baseline[r]!)} tps, head ${fmt(tps.head[r]!)} tps, ` +
+              `ratio ${(tps.head[r]! / tps.baseline[r]!).toFixed(3)} (load ${roundLoad.at(-1)!.toFixed(1)})`,
+          );
         }
-        roundLoad.push(load());
-        log(
-          `pgbench round ${r + 1}/${ROUNDS}: baseline ${fmt(tps.baseline[r]!)} tps, head ${fmt(tps.head[r]!)} tps, ` +
-            `ratio ${(tps.head[r]! / tps.baseline[r]!).toFixed(3)} (load ${roundLoad[r]!.toFixed(1)})`,
-        );
-      }
+        return tps;
+      };
+      const tps = await rounds("as shipped");
+      // The same again with head's server cgroup (and the agent's parent above it) weighing what its busy backends
+      // weigh as processes of the agent's cgroup, where the baseline's server runs (cgroup-weight.ts).
+      const weight = EQUAL_WEIGHT ? await setWeight(await instanceDir(s.head.stack, dbs.head.id), CLIENTS) : "";
+      const tpsEqual = EQUAL_WEIGHT ? await rounds(weight) : undefined;
       const loadEnd = load();
       const minutes = ((performance.now() - benchStart) / 60_000).toFixed(0);
 
       const c = { baseline: summary(creates.baseline), head: summary(creates.head) };
       const createRatios = creates.head.map((x, i) => x / creates.baseline[i]!);
-      const tpsRatios = tps.head.map((x, i) => x / tps.baseline[i]!);
       const spread = (xs: number[]) => `${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)}`;
+      const ratiosOf = (t: Record<Tree, number[]>) => t.head.map((x, i) => x / t.baseline[i]!);
+      const tpsRatios = ratiosOf(tps);
+      const tpsRow = (label: string, t: Record<Tree, number[]>) =>
+        `| ${label} | ${fmt(median(t.baseline))} | ${fmt(median(t.head))} | **${(median(t.head) / median(t.baseline)).toFixed(3)}** ` +
+        `(median of the rounds' own ratios ${median(ratiosOf(t)).toFixed(3)}, spread ${spread(ratiosOf(t))}) |`;
       const body = [
         `Command: \`BENCH_ISOLATION_BASELINE_REF=${BASELINE_REF} npm run bench:isolation\` (test/bench/isolation-trees-bench.ts;`,
         `BENCH_ISOLATION_CREATES=${CREATES}, BENCH_ISOLATION_ROUNDS=${ROUNDS}, BENCH_ISOLATION_SECONDS=${SECONDS},`,
@@ -234,17 +260,32 @@ export async function treesMain(): Promise<void> {
           `(median of the pairs' own ratios ${median(createRatios).toFixed(3)}, spread ${spread(createRatios)}) |`,
         `| the same, p95 ms (min, max) | ${fmt(c.baseline.p95)} (${fmt(c.baseline.min)}, ${fmt(c.baseline.max)}) | ` +
           `${fmt(c.head.p95)} (${fmt(c.head.min)}, ${fmt(c.head.max)}) | ${(c.head.p95 / c.baseline.p95).toFixed(3)} |`,
-        `| pgbench select-only TPS (-S -M prepared, TLS through the published port), ${TIER}, ${CLIENTS} clients, scale ${SCALE}, ` +
-          `${ROUNDS} rounds of ${SECONDS} s: median | ${fmt(median(tps.baseline))} | ${fmt(median(tps.head))} | ` +
-          `**${(median(tps.head) / median(tps.baseline)).toFixed(3)}** (median of the rounds' own ratios ${median(tpsRatios).toFixed(3)}, ` +
-          `spread ${spread(tpsRatios)}) |`,
+        tpsRow(
+          `pgbench select-only TPS (-S -M prepared, TLS through the published port), ${TIER}, ${CLIENTS} clients, scale ${SCALE}, ` +
+            `${ROUNDS} rounds of ${SECONDS} s, median: as shipped`,
+          tps,
+        ),
+        ...(tpsEqual
+          ? [tpsRow(`the same, then, with head's server cgroup and its parent at ${weight} (${CLIENTS} processes' worth)`, tpsEqual)]
+          : []),
         "",
         "The median ratio of the pairs by which tree went first (the order's own effect cancels in their geometric mean): " +
-          `create → running ${byOrder(createRatios)}; pgbench ${byOrder(tpsRatios)}.`,
+          `create → running ${byOrder(createRatios)}; pgbench as shipped ${byOrder(tpsRatios)}` +
+          `${tpsEqual ? `; at equal weight ${byOrder(ratiosOf(tpsEqual))}` : ""}.`,
         "",
         `Creates, ms: baseline ${creates.baseline.map(fmt).join(", ")}; head ${creates.head.map(fmt).join(", ")}.`,
-        `TPS per round: baseline ${tps.baseline.map(fmt).join(", ")}; head ${tps.head.map(fmt).join(", ")}; load after each round`,
-        `${roundLoad.map((x) => x.toFixed(1)).join(", ")}.`,
+        `TPS per round as shipped: baseline ${tps.baseline.map(fmt).join(", ")}; head ${tps.head.map(fmt).join(", ")}.`,
+        ...(tpsEqual
+          ? [`At equal weight: baseline ${tpsEqual.baseline.map(fmt).join(", ")}; head ${tpsEqual.head.map(fmt).join(", ")}.`]
+          : []),
+        `Load after each round: ${roundLoad.map((x) => x.toFixed(1)).join(", ")}.`,
+        "",
+        "Why a second pgbench series: head's server is one cgroup, one scheduling entity of its tier's CPU weight (small:",
+        "cpu.shares 2048) however many of its backends are busy, while the baseline's eight busy backends run in the agent's",
+        "cgroup, here the machine's root one, each weighing 1024 beside every other engineer's processes. Under load that",
+        "gives head's server a smaller share of the CPU: the fairness between tenants the cgroups are for, not isolation's",
+        "own work. At equal weight what is left between the columns is the uid, the cgroup's accounting and everything",
+        "else the trees differ in.",
         "",
         `What the two trees differ in: ${first} is one commit recovering several sessions' work (HA, trusted sources and`,
         `the pooler, logs and queries, scale-out, …) beside the isolation, and ${since} more commits followed it, so head /`,
