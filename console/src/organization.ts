@@ -1,4 +1,5 @@
 import type { Body, Schemas } from "@dbaas/client";
+import { ROLE_SCOPES, SCOPES, type Scope as CatalogueScope } from "@dbaas/catalogue/scopes";
 import type { MemberRole } from "./access.ts";
 import { expiresAtFromInput } from "./network.ts";
 
@@ -9,31 +10,16 @@ import { expiresAtFromInput } from "./network.ts";
  */
 export type Scope = Schemas["ApiKey"]["scopes"][number];
 
-/** The API's scopes in its canonical order (docs/product.md, Roles and permissions). */
-export const SCOPES = [
-  "databases:read",
-  "databases:write",
-  "backups:write",
-  "metrics:read",
-  "members:read",
-  "members:write",
-  "settings:write",
-  "billing:read",
-  "billing:write",
-  "organization:delete",
-] as const satisfies readonly Scope[];
+/**
+ * The API's scopes in their canonical order; what each role allows is the catalogue's ROLE_SCOPES. Both are the
+ * catalogue's own (services/catalogue/src/scopes.ts, which identity enforces), bundled from its import-free
+ * `@dbaas/catalogue/scopes`, not copied.
+ */
+export { SCOPES };
 
-// A scope the client knows and this list does not fails the type check.
-const everyScope: [Exclude<Scope, (typeof SCOPES)[number]>] extends [never] ? true : false = true;
-void everyScope;
-
-/** What each role allows (docs/product.md; services/identity/src/authz.ts, compared by test/organization.test.ts). */
-const ROLE_SCOPES: Record<MemberRole, readonly Scope[]> = {
-  owner: SCOPES,
-  admin: SCOPES.filter((s) => s !== "billing:write" && s !== "organization:delete"),
-  developer: ["databases:read", "databases:write", "backups:write", "metrics:read", "members:read"],
-  viewer: ["databases:read", "metrics:read", "members:read"],
-};
+// The client's scopes (the API document's) and the catalogue's are the same names: either gaining one fails the type check.
+const sameScopes: [Exclude<Scope, CatalogueScope>, Exclude<CatalogueScope, Scope>] extends [never, never] ? true : false = true;
+void sameScopes;
 
 /** The scopes a key of this member can have: their role's (every scope while the role is not known: the API decides). */
 export function scopesFor(role: MemberRole | undefined): readonly Scope[] {
@@ -54,12 +40,29 @@ export function apiKeyRequest(name: string, ticked: readonly string[], expires: 
   };
 }
 
+/**
+ * Whether a key is past its expiry at `now` (ms). The API lists such a key like a live one (only a revoked key
+ * leaves the list) and refuses it (401 "API key expired" from `expires_at` on): the console tells them apart
+ * from `expires_at` itself, as identity does (expired once `expires_at` <= now).
+ */
+export const keyExpired = (expiresAt: string | null, now: number): boolean => expiresAt !== null && Date.parse(expiresAt) <= now;
+
+/** The soonest expiry still ahead of `now` among `keys` (ms), when the list next changes by itself; undefined: none. */
+export function nextExpiry(keys: readonly { expires_at: string | null }[], now: number): number | undefined {
+  const ahead = keys.map((k) => (k.expires_at === null ? Number.NaN : Date.parse(k.expires_at))).filter((at) => at > now);
+  return ahead.length > 0 ? Math.min(...ahead) : undefined;
+}
+
 /** The plans a customer can choose (`internal` is set by support only). */
 export const PLANS = ["free", "pro", "enterprise"] as const satisfies readonly Schemas["Organization"]["plan"][];
 
 /** Renaming needs settings:write (owner, admin); while the role is not known the controls stay enabled (the API decides). */
 export const canChangeSettings = (role: MemberRole | undefined): boolean =>
   role === undefined || ROLE_SCOPES[role].includes("settings:write");
+
+/** Inviting, changing a member's role and removing one need members:write (owner, admin); unknown role: enabled. */
+export const canManageMembers = (role: MemberRole | undefined): boolean =>
+  role === undefined || ROLE_SCOPES[role].includes("members:write");
 
 /** The plan is billing (billing:write) and deleting the organization is the owner's alone. */
 export const isOwner = (role: MemberRole | undefined): boolean => role === undefined || role === "owner";

@@ -9,8 +9,13 @@
  * names; several parameters saved at once (each 422 beside its field), one waiting for a restart, the
  * restart applying it; an extension installed and removed (its name typed); the server's log (failed statements followed
  * in, filtered by severity and text, older pages) and its query statistics (calls counted, ordered, reset
- * after a confirmation); a viewer seeing every changing control disabled, with a note. Each page: axe-core, 375 px, a screenshot in console/screenshots/.
+ * after a confirmation); a viewer seeing every changing control disabled, with a note; the Organization page
+ * read only, with a note and no deletion, for a viewer and a developer alike (the API refusing their changes too),
+ * while the developer may change the database. Each page: axe-core, 375 px, a screenshot in console/screenshots/.
  */
+import { PLAN } from "@dbaas/catalogue";
+import { createInternalClient, operatorSecret } from "@dbaas/kit";
+import { IdentityService } from "@dbaas/proto/identity";
 import type { BrowserContext, Page } from "playwright-core";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -36,6 +41,8 @@ let context: BrowserContext;
 let page: Page;
 let api: Api;
 let db: { id: string; name: string; host: string; port: number; password: string };
+/** The owner, as signed up: to log in again. */
+let owner: { email: string; password: string; organizationId: string };
 const problems: string[] = [];
 
 /** `sql` as `user` on the database's server, at the address its name resolves to now on the real DNS server. */
@@ -70,6 +77,28 @@ async function patiently<T>(call: () => Promise<T>, attempts = 4): Promise<T> {
   }
 }
 
+/** A member invited over the API with `role`, joined with the token of the real mail's link: their console session. */
+async function join(role: "viewer" | "developer", name: string): Promise<{ token: string; email: string; expiresAt: string }> {
+  const email = `${role}-${Date.now()}@example.com`;
+  const invited = await api.post("/v1/organization/members", { email, role });
+  expect(invited.status, JSON.stringify(invited.body)).toBe(201);
+  const mail = await smtp.waitForMail((m) => m.to.includes(email), 30_000);
+  const token = decodeURIComponent(/\/join\?token=(\S+)/.exec(mail.text)![1]!);
+  const accepted = await createApi(stack.baseUrl).post("/v1/invitations/accept", { token, name, password: `${role}-password-123` });
+  expect(accepted.status, JSON.stringify(accepted.body)).toBe(201);
+  return { token: accepted.body.data.access_token, email, expiresAt: accepted.body.data.expires_at };
+}
+
+/** A console session of `email`, logged in over the API (a fresh token: its principal read anew, its plan too). */
+async function logIn(email: string, password: string): Promise<{ token: string; email: string; expiresAt: string }> {
+  const res = await createApi(stack.baseUrl).post("/v1/auth/token", { email, password });
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  return { token: res.body.data.access_token, email, expiresAt: res.body.data.expires_at };
+}
+
+/** The viewer's session, joined in the viewer's test and signed in again on the Organization page. */
+let viewerSession: Awaited<ReturnType<typeof join>>;
+
 const tab = (name: string) => page.getByRole("navigation", { name: "Database sections" }).getByRole("link", { name, exact: true });
 
 describe.skipIf(missing !== undefined)("the console's database tabs, in Chromium, against the real stack", { timeout: 240_000 }, () => {
@@ -102,6 +131,7 @@ describe.skipIf(missing !== undefined)("the console's database tabs, in Chromium
     api = createApi(stack.baseUrl);
     // Signing up hashes a password: under other engineers' load the identity service may miss the gateway's 10 s.
     const signed = await patiently(() => api.signup("console-db"));
+    owner = { email: signed.email, password: signed.password, organizationId: signed.organization.id };
     const res = await api.post("/v1/databases", { name: "ledger", region: "fsn1", tier: "micro" }).catch((err: Error) => {
       throw new Error(`${err.message} (${String((err as { cause?: unknown }).cause)}); the stack said:\n${stack.output().slice(-3000)}`);
     });
@@ -457,21 +487,11 @@ describe.skipIf(missing !== undefined)("the console's database tabs, in Chromium
   });
 
   it("a viewer sees the tabs with every changing control disabled, and a note saying why", { timeout: 120_000 }, async () => {
-    const viewerEmail = `viewer-${Date.now()}@example.com`;
-    const invited = await api.post("/v1/organization/members", { email: viewerEmail, role: "viewer" });
-    expect(invited.status, JSON.stringify(invited.body)).toBe(201);
-    const mail = await smtp.waitForMail((m) => m.to.includes(viewerEmail), 30_000);
-    const token = decodeURIComponent(/\/join\?token=(\S+)/.exec(mail.text)![1]!);
-    const accepted = await createApi(stack.baseUrl).post("/v1/invitations/accept", {
-      token,
-      name: "Vera Viewer",
-      password: "viewer-password-123",
-    });
-    expect(accepted.status, JSON.stringify(accepted.body)).toBe(201);
+    viewerSession = await join("viewer", "Vera Viewer");
     const other = await newContext(browser, stack.baseUrl, problems);
     const viewer = await other.newPage();
     viewer.setDefaultTimeout(60_000);
-    await signInWith(viewer, { token: accepted.body.data.access_token, email: viewerEmail, expiresAt: accepted.body.data.expires_at });
+    await signInWith(viewer, viewerSession);
     await viewer.goto(`/databases/${db.id}/configuration`);
     await viewer.getByTestId("read-only").waitFor();
     await viewer.locator('[data-parameter="work_mem"]').waitFor();
@@ -500,6 +520,71 @@ describe.skipIf(missing !== undefined)("the console's database tabs, in Chromium
     await other.close();
     // The owner's page has no such note.
     expect(await page.getByTestId("read-only").count()).toBe(0);
+  });
+
+  it("the Organization page as a viewer and as a developer: read only with a note, no deletion offered; the API refuses the same changes", {
+    timeout: 180_000,
+  }, async () => {
+    // By now this file's steps have spent the free plan's 60 requests a minute (seen: this invitation's 429). The
+    // organization goes on the internal plan (never refused), as browser.test.ts's keys and members do, and
+    // everyone signs in afresh: a token's principal, its plan with it, is kept up to 30 s by the gateway.
+    const identity = createInternalClient(IdentityService, `http://127.0.0.1:${Number(stack.env.PORT) + 1}`, {
+      secret: operatorSecret({ ...process.env, DBAAS_DATA_DIR: stack.dataDir }),
+      caller: "support",
+    });
+    await identity.updateOrganization({ organizationId: owner.organizationId, planEnum: PLAN.value("internal"), plan: "internal" });
+    const ownerSession = await logIn(owner.email, owner.password);
+    api.setToken(ownerSession.token);
+    const viewer = await logIn(viewerSession.email, "viewer-password-123");
+    const developer = await join("developer", "Dev Eloper");
+    const before = (await api.get("/v1/organization")).body.data;
+    expect(before.plan).toBe("internal");
+    for (const [role, session] of [
+      ["viewer", viewer],
+      ["developer", developer],
+    ] as const) {
+      const other = await newContext(browser, stack.baseUrl, problems);
+      const member = await other.newPage();
+      member.setDefaultTimeout(60_000);
+      await signInWith(member, session);
+      await member.goto("/organization");
+      // Neither holds settings:write, billing:write nor organization:delete (docs/product.md, Roles and permissions).
+      await member.getByTestId("read-only").waitFor();
+      expect(await member.getByTestId("read-only").textContent()).toContain(`Your role (${role}) can look at the organization's settings`);
+      expect(await member.getByTestId("org-name").textContent()).toBe(before.name);
+      expect(await member.getByTestId("org-plan").textContent()).toBe(before.plan);
+      expect(await member.getByLabel("Organization name").isDisabled()).toBe(true);
+      expect(await member.getByRole("button", { name: "Rename" }).isDisabled()).toBe(true);
+      expect(await member.getByLabel("Choose a plan").isDisabled()).toBe(true);
+      expect(await member.getByRole("button", { name: "Change plan" }).isDisabled()).toBe(true);
+      expect(await member.getByRole("button", { name: "Delete organization" }).count()).toBe(0);
+      expect(await member.getByLabel(/to delete organization/).count()).toBe(0);
+      expect(await member.getByText("Only the owner can change the plan or delete the organization.").count()).toBe(1);
+      await checkPage(member, `organization as a ${role}`, `organization-${role}.png`);
+
+      // The API agrees with the page: what it does not offer is refused (403), and nothing changed.
+      const as = createApi(stack.baseUrl);
+      as.setToken(session.token);
+      expect((await as.patch("/v1/organization", { name: `${role} was here` })).status).toBe(403);
+      expect((await as.patch("/v1/organization", { plan: "pro" })).status).toBe(403);
+      expect((await as.delete("/v1/organization")).status).toBe(403);
+      expect((await as.get("/v1/organization")).body.data).toMatchObject({ name: before.name, plan: before.plan });
+
+      // What does differ: a developer changes databases (databases:write), a viewer does not. Reached through the
+      // console's links, the same document: the role read for the Organization page holds when the database shows.
+      await member.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Databases", exact: true }).click();
+      await member.getByRole("link", { name: db.name, exact: true }).click();
+      await member.getByRole("button", { name: "Stop", exact: true }).waitFor();
+      expect(await member.getByRole("button", { name: "Stop", exact: true }).isDisabled()).toBe(role === "viewer");
+      expect(await member.getByTestId("read-only").count()).toBe(role === "viewer" ? 1 : 0);
+      await other.close();
+    }
+    // The owner's page offers all three.
+    await page.evaluate((s) => sessionStorage.setItem("dbaas.session", JSON.stringify(s)), ownerSession);
+    await page.goto("/organization");
+    await page.getByRole("button", { name: "Delete organization" }).waitFor();
+    expect(await page.getByTestId("read-only").count()).toBe(0);
+    expect(await page.getByLabel("Organization name").isDisabled()).toBe(false);
   });
 
   it("showed no exception, no console error and no CSP violation on any page", () => {

@@ -10,7 +10,7 @@ import { h } from "preact";
 import { afterEach, describe, expect, it } from "vitest";
 import { boundsText, changesOf, type Parameter, pendingRestart, shown, textOf, valueFromText } from "../src/config.ts";
 import { failoverBlocked, failoverProgress, haSettling } from "../src/ha.ts";
-import { list, ok, problem, scriptedApi } from "./support/scripted-api.ts";
+import { ok, problem, scriptedApi } from "./support/scripted-api.ts";
 
 const { seen, answer, routes } = scriptedApi("/databases/db-1");
 

@@ -5,14 +5,18 @@
  * server answering with the API's envelopes by route (browser.test.ts runs the same pages against the
  * real stack).
  */
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { ROLES, SCOPES as CATALOGUE_SCOPES } from "@dbaas/catalogue/scopes";
 import { cleanup, fireEvent, render, screen, waitFor } from "@testing-library/preact";
 import { h } from "preact";
 import { afterEach, describe, expect, it } from "vitest";
-import { ROLE_NAMES, roleScopes } from "../../services/identity/src/authz.ts";
-import { apiKeyRequest, canChangeSettings, isOwner, SCOPES, scopesFor } from "../src/organization.ts";
+import { effectivePermissions } from "../../services/identity/src/authz.ts";
+import { apiKeyRequest, canChangeSettings, isOwner, keyExpired, nextExpiry, SCOPES, scopesFor } from "../src/organization.ts";
 import { list, ok, problem, scriptedApi } from "./support/scripted-api.ts";
 
-const { seen, answer } = scriptedApi("/organization");
+const { seen, answer, routes } = scriptedApi("/organization");
 
 afterEach(async () => {
   cleanup();
@@ -47,11 +51,45 @@ const key = {
   expires_at: "2030-01-02T03:04:05Z",
 };
 
+/**
+ * docs/product.md's table "Roles and permissions", read as written: the scopes in its order, and for each role the
+ * scopes its column says "yes" to.
+ */
+function productMatrix(): { scopes: string[]; allowed: Record<string, string[]> } {
+  const text = readFileSync(join(dirname(fileURLToPath(import.meta.url)), "../../docs/product.md"), "utf8");
+  const lines = text.slice(text.indexOf("## Roles and permissions")).split("\n").slice(1);
+  const table = lines.slice(
+    0,
+    lines.findIndex((l, i) => i > 0 && !l.startsWith("|")),
+  );
+  const cells = (line: string) =>
+    line
+      .split("|")
+      .slice(1, -1)
+      .map((c) => c.trim());
+  const roles = cells(table[0]!).slice(2);
+  const rows = table.slice(2).map(cells);
+  const scopes = rows.map((r) => r[1]!.replaceAll("`", ""));
+  const allowed = Object.fromEntries(
+    roles.map((role, i) => [role, rows.filter((r) => r[2 + i] === "yes").map((r) => r[1]!.replaceAll("`", ""))]),
+  );
+  return { scopes, allowed };
+}
+
 describe("the scopes a key can have", () => {
-  it("are each role's as identity decides them (services/identity/src/authz.ts), every scope while the role is unknown", () => {
-    for (const role of ROLE_NAMES) expect(scopesFor(role), role).toEqual(roleScopes(role));
-    expect(scopesFor(undefined)).toEqual(roleScopes("owner"));
-    expect(SCOPES).toEqual(roleScopes("owner"));
+  it("are the catalogue's list itself, not a copy; each role's as docs/product.md's table says, which identity enforces", () => {
+    expect(SCOPES).toBe(CATALOGUE_SCOPES);
+    const product = productMatrix();
+    expect(product.scopes).toHaveLength(10);
+    expect(SCOPES).toEqual(product.scopes);
+    expect(Object.keys(product.allowed)).toEqual([...ROLES]);
+    for (const role of ROLES) {
+      expect(scopesFor(role), role).toEqual(product.allowed[role]);
+      // What the form offers is what identity grants a login token (every scope) of that role.
+      expect(effectivePermissions(role, SCOPES), role).toEqual(scopesFor(role));
+    }
+    // Unknown role: every scope (the API decides).
+    expect(scopesFor(undefined)).toEqual(product.scopes);
   });
 
   it("the request: the ticked scopes in the API's order (none: omitted), the expiry in UTC (none: omitted)", () => {
@@ -125,12 +163,76 @@ describe("the API key form", () => {
       ]),
     );
     render(h(ApiKeys, {}));
-    await waitFor(() => expect(screen.getAllByRole("checkbox").map((c) => (c as HTMLInputElement).value)).toEqual(roleScopes("viewer")));
+    await waitFor(() =>
+      expect(screen.getAllByRole("checkbox").map((c) => (c as HTMLInputElement).value)).toEqual([
+        "databases:read",
+        "metrics:read",
+        "members:read",
+      ]),
+    );
     fireEvent.input(screen.getByLabelText("What the key is for"), { target: { value: "dash" } });
     await settle();
     fireEvent.click(screen.getByRole("button", { name: "Create API key" }));
     await waitFor(() => expect(document.getElementById("key-scopes-error")?.textContent).toMatch(/does not allow/));
     expect(screen.getByRole("group", { name: "Scopes" }).getAttribute("aria-describedby")).toBe("key-scopes-error");
+  });
+});
+
+describe("expired API keys", () => {
+  it("are those whose expires_at has come (as identity judges them); the list next changes at the soonest expiry ahead", () => {
+    const at = Date.parse("2026-11-28T12:00:00Z");
+    expect(keyExpired(null, at)).toBe(false);
+    expect(keyExpired("2026-11-28T12:00:00Z", at)).toBe(true);
+    expect(keyExpired("2026-11-28T11:59:59Z", at)).toBe(true);
+    expect(keyExpired("2026-11-28T12:00:01Z", at)).toBe(false);
+    const keys = [
+      { expires_at: null },
+      { expires_at: "2026-11-28T11:00:00Z" },
+      { expires_at: "2026-12-01T00:00:00Z" },
+      { expires_at: "2026-11-29T00:00:00Z" },
+    ];
+    expect(nextExpiry(keys, at)).toBe(Date.parse("2026-11-29T00:00:00Z"));
+    expect(nextExpiry(keys.slice(0, 2), at)).toBeUndefined();
+  });
+
+  it("are marked expired with their date (UTC on hover), a key expiring while the page is open marked then without a read; still revocable", async () => {
+    const { ApiKeys } = await import("../src/pages/organization.tsx");
+    await signedInAs("owner");
+    const old = { ...key, id: "key-old", name: "old", expires_at: "2026-01-02T03:04:05Z" };
+    const soon = { ...key, id: "key-soon", name: "soon", expires_at: new Date(Date.now() + 4_000).toISOString() };
+    const never = { ...key, id: "key-never", name: "never", expires_at: null };
+    answer("GET /v1/organization/api-keys", 200, list("api_keys", [old, soon, never, key]));
+    answer("GET /v1/organization/api-keys", 200, list("api_keys", [soon, never, key]));
+    answer("DELETE /v1/organization/api-keys/key-old", 204);
+    render(h(ApiKeys, {}));
+    const row = (name: string) => document.querySelector(`li[data-key="${name}"]`) as HTMLElement;
+    await waitFor(() => expect(row("old")).not.toBeNull());
+    expect(row("old").hasAttribute("data-expired")).toBe(true);
+    expect(row("old").querySelector(".status")?.textContent).toBe("expired");
+    const expired = row("old").querySelector("[data-testid=key-expired]")!;
+    expect(expired.textContent).toMatch(/^Expired on /);
+    expect(expired.querySelector("time")?.getAttribute("title")).toBe("2026-01-02 03:04:05 UTC");
+    expect(expired.querySelector("time")?.getAttribute("datetime")).toBe(old.expires_at);
+    // Live keys, with an expiry ahead or none, are not marked.
+    for (const name of ["soon", "never", "reader"]) {
+      expect(row(name).hasAttribute("data-expired"), name).toBe(false);
+      expect(row(name).querySelector(".status"), name).toBeNull();
+    }
+    expect(row("soon").textContent).toContain("expires ");
+    expect(row("never").textContent).not.toMatch(/expire/i);
+    // Its time passes: marked, without reading the list again.
+    await waitFor(() => expect(row("soon").hasAttribute("data-expired")).toBe(true), { timeout: 10_000 });
+    expect(row("soon").querySelector("[data-testid=key-expired]")?.textContent).toMatch(/^Expired on /);
+    expect(seen.filter((s) => s.method === "GET" && s.path === "/v1/organization/api-keys")).toHaveLength(1);
+
+    // Revoked like any key, once its name is typed; the confirmation says it is refused already.
+    fireEvent.click(screen.getByRole("button", { name: "Revoke old" }));
+    await screen.findByText(/It has expired: the API refuses it already/);
+    fireEvent.input(screen.getByLabelText("Type old to revoke old"), { target: { value: "old" } });
+    await settle();
+    fireEvent.click(screen.getByRole("button", { name: "Revoke old" }));
+    await waitFor(() => expect(row("old")).toBeNull());
+    expect(seen.filter((s) => s.method === "DELETE").map((s) => s.path)).toEqual(["/v1/organization/api-keys/key-old"]);
   });
 });
 
@@ -207,6 +309,41 @@ describe("the organization's settings", () => {
     await screen.findByTestId("read-only", {}, { timeout: 10_000 });
     expect(seen.filter((s) => s.path === "/v1/organization/members").length).toBeGreaterThanOrEqual(2);
     expect((screen.getByRole("button", { name: "Rename" }) as HTMLButtonElement).disabled).toBe(true);
+  });
+
+  it("Members: a viewer sees who is a member with every changing control disabled and a note; an admin may change them", async () => {
+    const { Members } = await import("../src/pages/organization.tsx");
+    const member = (role: string) => ({
+      id: `member-${role}`,
+      user: { id: `user-${role}`, email: `${role}@example.com`, name: role },
+      role,
+      joined_at: "2026-11-01T00:00:00Z",
+    });
+    const invitation = { id: "inv-1", email: "new@example.com", role: "developer", status: "pending", expires_at: "2026-12-05T00:00:00Z" };
+    for (const role of ["viewer", "admin"] as const) {
+      await signedInAs(role);
+      answer("GET /v1/organization/members", 200, list("members", [member("owner"), member("developer"), member(role)]));
+      answer("GET /v1/organization/invitations", 200, list("invitations", [invitation]));
+      render(h(Members, {}));
+      await screen.findByText("new@example.com · developer · pending, expires", { exact: false });
+      const viewer = role === "viewer";
+      if (viewer) await screen.findByTestId("read-only");
+      else await waitFor(() => expect(seen.filter((x) => x.path === "/v1/organization/members").length).toBeGreaterThanOrEqual(2));
+      await waitFor(() =>
+        expect((screen.getByLabelText("Role of developer@example.com") as HTMLSelectElement).disabled, role).toBe(viewer),
+      );
+      expect((screen.getByRole("button", { name: "Remove developer@example.com" }) as HTMLButtonElement).disabled).toBe(viewer);
+      expect((screen.getByRole("button", { name: "Cancel invitation to new@example.com" }) as HTMLButtonElement).disabled).toBe(viewer);
+      expect(screen.getByLabelText("E-mail").closest("fieldset")?.disabled ?? false).toBe(viewer);
+      expect((screen.getByRole("button", { name: "Send invitation" }) as HTMLButtonElement).disabled).toBe(viewer);
+      expect(screen.queryByTestId("read-only") === null).toBe(!viewer);
+      // Transferring ownership is the owner's alone: not offered to either.
+      expect(screen.queryByRole("button", { name: "Transfer ownership" })).toBeNull();
+      cleanup();
+      (await import("../src/session.ts")).signOut();
+      routes.clear();
+      seen.length = 0;
+    }
   });
 
   it("a viewer reads the settings with their controls disabled, and is offered no deletion", async () => {

@@ -3,6 +3,7 @@ import { mkdir, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { findServerBinaries } from "../../services/provisioner-agent/src/instances/binaries.ts";
 import { isServerProcessIn, poolerProcessesBelow, serverProcessesIn } from "../../services/provisioner-agent/src/instances/procfs.ts";
+import { runningWatchdog } from "../../services/provisioner-agent/src/instances/watchdog.ts";
 
 /**
  * What a run of the local stack leaves in `<dataDir>/run/`: `stack.pid` (the
@@ -183,6 +184,16 @@ export async function stopLeftovers(dataDir: string, root: string, say: (line: s
  * stop`, a test's teardown), the next start and `npm run stop` for a killed runner's. Returns the postmasters.
  */
 export async function stopServersAndPoolers(dataDir: string, say: (line: string) => void): Promise<Leftovers["postmasters"]> {
+  // A killed agent's fencing watchdog (it outlives its agent on purpose) goes first: no agent is left to need it.
+  const agentsDir = join(dataDir, "agents");
+  const watchdogs = (existsSync(agentsDir) ? readdirSync(agentsDir) : [])
+    .map((a) => runningWatchdog(join(agentsDir, a)))
+    .filter((pid): pid is number => pid !== undefined);
+  if (watchdogs.length > 0) {
+    say(`stopping ${watchdogs.length} agent watchdog(s): pid ${watchdogs.join(", ")}`);
+    for (const pid of watchdogs) signal(pid, "SIGTERM");
+    await awaitExit(watchdogs, 10_000);
+  }
   // Whatever the agents did not stop (an agent killed as well), and the metadata PostgreSQL.
   const exes = serverExes();
   const postmasters = leftoverPostmasters(dataDir, exes);

@@ -118,6 +118,7 @@ async function main() {
     billing: "services/billing/src/main.ts",
     databases: "services/databases/src/main.ts",
     agent: "services/provisioner-agent/src/main.ts",
+    "agent-watchdog": "services/provisioner-agent/src/instances/watchdog-main.ts",
     gateway: "gateway/src/main.ts",
   });
   say(
@@ -196,8 +197,11 @@ async function main() {
         // Its calls to the control plane come from its own address, as a real host's would (a partition is a rule on it).
         AGENT_CONTROL_SOURCE_ADDRESS: a.publicAddress,
         AGENT_PORT_RANGE: `${a.instancePorts[0]}-${a.instancePorts[1]}`,
+        AGENT_TENANT_UID_RANGE: `${a.tenantUids[0]}-${a.tenantUids[1]}`,
         AGENT_POOLER_PORT_OFFSET: String(a.poolerPortOffset),
         AGENT_DATA_DIR: join(dataDir, "agents", a.id),
+        // Its fencing watchdog (started detached by the agent) from the bundle too: Node cannot run TypeScript.
+        AGENT_WATCHDOG_ENTRY: bundles["agent-watchdog"]!,
         // One store shared by every agent, so a restore can run on any of them (an s3:// URL given to the runner wins).
         BACKUP_STORE_URL: process.env.BACKUP_STORE_URL || pathToFileURL(join(dataDir, "backups")).href,
         DATABASES_URL: url(layout.databases),

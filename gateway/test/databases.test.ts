@@ -179,17 +179,24 @@ describe("changing a database", () => {
     expect(res.body.error.details).toEqual([{ field: "name", message: "must be a string" }]);
   });
 
+  // The stub applies the service's lifecycle table (409 from any other status): each starts where it may.
+  const statusAs = (status: string) => {
+    stubs.state.databases.get(dbId)!.db.status = status;
+  };
+
   it.each([
-    ["start", "starting"],
-    ["stop", "stopping"],
-    ["restart", "restarting"],
-  ])("POST /%s → {id, status}", async (action, status) => {
+    ["start", "starting", "stopped"],
+    ["stop", "stopping", "running"],
+    ["restart", "restarting", "running"],
+  ])("POST /%s → {id, status}", async (action, status, from) => {
+    statusAs(from);
     const res = await api(gw.url, `/v1/databases/${dbId}/${action}`, { method: "POST", token: TOKEN });
     expect(res.status).toBe(200);
     expect(res.body.data).toEqual({ id: dbId, status });
   });
 
   it("POST /resize → {id, tier, status}", async () => {
+    statusAs("running");
     const res = await api(gw.url, `/v1/databases/${dbId}/resize`, { method: "POST", token: TOKEN, body: { tier: "small" } });
     expect(res.status).toBe(200);
     expect(res.body.data).toEqual({ id: dbId, tier: "small", status: "resizing" });
@@ -202,6 +209,7 @@ describe("changing a database", () => {
   });
 
   it("POST /reset-password → {password, connection_string}", async () => {
+    statusAs("running");
     const res = await api(gw.url, `/v1/databases/${dbId}/reset-password`, { method: "POST", token: TOKEN });
     expect(res.status).toBe(200);
     expect(res.body.data).toEqual({

@@ -1,8 +1,10 @@
 import http2 from "node:http2";
-import type { AddressInfo } from "node:net";
+import { connect, type AddressInfo } from "node:net";
 import { captureLog } from "@dbaas/test/support/log";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { COMMAND_TIMEOUT_MS } from "../src/redis.ts";
 import { api, startGateway, type TestGateway } from "./support/gateway.ts";
+import { inspector, startRelay, uniquePrefix } from "./support/redis.ts";
 import { ALL_PERMISSIONS, principal, startStubs, type Stubs } from "./support/stubs.ts";
 
 /**
@@ -39,11 +41,11 @@ afterAll(async () => {
 
 const stuckSessions = new Set<http2.ServerHttp2Session>();
 
-async function gateway(upstreams: Partial<Pick<Stubs, "identityUrl" | "databasesUrl" | "billingUrl">>) {
+async function gateway(upstreams: Partial<Pick<Stubs, "identityUrl" | "databasesUrl" | "billingUrl">>, env: Record<string, string> = {}) {
   const log = captureLog();
   const gw = await startGateway(
     { ...stubs, ...upstreams },
-    { UPSTREAM_TIMEOUT_MS: "60000", REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS) },
+    { UPSTREAM_TIMEOUT_MS: "60000", REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS), ...env },
     undefined,
     log,
   );
@@ -101,6 +103,27 @@ describe("/healthz", () => {
     expect((await api(gw.url, "/v1/databases", { token: TOKEN })).status).toBe(200);
   }, 60_000);
 
+  it("concurrent /healthz share one probe, reused for about a second", async () => {
+    const { gw } = await gateway({});
+    // Billing's step of the probe (a GetUsage of an id no organization has) is one call per probe, not coalesced.
+    const probes = () =>
+      (stubs.state.seen.get("getUsage") ?? []).filter((r) => (r as { organizationId: string }).organizationId === "healthz-probe").length;
+    const before = probes();
+    const answers = await Promise.all(Array.from({ length: 10 }, () => api(gw.url, "/healthz")));
+    expect(answers.map((a) => a.status)).toEqual(Array(10).fill(200));
+    expect(probes() - before).toBe(1);
+    // Once the second is over, the next /healthz probes again.
+    await expect
+      .poll(
+        async () => {
+          await api(gw.url, "/healthz");
+          return probes() - before;
+        },
+        { timeout: 30_000, interval: 200 },
+      )
+      .toBe(2);
+  }, 60_000);
+
   it("reports the gateway unhealthy (503) while requests cannot complete, and names the step that hangs", async () => {
     const { gw } = await gateway({ databasesUrl: stuckUrl });
     const [health, request] = await Promise.all([api(gw.url, "/healthz"), api(gw.url, "/v1/databases", { token: TOKEN })]);
@@ -111,5 +134,115 @@ describe("/healthz", () => {
       checks: { auth: "ok", rate_limit: "ok", databases: "hung", billing: "ok" },
       upstreams: { identity: "ok", databases: "unreachable", billing: "ok" },
     });
+  }, 60_000);
+});
+
+/**
+ * One HTTP/1.1 request written by hand on its own connection: the head and `bodyStart`, then nothing more (the
+ * connection is left open, so the gateway sees a client that stalls, not one that hung up). Resolves with the
+ * answer once it arrived in full.
+ */
+function stalledRequest(base: string, head: string[], bodyStart: string) {
+  const { hostname, port } = new URL(base);
+  return new Promise<{ status: number; headers: Record<string, string>; body: any; socket: ReturnType<typeof connect> }>(
+    (resolve, reject) => {
+      const socket = connect(Number(port), hostname);
+      let received = Buffer.alloc(0);
+      socket.on("error", reject);
+      socket.on("data", (chunk: Buffer) => {
+        received = Buffer.concat([received, chunk]);
+        const end = received.indexOf("\r\n\r\n");
+        if (end < 0) return;
+        const [statusLine, ...lines] = received.subarray(0, end).toString("latin1").split("\r\n");
+        const headers = Object.fromEntries(
+          lines.map((l) => [l.slice(0, l.indexOf(":")).toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]),
+        );
+        const body = received.subarray(end + 4);
+        if (body.length < Number(headers["content-length"] ?? 0)) return;
+        resolve({ status: Number(statusLine!.split(" ")[1]), headers, body: JSON.parse(body.toString("utf8")), socket });
+      });
+      socket.write(`${head.join("\r\n")}\r\n\r\n${bodyStart}`);
+    },
+  );
+}
+
+describe("503 with Retry-After while the request waits on anything but an upstream", () => {
+  it("a client that stalls its body: 503 service_unavailable, Retry-After 1, the envelope, stage body", async () => {
+    const { gw, log } = await gateway({});
+    const started = performance.now();
+    const res = await stalledRequest(
+      gw.url,
+      [
+        "POST /v1/databases HTTP/1.1",
+        "Host: gateway.test",
+        `Authorization: Bearer ${TOKEN}`,
+        "Content-Type: application/json",
+        "Content-Length: 200",
+      ],
+      '{"name": "half-a-bo',
+    );
+    const took = performance.now() - started;
+    res.socket.destroy();
+    expect([res.status, res.body.error.code]).toEqual([503, "service_unavailable"]);
+    expect(res.headers["retry-after"]).toBe("1");
+    expect(res.body).toEqual({
+      error: {
+        code: "service_unavailable",
+        message: `the request could not be completed within ${REQUEST_TIMEOUT_MS / 1000} s`,
+        details: [],
+      },
+      meta: { request_id: res.headers["x-request-id"] },
+    });
+    // Counted before the body was read: the answer carries the organization's window.
+    expect(res.headers["x-ratelimit-limit"]).toBeDefined();
+    expect(took).toBeGreaterThanOrEqual(REQUEST_TIMEOUT_MS - 50);
+    expect(took).toBeLessThan(15_000);
+    expect(log.lines.find((l) => l.msg === "request deadline passed")?.fields).toMatchObject({
+      request_id: res.headers["x-request-id"],
+      method: "POST",
+      path: "/v1/databases",
+      stage: "body",
+      organization_id: "org-deadline",
+    });
+    // Nothing was asked of the databases service for it.
+    expect(stubs.state.databases.size).toBe(0);
+  }, 60_000);
+
+  it("a Redis that stops answering while the rate limiter waits on it: 503 with Retry-After, stage rate-limit", async () => {
+    // The deadline must pass before the Redis command's own (COMMAND_TIMEOUT_MS), after which the local limiter decides.
+    const deadlineMs = Math.floor(COMMAND_TIMEOUT_MS / 3);
+    const relay = await startRelay();
+    const prefix = uniquePrefix();
+    const { gw, log } = await gateway({}, { REDIS_URL: relay.url, REDIS_KEY_PREFIX: prefix, REQUEST_TIMEOUT_MS: String(deadlineMs) });
+    await expect.poll(() => gw.ctx.redisHealth(), { timeout: 30_000 }).toBe("ok");
+    relay.stall();
+    try {
+      const started = performance.now();
+      // A public route: nothing but the per-IP limiter stands before the body.
+      const res = await api(gw.url, "/v1/auth/token", {
+        method: "POST",
+        body: { email: "taken@example.com", password: "correct horse" },
+        conform: false,
+      });
+      const took = performance.now() - started;
+      expect([res.status, res.body.error.code], res.text).toEqual([503, "service_unavailable"]);
+      expect(res.headers.get("retry-after")).toBe("1");
+      expect(res.body.meta.request_id).toBe(res.headers.get("x-request-id"));
+      // Answered by the deadline, not by the request that Redis's own timeout let through: the deadline's answer
+      // waits for the limiter's headers (at most COMMAND_TIMEOUT_MS on this Redis), and the late 200 is dropped.
+      expect(took).toBeGreaterThanOrEqual(deadlineMs - 50);
+      expect(took).toBeLessThan(15_000);
+      expect(log.lines.find((l) => l.msg === "request deadline passed")?.fields).toMatchObject({
+        path: "/v1/auth/token",
+        stage: "rate-limit",
+        deadline_ms: deadlineMs,
+      });
+    } finally {
+      relay.resume();
+      await relay.cut();
+      const redis = await inspector();
+      await redis.drop(prefix);
+      redis.close();
+    }
   }, 60_000);
 });

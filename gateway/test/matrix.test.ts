@@ -77,9 +77,9 @@ const setupWorld = (label: string, opts: { database: boolean }) => fixtures.setu
 const resource = (w: MatrixWorld, suffix = "") => `/v1/databases/${w.database}${suffix}`;
 
 /** A running database without a backup under way: one backup at a time, so each request gets its own. */
-async function runningDatabase(w: MatrixWorld): Promise<string> {
+async function runningDatabase(w: MatrixWorld, status = "running"): Promise<string> {
   const id = await freshDatabase(w);
-  stubs.state.databases.get(id)!.db.status = "running";
+  stubs.state.databases.get(id)!.db.status = status;
   return id;
 }
 
@@ -148,31 +148,32 @@ const MATRIX: Record<string, ProtectedExpectation | PublicExpectation> = {
     permission: "databases:write",
     success: 200,
     scope: "resource",
-    request: async (t) => ({ path: resource(t.world, "/start") }),
+    // The stub applies the service's lifecycle table: a database starts from stopped, the rest from running.
+    request: async (t) => ({ path: `/v1/databases/${await runningDatabase(t.world, "stopped")}/start` }),
   },
   "POST /v1/databases/:id/stop": {
     permission: "databases:write",
     success: 200,
     scope: "resource",
-    request: async (t) => ({ path: resource(t.world, "/stop") }),
+    request: async (t) => ({ path: `/v1/databases/${await runningDatabase(t.world)}/stop` }),
   },
   "POST /v1/databases/:id/restart": {
     permission: "databases:write",
     success: 200,
     scope: "resource",
-    request: async (t) => ({ path: resource(t.world, "/restart") }),
+    request: async (t) => ({ path: `/v1/databases/${await runningDatabase(t.world)}/restart` }),
   },
   "POST /v1/databases/:id/resize": {
     permission: "databases:write",
     success: 200,
     scope: "resource",
-    request: async (t) => ({ path: resource(t.world, "/resize"), body: { tier: "small" } }),
+    request: async (t) => ({ path: `/v1/databases/${await runningDatabase(t.world)}/resize`, body: { tier: "small" } }),
   },
   "POST /v1/databases/:id/reset-password": {
     permission: "databases:write",
     success: 200,
     scope: "resource",
-    request: async (t) => ({ path: resource(t.world, "/reset-password") }),
+    request: async (t) => ({ path: `/v1/databases/${await runningDatabase(t.world)}/reset-password` }),
   },
   "GET /v1/databases/:id/operations": {
     permission: "databases:read",

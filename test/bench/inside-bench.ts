@@ -15,21 +15,44 @@
  *    baseline `GET /v1/databases/{id}` (the plain read of the same gateway and databases service), interleaved round
  *    by round so that all four see the same load; p50/p99 and each one's p50 over the baseline's.
  *
+ * 4. `/logs` on a 1 GiB log (BENCH_LOG_BYTES) through the API: a large database (its log quota holds it) with a file
+ *    written into its log directory (big-log.ts, as bench:logs), the newest 100, the newest ERRORs, a text search,
+ *    a tail's poll; p50/p99 of BENCH_ITERATIONS calls each.
+ *
  * With BENCH_TRACE=1 only 1. runs, with the stack tracing to an OTLP receiver in this process
  * (otlp-collector.ts) and each PATCH sent in a trace of its own: it prints where a change's time goes, span by
  * span (gateway, databases service, agent), and writes nothing to docs/benchmarks.md (tracing costs time too).
  */
+import { chown, readdir, stat } from "node:fs/promises";
 import { cpus, loadavg } from "node:os";
+import path from "node:path";
 import { waitRunning } from "../support/backups.ts";
 import { connectCustomer } from "../support/pgclient.ts";
 import { account } from "../support/replicas.ts";
 import { startStack } from "../support/stack.ts";
 import { breakdown, type Collector, newTraceparent, startCollector } from "../support/otlp-collector.ts";
+import { bigLog } from "./big-log.ts";
 import { benchLog, runBench, writeSection } from "./report.ts";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 30);
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 200);
 const TRACE = process.env.BENCH_TRACE === "1";
+const LOG_BYTES = Number(process.env.BENCH_LOG_BYTES ?? 1024 ** 3);
+
+/** Database `id`'s server log directory, under whichever agent of the stack runs it. */
+async function serverLogDir(dataDir: string, id: string): Promise<string> {
+  for (const agent of await readdir(path.join(dataDir, "agents"))) {
+    const dir = path.join(dataDir, "agents", agent, "server-logs", id);
+    if (
+      await stat(dir).then(
+        () => true,
+        () => false,
+      )
+    )
+      return dir;
+  }
+  throw new Error(`no server log directory of ${id}`);
+}
 
 function percentiles(xs: number[]) {
   const s = [...xs].sort((a, b) => a - b);
@@ -183,6 +206,40 @@ runBench(async () => {
     });
     const logSize = (await call("GET", `${base}/logs?limit=1000`)).entries.length;
 
+    // 4. `/logs` on a 1 GiB log through the API: a second database of a tier whose log quota holds it (large: 2 GiB;
+    // micro's 256 MiB would prune it), a file of LOG_BYTES in its log directory as the server's own (its uid, 0600),
+    // named as the newest file, then the same reads as bench:logs through the gateway.
+    benchLog(`a large database with a ${(LOG_BYTES / 1024 ** 3).toFixed(2)} GiB log file`);
+    const big = await api.post("/v1/databases", { name: "inside-bench-logs", region: "fsn1", tier: "large" });
+    if (big.status !== 201) throw new Error(`create large: ${big.status} ${JSON.stringify(big.body)}`);
+    await waitRunning(api, big.body.data.id, "running", 180_000);
+    const bigBase = `/v1/databases/${big.body.data.id}`;
+    const logDir = await serverLogDir(stack.dataDir, big.body.data.id);
+    const file = path.join(logDir, await bigLog(logDir, LOG_BYTES, new Date(Date.now() + 3_600_000)));
+    const owner = await stat(logDir);
+    await chown(file, owner.uid, owner.gid);
+    const bigSize = (await stat(file)).size;
+    const first = await call("GET", `${bigBase}/logs`);
+    const bigReads: [string, string][] = [
+      ["newest 100 (the default)", `${bigBase}/logs`],
+      ["newest 100 ERRORs (`severity=ERROR`)", `${bigBase}/logs?severity=ERROR`],
+      ["text search, 10 of a word every ~200 MiB (`q`)", `${bigBase}/logs?q=needle_&limit=10`],
+      ["a tail's poll at the end (`cursor=next_cursor`, nothing new)", `${bigBase}/logs?cursor=${first.next_cursor}`],
+    ];
+    const bigRows: string[] = [];
+    for (const [what, path] of bigReads) {
+      await call("GET", path);
+      const t: number[] = [];
+      for (let i = 0; i < ITERATIONS; i++) {
+        const s = performance.now();
+        await call("GET", path);
+        t.push(performance.now() - s);
+      }
+      const p = percentiles(t);
+      benchLog(`1 GiB log, ${what}: p50 ${ms(p.p50)} ms, p99 ${ms(p.p99)} ms, max ${ms(p.max)} ms`);
+      bigRows.push(`| ${what} | ${ms(p.p50)} | ${ms(p.p95)} | **${ms(p.p99)}** | ${ms(p.max)} |`);
+    }
+
     const body = `${cpus().length} cores, load average ${load} at the start. Through the public API on the local stack
 (\`npm start\`'s runner, one agent, embedded metadata PostgreSQL), one micro database of PostgreSQL 17, every call
 HTTP through the gateway with an API key.
@@ -203,7 +260,15 @@ Reads through the gateway, ${ITERATIONS} rounds of the four interleaved (the log
 
 | read | p50 ms | p95 ms | p99 ms | max ms | p50 / baseline p50 |
 |---|---|---|---|---|---|
-${rows.join("\n")}`;
+${rows.join("\n")}
+
+\`/logs\` on a ${(bigSize / 1024 ** 3).toFixed(2)} GiB log through the API (a large database, whose 2 GiB log quota holds it;
+one jsonlog file of ~300-byte lines with an ERROR every ~1 MiB in its log directory as the newest file, the server's
+own), ${ITERATIONS} calls each, one after another:
+
+| read | p50 ms | p95 ms | p99 ms | max ms |
+|---|---|---|---|---|
+${bigRows.join("\n")}`;
     process.stdout.write(`\n${body}\n`);
     await writeSection("Inside the database through the API (npm run bench:inside)", body);
   } finally {

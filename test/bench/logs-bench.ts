@@ -10,7 +10,7 @@
  *    a page back from a cursor in the middle, and a tail's poll at the end; p50/p99/max of BENCH_ITERATIONS each.
  */
 import { cpus, loadavg, tmpdir } from "node:os";
-import { mkdir, mkdtemp, open, rm, stat } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { createClient, createRouterTransport } from "@connectrpc/connect";
 import { createLogger } from "@dbaas/kit";
@@ -18,6 +18,7 @@ import { InstanceAdminService } from "@dbaas/proto/instance-admin";
 import { instanceAdmin } from "../../services/provisioner-agent/src/handlers/instance-admin.ts";
 import type { InstanceRuntime } from "../../services/provisioner-agent/src/runtime.ts";
 import { connect, query, startHost, startInstance } from "../../services/provisioner-agent/test/support/fixture.ts";
+import { bigLog } from "./big-log.ts";
 import { benchLog, runBench, writeSection } from "./report.ts";
 
 const LOG_BYTES = Number(process.env.BENCH_LOG_BYTES ?? 1024 ** 3);
@@ -71,40 +72,13 @@ async function writtenToReturned(): Promise<number[]> {
   }
 }
 
-const T0 = Date.UTC(2026, 10, 1, 0, 0, 0);
-const line = (t: number, severity: string, message: string, extra = "") =>
-  `{"timestamp":"${new Date(t).toISOString().replace("T", " ").replace("Z", " UTC")}","user":"dbadmin","dbname":"defaultdb","pid":4242,"remote_host":"127.0.0.1","remote_port":5432,"session_id":"6745a1b2.1092","line_num":1,"ps":"SELECT","session_start":"2026-11-01 00:00:00 UTC","vxid":"3/42","txid":0,"error_severity":"${severity}","message":"${message}"${extra},"application_name":"app","backend_type":"client backend","query_id":0}\n`;
-
-async function bigLog(dir: string): Promise<string> {
-  const name = `postgresql-${new Date(T0).toISOString().slice(0, 10).replaceAll("-", "")}-000000.json`;
-  const fh = await open(path.join(dir, name), "w");
-  let block = "";
-  for (let i = 0; i < 3500; i++)
-    block += line(T0 + i, "LOG", `duration: ${(i % 97) / 10} ms  statement: SELECT * FROM orders WHERE id = $1`);
-  const blockBytes = Buffer.byteLength(block);
-  let written = 0;
-  for (let n = 0; written < LOG_BYTES; n++) {
-    const err = line(
-      T0 + n * 1000,
-      "ERROR",
-      `relation \\"missing_${n}\\" does not exist`,
-      `,"state_code":"42P01","statement":"SELECT * FROM missing_${n}"`,
-    );
-    const rare = n % 200 === 199 ? line(T0 + n * 1000 + 1, "WARNING", `needle_${n} found`) : "";
-    await fh.write(block + err + rare);
-    written += blockBytes + Buffer.byteLength(err + rare);
-  }
-  await fh.close();
-  return name;
-}
-
 async function onLargeFile() {
   const root = await mkdtemp(path.join(tmpdir(), "logs-bench-"));
   try {
     const dir = path.join(root, "logs");
     await mkdir(dir);
     benchLog(`writing a ${(LOG_BYTES / 1024 ** 3).toFixed(2)} GiB log file`);
-    const file = await bigLog(dir);
+    const file = await bigLog(dir, LOG_BYTES);
     const size = (await stat(path.join(dir, file))).size;
     const uid = process.getuid!();
     const a = admin({ serverLog: async () => ({ dir, uid, quotaBytes: 4 * 1024 ** 3 }) });

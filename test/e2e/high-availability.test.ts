@@ -1,9 +1,9 @@
 /**
  * Issue 21, high availability, on the real stack: three agents for fsn1 simulate three hosts (127.0.0.2-4, the same
  * instance ports), a real BIND keeps the databases' names. A synchronous database with one standby takes writes
- * without pause through its unchanged host name; its primary's host is lost (the agent's restart held, the agent and
+ * without pause through its unchanged host name; with the customer's work_mem and max_connections in force, its primary's host is lost (the agent's restart held, the agent and
  * the postmaster killed with SIGKILL): the standby is promoted once the lease ran out, the name moves, every
- * acknowledged write is there, a replacement standby is seeded on the third host, and the returning host discards
+ * acknowledged write is there, the new primary runs with the customer's configuration, a replacement standby is seeded on the third host, and the returning host discards
  * its old primary. Then a planned switchover, under the same writes, with nothing lost. Times are printed, not
  * asserted (docs/benchmarks.md has `npm run bench:ha`'s).
  */
@@ -154,6 +154,32 @@ describe.skipIf(missing !== undefined)("high availability on three simulated hos
     });
   });
 
+  /** The database's configuration through the API, by parameter name. */
+  const config = async () => {
+    const res = await api.get(`/v1/databases/${db.id}/config`);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return Object.fromEntries(res.body.data.parameters.map((p: { name: string }) => [p.name, p])) as Record<string, any>;
+  };
+  const settings = async (address: string) =>
+    (await sql(address, "SELECT current_setting('work_mem') AS work_mem, current_setting('max_connections') AS max_connections"))[0];
+
+  it("the customer's configuration, a restart-only parameter included, is in force on the primary after a restart", async () => {
+    expect(db, "the database of the first test").toBeDefined();
+    // max_connections is one a standby does not take (hot standby runs it at the largest tier's value): the new
+    // primary must still run with the customer's after a failover (the next test).
+    const res = await api.patch(`/v1/databases/${db.id}/config`, { parameters: { work_mem: "64MB", max_connections: 40 } });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect((await config()).max_connections).toMatchObject({ value: 40, pending_restart: true });
+    expect((await api.post(`/v1/databases/${db.id}/restart`)).status).toBe(200);
+    await poll(async () => (await api.get(`/v1/databases/${db.id}`)).body.data.status === "running", 180_000, "running after the restart");
+    await waitMembersRunning(api, db.id, 1);
+    const cfg = await config();
+    expect(cfg.max_connections).toMatchObject({ value: 40, overridden: true, pending_restart: false });
+    expect(cfg.work_mem).toMatchObject({ value: 65536, overridden: true, pending_restart: false });
+    const [address] = await named.dig(db.host);
+    expect(await settings(address!)).toEqual({ work_mem: "64MB", max_connections: "40" });
+  });
+
   it("the primary's host lost (agent and postmaster SIGKILLed) under continuous writes: the standby takes over behind the same name, no acknowledged write lost, a replacement standby seeded", async () => {
     expect(db, "the database of the first test").toBeDefined();
     const [oldAddress] = await named.dig(db.host);
@@ -186,6 +212,13 @@ describe.skipIf(missing !== undefined)("high availability on three simulated hos
     expect(after.members[0]).toMatchObject({ id: standby.id, role: "primary", status: "running" });
     const op = (await failoverOps())[0]!;
     expect(op).toMatchObject({ status: "succeeded", from: before.members[0]!.id, to: standby.id });
+
+    // The new primary runs with the database's configuration, the restart-only max_connections included (the
+    // promotion's start writes it), and the API says nothing waits for a restart.
+    expect(await settings(newAddress!)).toEqual({ work_mem: "64MB", max_connections: "40" });
+    const cfg = await config();
+    expect(cfg.max_connections).toMatchObject({ value: 40, overridden: true, pending_restart: false });
+    expect(cfg.work_mem).toMatchObject({ value: 65536, overridden: true, pending_restart: false });
 
     // The lost standby is replaced: on the third host (neither the new primary's nor the lost one).
     const replaced = await waitMembersRunning(api, db.id, 1);
@@ -232,6 +265,8 @@ describe.skipIf(missing !== undefined)("high availability on three simulated hos
     expect(address).not.toBe(oldAddress);
     const present = new Set((await sql(address!, "SELECT id FROM acked_switchover")).map((r) => r.id as number));
     expect(acknowledged.filter((id) => !present.has(id))).toEqual([]);
+    // A switchover's new primary runs the database's configuration too.
+    expect(await settings(address!)).toEqual({ work_mem: "64MB", max_connections: "40" });
     const after = await haOf(api, db.id);
     expect(after.last_failover).toMatchObject({ from: before.members[0]!.id, to: before.members[1]!.id });
     expect(after.last_failover!.reason).toMatch(

@@ -2,10 +2,11 @@
  * Issue 24, the server's log and query insights on the real stack, through the public API (every answer checked
  * against the OpenAPI document) and the `dbaas` CLI: a failed query found in the log by its text with SQLSTATE
  * 42P01 (and a tail that sees it arrive); no password in any entry; a repeated query at the top of /queries by
- * calls, and reset; a viewer reads both but cannot reset; another organization gets 404.
+ * calls, and reset; a viewer reads both but cannot reset; another organization gets 404; the running agent keeps
+ * the log within the tier's quota.
  */
 import { execFile, spawn } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { chown, mkdtemp, open, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
@@ -202,5 +203,43 @@ describe("who may", { timeout: 120_000 }, () => {
       await other.post(`/v1/databases/${db.id}/queries/reset`),
     ])
       expect(res.status).toBe(404);
+  });
+});
+
+describe("retention", { timeout: 180_000 }, () => {
+  it("the running agent drops the oldest log files beyond the tier's quota (micro: 256 MB), within its minute", async () => {
+    const dir = join(stack.dataDir, "agents", "agent-fsn1", "server-logs", db.id);
+    const name = (t: number) => `postgresql-${new Date(t).toISOString().slice(0, 19).replace(/[-:]/g, "").replace("T", "-")}.json`;
+    const owner = await stat(dir);
+    // Older files as the server would have left them: a 300 MB one from three hours ago (sparse: no disk used, its size
+    // counts), and a small one from two hours ago that the quota leaves room for.
+    const big = name(Date.now() - 3 * 3_600_000);
+    const small = name(Date.now() - 2 * 3_600_000);
+    await writeFile(join(dir, big), "", { mode: 0o600 });
+    const h = await open(join(dir, big), "r+");
+    await h.truncate(300 * 1024 * 1024);
+    await h.close();
+    const at = new Date(Date.now() - 2 * 3_600_000).toISOString().replace("T", " ").replace("Z", " UTC");
+    await writeFile(
+      join(dir, small),
+      `${JSON.stringify({ timestamp: at, pid: 1, error_severity: "LOG", message: "kept by retention", backend_type: "postmaster" })}\n`,
+      { mode: 0o600 },
+    );
+    for (const f of [big, small]) await chown(join(dir, f), owner.uid, owner.gid);
+    // The agent's log keeper passes every minute (LOG_PRUNE_INTERVAL_MS).
+    const deadline = Date.now() + 150_000;
+    while ((await readdir(dir)).includes(big)) {
+      if (Date.now() > deadline) throw new Error(`${big} (300 MB) still in ${dir} 150 s later`);
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    const left = await readdir(dir);
+    expect(left).toContain(small);
+    expect(
+      left.some((f) => f > small),
+      "the server's own, newest file",
+    ).toBe(true);
+    const found = await api.get(`/v1/databases/${db.id}/logs?q=${encodeURIComponent("kept by retention")}&limit=5`);
+    expect(found.status).toBe(200);
+    expect(found.body.data.entries.map((e: { message: string }) => e.message)).toEqual(["kept by retention"]);
   });
 });

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Api, waitRunning } from "../support/backups.ts";
-import { createApi } from "../support/api.ts";
+import { type ApiResponse, createApi } from "../support/api.ts";
 import { createTestDatabase, type TestDatabase } from "../support/pg.ts";
 import { connectCustomer, query } from "../support/pgclient.ts";
 import {
@@ -184,6 +184,70 @@ describe("read replicas on real instances", { timeout: 180_000 }, () => {
     }
   });
 
+  it("a role made through the API logs in on the replicas; its reset ends its sessions there, old password refused, new one admitted", async () => {
+    const made = await api.post(`/v1/databases/${primary.id}/roles`, { name: "replica_reader" });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    let role: { password: string } = made.body.data;
+    await query(on(primary), "GRANT SELECT ON seen TO replica_reader");
+    // The role, its verifier and the grant reach the replicas by replication only.
+    for (const r of [same, other]) {
+      await untilRows(asRole(r, role.password), "SELECT count(*)::int AS n FROM seen", (rows) => rows[0]?.n >= 100, 60_000);
+    }
+    const sessions = await Promise.all([same, other].map((r) => connectCustomer(asRole(r, role.password))));
+    const ended = sessions.map((c) => new Promise<Error>((r) => c.on("error", r)));
+    try {
+      for (const c of sessions)
+        expect((await c.query("SELECT current_user AS u, pg_is_in_recovery() AS standby")).rows).toEqual([
+          { u: "replica_reader", standby: true },
+        ]);
+      const old = role.password;
+      const reset = await api.post(`/v1/databases/${primary.id}/roles/replica_reader/reset-password`);
+      expect(reset.status, JSON.stringify(reset.body)).toBe(200);
+      role = reset.body.data;
+      // When the answer arrives each replica has replayed the new verifier: no wait for replication here.
+      for (const r of [same, other]) {
+        await expect(query(asRole(r, old), "SELECT 1")).rejects.toThrow(/password authentication failed/);
+        expect(await query(asRole(r, role.password), "SELECT current_user AS u")).toEqual([{ u: "replica_reader" }]);
+      }
+      // The sessions opened with the old password on the replicas were ended by their agents (the primary's own
+      // ALTER ROLE never reaches a replica's backends): their end arrives as an error event.
+      for (const [i, e] of ended.entries()) {
+        const err = await Promise.race([e, new Promise<undefined>((r) => setTimeout(() => r(undefined), 60_000))]);
+        expect(err?.message ?? "still open 60 s after the answer", `the session on ${[same, other][i]!.id}`).toMatch(/terminat/i);
+      }
+    } finally {
+      for (const c of sessions) await c.end().catch(() => {});
+    }
+  });
+
+  it("a role's reset while a replica's agent is silent is 504 saying so; once it answers again a reset goes through", async () => {
+    const agent = await stack.pid("agent-nbg1");
+    process.kill(agent, "SIGSTOP");
+    let res: ApiResponse;
+    try {
+      res = await api.post(`/v1/databases/${primary.id}/roles/replica_reader/reset-password`);
+    } finally {
+      process.kill(agent, "SIGCONT");
+    }
+    expect(res.status, JSON.stringify(res.body)).toBe(504);
+    expect(res.body.error.code).toBe("upstream_timeout");
+    expect(res.body.error.message).toMatch(/sessions on a replica could not be ended.*reset again/);
+    expect(JSON.stringify(res.body)).not.toMatch(/postgresql:\/\//);
+
+    let again: ApiResponse | undefined;
+    await poll(
+      async () => {
+        again = await api.post(`/v1/databases/${primary.id}/roles/replica_reader/reset-password`);
+        return again.status === 200;
+      },
+      90_000,
+      "a reset going through once agent-nbg1 answers again",
+    );
+    for (const r of [same, other]) {
+      expect(await query(asRole(r, again!.body.data.password), "SELECT current_user AS u")).toEqual([{ u: "replica_reader" }]);
+    }
+  });
+
   it("a resize of the primary leaves a replica alone, which streams on", async () => {
     const startedAt = async () => (await query(on(same), "SELECT pg_postmaster_start_time() AS t"))[0].t.getTime();
     const before = await startedAt();
@@ -305,6 +369,14 @@ async function untilUsage(api: Api, ok: (u: { compute: Line; replicas: Line }) =
     "the usage report",
   );
   return usage!;
+}
+
+/** A replica's connection string (user and password masked) as the customer role `replica_reader` with `password`. */
+function asRole(r: { connection_string: string }, password: string): string {
+  const url = new URL(r.connection_string);
+  url.username = "replica_reader";
+  url.password = encodeURIComponent(password);
+  return url.toString();
 }
 
 /** Password authentication on `cs` refused (the new verifier replayed), within seconds. */

@@ -264,6 +264,14 @@ export async function createHaDatabase(
 }
 
 /** `text` as the customer on `address` (one of the database's hosts), verify-full against its name. */
+/** Where the database's name points now (its A record on `named`), and the agent there. */
+export async function primaryHost(named: Named, db: { host: string }): Promise<{ address: string; agent: string }> {
+  const [address] = await named.dig(db.host);
+  const agent = address ? agentAt(address) : undefined;
+  if (!address || !agent) throw new Error(`${db.host} resolves to ${address ?? "nothing"}`);
+  return { address, agent };
+}
+
 export async function sqlOn(db: HaDatabase, address: string, text: string, params: unknown[] = []): Promise<Record<string, any>[]> {
   const c = new pg.Client({
     host: address,

@@ -130,6 +130,12 @@ export function DatabasePage({ id }: { id: string }) {
   );
 }
 
+/** The database's tier as the catalogue offers it (size and price), or its bare name until the catalogue is read. */
+function TierText({ tier }: { tier: Db["tier"] }) {
+  const offered = useCatalogue()?.tiers.find((t) => t.name === tier);
+  return <span data-testid="tier">{offered ? tierLabel(offered) : tier}</span>;
+}
+
 function Overview({ db, onChange }: { db: Db; onChange: () => void }) {
   const readOnly = useReadOnly();
   const form = useSubmit();
@@ -159,7 +165,7 @@ function Overview({ db, onChange }: { db: Db; onChange: () => void }) {
         <div>
           <dt>Version, tier, region</dt>
           <dd>
-            PostgreSQL {db.version} · {db.tier} · {db.region}
+            PostgreSQL {db.version} · <TierText tier={db.tier} /> · {db.region}
           </dd>
         </div>
         <div>
@@ -593,7 +599,15 @@ function Settings({ db, onChange }: { db: Db; onChange: () => void }) {
           submission={resize}
           label="Resize"
           class="card"
-          disabled={db.status !== "running"}
+          disabled={(db.status !== "running" && db.status !== "stopped") || tier === db.tier}
+          intro={
+            <>
+              <p>
+                Current tier: <TierText tier={db.tier} />
+              </p>
+              <p class="hint">A resize restarts the server: connections drop for a few seconds.</p>
+            </>
+          }
           onSubmit={async () => {
             if (await resize.submit(() => client.databases.resize(db.id, { tier }))) onChange();
           }}

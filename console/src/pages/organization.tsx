@@ -1,11 +1,11 @@
 import type { Schemas } from "@dbaas/client";
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { Link } from "wouter-preact";
 import { ReadOnly, useMemberRole } from "../access.ts";
 import { ConfirmByName, described, Empty, Field, OnceSecret, ProblemBanner, Time, TextField, SubmitForm } from "../components/ui.tsx";
 import { problemOf } from "../errors.ts";
 import { done, useSubmit } from "../form.ts";
-import { apiKeyRequest, canChangeSettings, isOwner, PLANS, scopesFor } from "../organization.ts";
+import { apiKeyRequest, canChangeSettings, canManageMembers, isOwner, keyExpired, nextExpiry, PLANS, scopesFor } from "../organization.ts";
 import { usePoll } from "../poll.ts";
 import { client, signOut } from "../session.ts";
 
@@ -20,9 +20,16 @@ export function Members() {
   const [cancelling, setCancelling] = useState<string | undefined>(undefined);
   const inviting = useSubmit();
   const act = useSubmit();
+  const role = useMemberRole();
+  const manage = canManageMembers(role);
   return (
     <main id="main">
       <h1>Members</h1>
+      {!manage && (
+        <p class="banner note" data-testid="read-only">
+          Your role ({role}) can see who is a member but not invite, change or remove anyone: an owner or admin can.
+        </p>
+      )}
       <ProblemBanner problem={act.problem} />
       {members.error !== undefined && <ProblemBanner problem={problemOf(members.error)} />}
       {members.value === undefined ? (
@@ -42,6 +49,7 @@ export function Members() {
                   <select
                     id={`role-${m.id}`}
                     value={m.role}
+                    disabled={!manage || act.busy}
                     onChange={async (e) => {
                       const role = e.currentTarget.value as (typeof ROLES)[number];
                       if (await act.submit(() => client.organization.updateMember(m.id, { role }))) members.refresh();
@@ -68,7 +76,7 @@ export function Members() {
                       }}
                     />
                   ) : (
-                    <button type="button" class="danger small" onClick={() => setRemoving(m.id)}>
+                    <button type="button" class="danger small" disabled={!manage} onClick={() => setRemoving(m.id)}>
                       Remove {m.user.email}
                     </button>
                   )}
@@ -78,39 +86,41 @@ export function Members() {
           ))}
         </ul>
       )}
-      <SubmitForm
-        submission={inviting}
-        label="Send invitation"
-        class="card"
-        aria-labelledby="invite-title"
-        intro={<h2 id="invite-title">Invite someone</h2>}
-        onSubmit={async () => {
-          if (await inviting.submit(() => client.organization.inviteMember(invite))) {
-            setInvite({ ...invite, email: "" });
-            invitations.refresh();
-          }
-        }}
-      >
-        <Field id="invite-email" label="E-mail" error={inviting.fieldError("email")}>
-          <input
-            id="invite-email"
-            type="email"
-            autoComplete="off"
-            value={invite.email}
-            onInput={(e) => setInvite({ ...invite, email: e.currentTarget.value })}
-            {...described("invite-email", inviting.fieldError("email"))}
-          />
-        </Field>
-        <Field id="invite-role" label="Role" error={inviting.fieldError("role")}>
-          <select id="invite-role" value={invite.role} onChange={(e) => setInvite({ ...invite, role: e.currentTarget.value as never })}>
-            {ROLES.map((r) => (
-              <option key={r} value={r}>
-                {r}
-              </option>
-            ))}
-          </select>
-        </Field>
-      </SubmitForm>
+      <ReadOnly.Provider value={!manage}>
+        <SubmitForm
+          submission={inviting}
+          label="Send invitation"
+          class="card"
+          aria-labelledby="invite-title"
+          intro={<h2 id="invite-title">Invite someone</h2>}
+          onSubmit={async () => {
+            if (await inviting.submit(() => client.organization.inviteMember(invite))) {
+              setInvite({ ...invite, email: "" });
+              invitations.refresh();
+            }
+          }}
+        >
+          <Field id="invite-email" label="E-mail" error={inviting.fieldError("email")}>
+            <input
+              id="invite-email"
+              type="email"
+              autoComplete="off"
+              value={invite.email}
+              onInput={(e) => setInvite({ ...invite, email: e.currentTarget.value })}
+              {...described("invite-email", inviting.fieldError("email"))}
+            />
+          </Field>
+          <Field id="invite-role" label="Role" error={inviting.fieldError("role")}>
+            <select id="invite-role" value={invite.role} onChange={(e) => setInvite({ ...invite, role: e.currentTarget.value as never })}>
+              {ROLES.map((r) => (
+                <option key={r} value={r}>
+                  {r}
+                </option>
+              ))}
+            </select>
+          </Field>
+        </SubmitForm>
+      </ReadOnly.Provider>
       <h2>Pending invitations</h2>
       {invitations.value?.length === 0 ? (
         <Empty>
@@ -138,7 +148,7 @@ export function Members() {
                   <p>The link mailed to {i.email} stops working.</p>
                 </ConfirmByName>
               ) : (
-                <button type="button" class="secondary small" onClick={() => setCancelling(i.id)}>
+                <button type="button" class="secondary small" disabled={!manage} onClick={() => setCancelling(i.id)}>
                   Cancel invitation to {i.email}
                 </button>
               )}
@@ -146,7 +156,7 @@ export function Members() {
           ))}
         </ul>
       )}
-      {members.value && members.value.length > 1 && <Transfer members={members.value} onDone={members.refresh} />}
+      {members.value && members.value.length > 1 && isOwner(role) && <Transfer members={members.value} onDone={members.refresh} />}
     </main>
   );
 }
@@ -197,8 +207,28 @@ function Transfer({ members, onDone }: { members: Schemas["Member"][]; onDone: (
   );
 }
 
+/** Largest delay setTimeout takes (about 24.8 days); a later expiry is looked at again then. */
+const MAX_TIMEOUT_MS = 2_147_483_647;
+
+/**
+ * The current time, moved on when the soonest of `keys`' expiries passes: a key expiring while its page is open
+ * is marked expired then, without a request (the list is read once).
+ */
+function useExpiryClock(keys: readonly Schemas["ApiKey"][] | undefined): number {
+  const [now, setNow] = useState(() => Date.now());
+  useEffect(() => {
+    const next = nextExpiry(keys ?? [], now);
+    if (next === undefined) return;
+    const timer = setTimeout(() => setNow(Date.now()), Math.min(next - Date.now() + 50, MAX_TIMEOUT_MS));
+    return () => clearTimeout(timer);
+  }, [keys, now]);
+  // Read afresh at each render: a list read again (after an action) is judged at its own time.
+  return Math.max(now, Date.now());
+}
+
 export function ApiKeys() {
   const keys = usePoll(async () => (await client.apiKeys.list({ per_page: 100 })).items, NO_POLL, []);
+  const now = useExpiryClock(keys.value);
   const offered = scopesFor(useMemberRole());
   const [name, setName] = useState("");
   const [scopes, setScopes] = useState<readonly string[]>([]);
@@ -284,38 +314,60 @@ export function ApiKeys() {
         </Empty>
       ) : (
         <ul class="rows">
-          {keys.value?.map((k) => (
-            <li key={k.id} data-key={k.name}>
-              <strong>{k.name}</strong> <code>{k.prefix}…</code> · {k.role} · scopes:{" "}
-              <span data-testid="key-scopes">{k.scopes.join(", ")}</span> · created <Time iso={k.created_at} />
-              {k.expires_at && (
-                <>
-                  {" "}
-                  · expires <Time iso={k.expires_at} />
-                </>
-              )}
-              {revoking === k.id ? (
-                <ConfirmByName
-                  name={k.name}
-                  action={`Revoke ${k.name}`}
-                  busy={act.busy}
-                  onCancel={() => setRevoking(undefined)}
-                  onConfirm={async () => {
-                    if (await act.submit(() => done(client.apiKeys.revoke(k.id)))) {
-                      setRevoking(undefined);
-                      keys.refresh();
-                    }
-                  }}
-                >
-                  <p>Scripts and tools using this key are refused from then on.</p>
-                </ConfirmByName>
-              ) : (
-                <button type="button" class="danger small" onClick={() => setRevoking(k.id)}>
-                  Revoke {k.name}
-                </button>
-              )}
-            </li>
-          ))}
+          {keys.value?.map((k) => {
+            const expired = keyExpired(k.expires_at, now);
+            return (
+              <li key={k.id} data-key={k.name} data-expired={expired ? "" : undefined}>
+                <strong>{k.name}</strong>{" "}
+                {expired && (
+                  <>
+                    <span class="status status-expired">expired</span>{" "}
+                  </>
+                )}
+                <code>{k.prefix}…</code> · {k.role} · scopes: <span data-testid="key-scopes">{k.scopes.join(", ")}</span> · created{" "}
+                <Time iso={k.created_at} />
+                {k.expires_at &&
+                  (expired ? (
+                    <>
+                      {" "}
+                      ·{" "}
+                      <span data-testid="key-expired">
+                        Expired on <Time iso={k.expires_at} />
+                      </span>
+                    </>
+                  ) : (
+                    <>
+                      {" "}
+                      · expires <Time iso={k.expires_at} />
+                    </>
+                  ))}
+                {revoking === k.id ? (
+                  <ConfirmByName
+                    name={k.name}
+                    action={`Revoke ${k.name}`}
+                    busy={act.busy}
+                    onCancel={() => setRevoking(undefined)}
+                    onConfirm={async () => {
+                      if (await act.submit(() => done(client.apiKeys.revoke(k.id)))) {
+                        setRevoking(undefined);
+                        keys.refresh();
+                      }
+                    }}
+                  >
+                    <p>
+                      {expired
+                        ? "It has expired: the API refuses it already. Revoking it removes it from this list."
+                        : "Scripts and tools using this key are refused from then on."}
+                    </p>
+                  </ConfirmByName>
+                ) : (
+                  <button type="button" class="danger small" onClick={() => setRevoking(k.id)}>
+                    Revoke {k.name}
+                  </button>
+                )}
+              </li>
+            );
+          })}
         </ul>
       )}
     </main>

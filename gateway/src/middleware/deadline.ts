@@ -26,8 +26,9 @@ const RETRY_AFTER_S = "1";
  * Retry-After while it waits on anything else (the rate limiter, the
  * idempotency store, the client's body) — and a warning is logged with the
  * stage it was waiting in. Whatever the request was doing goes on and its
- * late answer is dropped (sendReply/sendError write nothing once an answer
- * went out); a write that completes later is recorded under its
+ * late answer is dropped (sendReply writes nothing once the deadline passed,
+ * errors go nowhere either, even while this answer still reads the rate-limit
+ * headers); a write that completes later is recorded under its
  * Idempotency-Key as usual, so the client's retry gets its outcome. Every
  * answer of the API is one JSON message (invoice PDFs included), so no route
  * is exempt; /healthz bounds its own probe (health.ts).

@@ -59,8 +59,9 @@ function sendJson(res: Response, status: number, body: unknown): void {
 const safeFilename = (name: string) => name.replace(/[^A-Za-z0-9._-]/g, "_");
 
 export function sendReply(res: Response, reply: Reply): void {
-  // The request deadline answered already (middleware/deadline.ts): this late answer has nobody to go to.
-  if (res.headersSent) return;
+  // The request deadline answered already, or is answering (middleware/deadline.ts: it may still be reading the
+  // rate-limit headers from a Redis that hangs): this late answer has nobody to go to.
+  if (res.headersSent || res.locals.deadlineMissed) return;
   const meta = { request_id: res.locals.requestId };
   switch (reply.kind) {
     case "data":

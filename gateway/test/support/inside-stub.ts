@@ -1,9 +1,9 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
-import { conflict, invalidArgument, notFound } from "@dbaas/kit";
+import { conflict, invalidArgument, notFound, Validator } from "@dbaas/kit";
 import type { Database } from "@dbaas/proto/databases";
-import { fromJson, toJson } from "@bufbuild/protobuf";
+import { fromJson, type JsonValue, toJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import {
   ConfigParameterSchema,
@@ -17,6 +17,10 @@ import {
   type DbRole,
   type LogicalDb,
 } from "@dbaas/proto/inside";
+import { mergeParameters } from "../../../services/databases/src/inside/config.ts";
+import { INSTALLABLE } from "../../../services/databases/src/inside/extensions.ts";
+import { isPlainName, validateDbName, validateRoleName } from "../../../services/databases/src/inside/names.ts";
+import { display, parameterSpec } from "../../../services/databases/src/inside/parameters.ts";
 import { record, T0, type StubState } from "./stub-state.ts";
 
 type Find = (org: string, id: string) => Promise<{ db: Database }>;
@@ -25,8 +29,8 @@ type Find = (org: string, id: string) => Promise<{ db: Database }>;
 interface Inside {
   roles: Map<string, DbRole>;
   dbs: Map<string, LogicalDb>;
-  /** The overrides set, as the API shows values. */
-  config: Map<string, unknown>;
+  /** The overrides set, normalized as the service keeps them (`65536kB`, `on`). */
+  config: Record<string, string>;
   /** Extensions installed in defaultdb. */
   extensions: Set<string>;
   /** Query statistics were reset. */
@@ -49,15 +53,13 @@ export function insideOf(state: StubState, id: string): Inside {
         ["dbadmin", create(DbRoleSchema, { name: "dbadmin", login: true, createDb: true, createRole: true, builtin: true })],
       ]),
       dbs: new Map([["defaultdb", create(LogicalDbSchema, { name: "defaultdb", owner: "dbadmin", sizeBytes: 7_500_000n, builtin: true })]]),
-      config: new Map(),
+      config: {},
       extensions: new Set(["plpgsql"]),
     };
     all.set(id, i);
   }
   return i;
 }
-
-const PLAIN = /^[a-z_][a-z0-9_]{0,62}$/;
 
 /** What the stub's server offers: name, default version, trusted, on the allowlist. */
 const STUB_EXTENSIONS = [
@@ -87,21 +89,43 @@ const STUB_PARAMETERS = [
   { name: "jit", type: "bool", unit: "", dflt: true, restart: false },
 ] as const;
 
+/** An override as the API shows it (the service's display of its normalized value). */
+const shown = (name: string, value: string) => display(parameterSpec(name)!, value) as JsonValue;
+
+/** The stub's three parameters, then any other parameter of the service's allowlist that was set. */
 function stubConfig(i: Inside): ConfigParameter[] {
-  return STUB_PARAMETERS.map((p) =>
+  const listed = STUB_PARAMETERS.map((p) =>
     create(ConfigParameterSchema, {
       name: p.name,
-      value: fromJson(ValueSchema, (i.config.has(p.name) ? i.config.get(p.name) : p.dflt) as never),
+      value: fromJson(ValueSchema, p.name in i.config ? shown(p.name, i.config[p.name]!) : p.dflt),
       defaultValue: fromJson(ValueSchema, p.dflt),
       unit: p.unit,
       type: p.type,
       ...("min" in p && { min: p.min, max: p.max }),
       requiresRestart: p.restart,
-      pendingRestart: p.restart && i.config.has(p.name),
+      pendingRestart: p.restart && p.name in i.config,
       description: `the stub's ${p.name}`,
-      overridden: i.config.has(p.name),
+      overridden: p.name in i.config,
     }),
   );
+  const others = Object.entries(i.config)
+    .filter(([name]) => !STUB_PARAMETERS.some((p) => p.name === name))
+    .map(([name, value]) => {
+      const spec = parameterSpec(name)!;
+      return create(ConfigParameterSchema, {
+        name,
+        value: fromJson(ValueSchema, shown(name, value)),
+        defaultValue: fromJson(ValueSchema, display(spec, spec.pgDefault) as JsonValue),
+        unit: spec.unit ?? "",
+        type: spec.type,
+        allowed: [...(spec.allowed ?? [])],
+        requiresRestart: spec.restart,
+        pendingRestart: spec.restart,
+        description: spec.description,
+        overridden: true,
+      });
+    });
+  return [...listed, ...others];
 }
 export const STUB_MAX_ROLES = 50;
 
@@ -125,10 +149,22 @@ const SEVERITY_ORDER = ["DEBUG", "INFO", "LOG", "NOTICE", "WARNING", "ERROR", "F
 /** A stub cursor is the index of an entry, after (`a<n>`) or before (`b<n>`) it. */
 const STUB_CURSOR = /^([ab])(\d+)$/;
 
-function checkName(field: string, name: string, reserved: string[]): void {
-  if (!PLAIN.test(name)) throw invalidArgument([{ field, message: "must be a plain identifier" }]);
-  if (name.startsWith("pg_") || name.startsWith("dbaas_")) throw invalidArgument([{ field, message: "must not start with pg_ or dbaas_" }]);
-  if (reserved.includes(name)) throw invalidArgument([{ field, message: `${name} is reserved` }]);
+/** The service's own rules for names (names.ts): 422 naming the field, whatever the database's status. */
+function checkNames(...checks: [validate: typeof validateRoleName, field: string, name: string][]): void {
+  const v = new Validator();
+  for (const [validate, field, name] of checks) validate(v, field, name);
+  v.throwIfAny();
+}
+
+/** A name from a path that cannot name a role or logical database: unknown (404), as the service answers. */
+function knownName(name: string, what: string): string {
+  if (!isPlainName(name)) throw notFound(what);
+  return name;
+}
+
+/** The service's check of a `db` naming a logical database (422 on `db`), before the database's status. */
+function checkDb(db: string): void {
+  if (db !== "") checkNames([validateDbName, "db", db]);
 }
 
 function page<T>(items: T[], req: { page: number; perPage: number }) {
@@ -139,8 +175,10 @@ function page<T>(items: T[], req: { page: number; perPage: number }) {
 
 /**
  * InsideService as inside_service.proto states it, in memory: a database of another organization is
- * NOT_FOUND, one not running FAILED_PRECONDITION naming its status; names that are not plain identifiers
- * INVALID_ARGUMENT naming the field; a taken name ALREADY_EXISTS; dbadmin and defaultdb cannot go; at
+ * NOT_FOUND, one not running FAILED_PRECONDITION naming its status; names, the configuration's allowlist
+ * and the extensions' allowlist checked by the service's own rules (inside/names.ts, config.ts,
+ * extensions.ts), in the service's order (stubs-conform.test.ts compares): INVALID_ARGUMENT naming the
+ * field, or NOT_FOUND for a path's name that cannot exist; a taken name ALREADY_EXISTS; dbadmin and defaultdb cannot go; at
  * most 50 roles. A role named `owns_things` stands for one that still owns objects.
  */
 export function insideRoutes(state: StubState, find: Find) {
@@ -163,7 +201,7 @@ export function insideRoutes(state: StubState, find: Find) {
       },
       async createRole(req) {
         record(state, "createRole", req);
-        checkName("name", req.name, ["public", "none"]);
+        checkNames([validateRoleName, "name", req.name]);
         const i = await running(req.organizationId, req.databaseId, "roles can be managed");
         if (i.roles.has(req.name)) throw new ConnectError(`role "${req.name}" already exists`, Code.AlreadyExists);
         if (i.roles.size >= STUB_MAX_ROLES) throw conflict(`the database has ${i.roles.size} roles; at most ${STUB_MAX_ROLES} are allowed`);
@@ -177,6 +215,7 @@ export function insideRoutes(state: StubState, find: Find) {
       },
       async deleteRole(req) {
         record(state, "deleteRole", req);
+        knownName(req.name, "role");
         const i = await running(req.organizationId, req.databaseId, "roles can be managed");
         if (req.name === "dbadmin") throw conflict("dbadmin is the database's own role and cannot be deleted");
         if (!i.roles.has(req.name)) throw notFound("role");
@@ -186,6 +225,7 @@ export function insideRoutes(state: StubState, find: Find) {
       },
       async resetRolePassword(req) {
         record(state, "resetRolePassword", req);
+        knownName(req.name, "role");
         const i = await running(req.organizationId, req.databaseId, "roles can be managed");
         const role = i.roles.get(req.name);
         if (!role) throw notFound("role");
@@ -206,9 +246,8 @@ export function insideRoutes(state: StubState, find: Find) {
       },
       async createDb(req) {
         record(state, "createDb", req);
-        checkName("name", req.name, ["postgres", "template0", "template1"]);
         const owner = req.owner || "dbadmin";
-        checkName("owner", owner, []);
+        checkNames([validateDbName, "name", req.name], [validateRoleName, "owner", owner]);
         const i = await running(req.organizationId, req.databaseId, "logical databases can be managed");
         if (!i.roles.has(owner)) throw invalidArgument([{ field: "owner", message: `no role ${owner} exists in the database` }]);
         if (i.dbs.has(req.name)) throw new ConnectError(`database "${req.name}" already exists`, Code.AlreadyExists);
@@ -225,24 +264,18 @@ export function insideRoutes(state: StubState, find: Find) {
         record(state, "updateConfig", req);
         await find(req.organizationId, req.databaseId);
         const i = insideOf(state, req.databaseId);
-        const violations = [];
-        for (const [name, v] of Object.entries(req.parameters)) {
-          const p = STUB_PARAMETERS.find((x) => x.name === name);
-          const value = toJson(ValueSchema, v);
-          if (!p) violations.push({ field: `parameters.${name}`, message: "is not a parameter that can be changed" });
-          else if ("max" in p && typeof value === "number" && value > p.max)
-            violations.push({ field: `parameters.${name}`, message: `must be between ${p.min} and ${p.max} on the micro tier` });
-        }
+        if (Object.keys(req.parameters).length === 0)
+          throw invalidArgument([{ field: "parameters", message: "must name at least one parameter" }]);
+        // The service's own check of the allowlist, values and bounds (a micro database's), all or nothing.
+        const changes = Object.fromEntries(Object.entries(req.parameters).map(([k, v]) => [k, toJson(ValueSchema, v)]));
+        const { parameters, violations } = mergeParameters(i.config, changes, "micro");
         if (violations.length > 0) throw invalidArgument(violations, "nothing was changed");
-        for (const [name, v] of Object.entries(req.parameters)) {
-          const value = toJson(ValueSchema, v);
-          if (value === null) i.config.delete(name);
-          else i.config.set(name, value);
-        }
+        i.config = parameters;
         return { parameters: stubConfig(i) };
       },
       async listExtensions(req) {
         record(state, "listExtensions", req);
+        checkDb(req.db);
         const i = await running(req.organizationId, req.databaseId, "extensions can be managed");
         if (req.db !== "" && !i.dbs.has(req.db)) throw invalidArgument([{ field: "db", message: `database ${req.db} does not exist` }]);
         const { items, ...meta } = page(stubExtensions(i), req);
@@ -250,14 +283,19 @@ export function insideRoutes(state: StubState, find: Find) {
       },
       async installExtension(req) {
         record(state, "installExtension", req);
-        const known = STUB_EXTENSIONS.find((e) => e[0] === req.name);
-        if (!known?.[3]) throw invalidArgument([{ field: "name", message: "is not an extension that can be installed" }]);
+        // The service's allowlist decides what may be installed; what the stub's server offers, what exists.
+        if (!(INSTALLABLE as readonly string[]).includes(req.name))
+          throw invalidArgument([{ field: "name", message: "is not an extension that can be installed" }]);
+        checkDb(req.db);
         const i = await running(req.organizationId, req.databaseId, "extensions can be managed");
+        if (!STUB_EXTENSIONS.some((e) => e[0] === req.name)) throw notFound("extension");
         i.extensions.add(req.name);
         return { extension: stubExtensions(i).find((e) => e.name === req.name)! };
       },
       async deleteExtension(req) {
         record(state, "deleteExtension", req);
+        if (!/^[a-z0-9_][a-z0-9_-]{0,62}$/.test(req.name)) throw notFound("extension");
+        checkDb(req.db);
         const i = await running(req.organizationId, req.databaseId, "extensions can be managed");
         if (!i.extensions.has(req.name)) throw notFound("extension");
         i.extensions.delete(req.name);
@@ -328,6 +366,7 @@ export function insideRoutes(state: StubState, find: Find) {
       },
       async deleteDb(req) {
         record(state, "deleteDb", req);
+        knownName(req.name, "logical database");
         const i = await running(req.organizationId, req.databaseId, "logical databases can be managed");
         if (req.name === "defaultdb") throw conflict("defaultdb is the database's own and cannot be deleted");
         if (!i.dbs.has(req.name)) throw notFound("logical database");

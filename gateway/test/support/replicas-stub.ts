@@ -26,9 +26,9 @@ export function setReplicaStatus(state: StubState, replicaId: string, status: st
 /**
  * The replica RPCs as databases_service.proto states them: CreateReplica
  * refuses a primary that is not running or has 5 replicas
- * (FAILED_PRECONDITION), a name taken among the primary's replicas
- * (ALREADY_EXISTS), an organization without a default payment method
- * (payment_required); a replica of another database or organization is
+ * (FAILED_PRECONDITION), then an organization without a default payment
+ * method (payment_required), a name taken among the primary's replicas
+ * (ALREADY_EXISTS); a replica of another database or organization is
  * NOT_FOUND; PromoteReplica takes a running replica only and answers the new
  * database, the replica gone.
  */
@@ -51,11 +51,12 @@ export function replicaRoutes(
       const { db } = await find(req.organizationId, req.databaseId);
       // The gateway admits only catalogue names; this one stands for a rule only the service knows.
       if (req.name === "stub-refuses") throw invalidArgument([{ field: "name", message: "must be 3-63 characters" }]);
-      const paying = state.paymentMethods.some((pm) => pm.organizationId === req.organizationId && pm.isDefault);
-      if (!paying) throw withReason("a replica is billed: add a payment method first", Code.FailedPrecondition, "payment_required");
+      // In the service's order: the primary's status and the limit, then the organization's standing.
       if (db.status !== "running") throw conflict(`the database is ${db.status}: replicas are made of a running database`);
       const siblings = replicasOf(db.id);
       if (siblings.length >= MAX_REPLICAS) throw conflict(`the database already has ${MAX_REPLICAS} replicas, the most it can have`);
+      const paying = state.paymentMethods.some((pm) => pm.organizationId === req.organizationId && pm.isDefault);
+      if (!paying) throw withReason("a replica is billed: add a payment method first", Code.FailedPrecondition, "payment_required");
       if (siblings.some((r) => r.name === req.name)) {
         throw new ConnectError(`the database already has a replica named "${req.name}"`, Code.AlreadyExists);
       }

@@ -22,6 +22,7 @@ import { insideRoutes } from "./inside-stub.ts";
 import { replicaRoutes } from "./replicas-stub.ts";
 import { billingRoutes } from "./billing-stub.ts";
 import { record, T0, type StubState } from "./stub-state.ts";
+import { transitionFrom } from "../../../services/databases/src/lifecycle.ts";
 
 export type { StubInvoice, StubState } from "./stub-state.ts";
 
@@ -222,9 +223,10 @@ function databasesRoutes(state: StubState) {
     if (!entry || entry.db.organizationId !== org) throw notFound("database");
     return entry;
   };
-  const transition = async (org: string, id: string, status: string) => {
+  // The service's lifecycle table decides which status an operation may start from (409 otherwise).
+  const transition = async (org: string, id: string, op: "start" | "stop" | "restart") => {
     const entry = await find(org, id);
-    entry.db.status = status;
+    entry.db.status = transitionFrom(op, entry.db.status).to ?? entry.db.status;
     return { database: entry.db };
   };
   const inside = insideRoutes(state, find);
@@ -279,17 +281,18 @@ function databasesRoutes(state: StubState) {
         state.databases.delete(req.id);
         return {};
       },
-      startDatabase: (req) => transition(req.organizationId, req.id, "starting"),
-      stopDatabase: (req) => transition(req.organizationId, req.id, "stopping"),
-      restartDatabase: (req) => transition(req.organizationId, req.id, "restarting"),
+      startDatabase: (req) => transition(req.organizationId, req.id, "start"),
+      stopDatabase: (req) => transition(req.organizationId, req.id, "stop"),
+      restartDatabase: (req) => transition(req.organizationId, req.id, "restart"),
       async resizeDatabase(req) {
         const entry = await find(req.organizationId, req.id);
+        entry.db.status = transitionFrom("resize", entry.db.status).to ?? entry.db.status;
         entry.db.tier = req.tier;
-        entry.db.status = "resizing";
         return { database: entry.db };
       },
       async resetPassword(req) {
         const entry = await find(req.organizationId, req.id);
+        transitionFrom("reset-password", entry.db.status);
         entry.password = "a-brand-new-password-24ch";
         return { password: entry.password, connectionString: connectionString(entry.db, entry.password) };
       },

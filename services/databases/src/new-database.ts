@@ -13,7 +13,8 @@ import { TRANSITIONS } from "./lifecycle.ts";
 import { connectionString, toDatabase } from "./mappers.ts";
 import { type HaPlacement, insertStandby, placeWithStandbys } from "./high-availability.ts";
 import { placeDatabase } from "./placement.ts";
-import { generatePassword, scramVerifier } from "./scram.ts";
+import { generatePassword } from "./scram.ts";
+import { scramVerifier } from "@dbaas/kit";
 import { validateName } from "./validation.ts";
 
 /** What a new database is made of: a create's fields, or a restore's (the source's version, its backups up to an instant). */

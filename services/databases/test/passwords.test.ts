@@ -3,7 +3,8 @@ import { ObservedState } from "@dbaas/proto/agent";
 import { testServerUrl } from "@dbaas/test/support/pg";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { generatePassword, scramVerifier } from "../src/scram.ts";
+import { verifiesScram } from "@dbaas/kit";
+import { generatePassword } from "../src/scram.ts";
 import { createDb, createHarness, eventually, expectCode, registerAgent, report, runningDb, specOf, type Harness } from "./harness.ts";
 
 let h: Harness;
@@ -18,13 +19,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await h?.close();
 });
-
-/** Whether `verifier` is the SCRAM verifier of `password` (recomputed with its own salt and iteration count). */
-function verifies(verifier: string, password: string): boolean {
-  const m = /^SCRAM-SHA-256\$(\d+):([^$]+)\$/.exec(verifier);
-  if (!m) return false;
-  return scramVerifier(password, Number(m[1]), Buffer.from(m[2]!, "base64")) === verifier;
-}
 
 /** Settles to "pending" if `p` has not settled within `ms`. */
 async function settledWithin(p: Promise<unknown>, ms: number): Promise<"resolved" | "rejected" | "pending"> {
@@ -49,8 +43,8 @@ describe("SCRAM verifiers", () => {
       const { rows } = await admin.query<{ rolpassword: string }>("SELECT rolpassword FROM pg_authid WHERE rolname = $1", [role]);
       const stored = rows[0]!.rolpassword;
       expect(stored).toMatch(/^SCRAM-SHA-256\$4096:/);
-      expect(verifies(stored, password)).toBe(true);
-      expect(verifies(stored, generatePassword())).toBe(false);
+      expect(verifiesScram(stored, password)).toBe(true);
+      expect(verifiesScram(stored, generatePassword())).toBe(false);
     } finally {
       await admin.query(`DROP ROLE IF EXISTS ${role}`);
       await admin.end();
@@ -63,7 +57,7 @@ describe("ResetPassword", () => {
     const created = await runningDb(h, ORG, AGENT);
     const id = created.database!.id;
     const before = await specOf(h, AGENT, id);
-    expect(verifies(before!.scramVerifier, created.password)).toBe(true);
+    expect(verifiesScram(before!.scramVerifier, created.password)).toBe(true);
 
     const reset = h.dbs.resetPassword({ organizationId: ORG, id });
     // The agent is handed the new verifier while the caller waits.
@@ -85,8 +79,8 @@ describe("ResetPassword", () => {
     expect(password).toMatch(/^[A-Za-z0-9]{32}$/);
     expect(password).not.toBe(created.password);
     expect(connectionString).toBe(created.connectionString.replace(created.password, password));
-    expect(verifies(spec.scramVerifier, password)).toBe(true);
-    expect(verifies(spec.scramVerifier, created.password)).toBe(false);
+    expect(verifiesScram(spec.scramVerifier, password)).toBe(true);
+    expect(verifiesScram(spec.scramVerifier, created.password)).toBe(false);
     const { rows } = await h.ctx.pool.query("SELECT row_to_json(d)::text AS t FROM databases d WHERE id = $1", [id]);
     expect(rows[0].t).not.toContain(password);
     expect(h.logs.join("\n")).not.toContain(password);
@@ -103,7 +97,7 @@ describe("ResetPassword", () => {
     await eventually(async () => (await specOf(h, AGENT, id))!.credentialsGeneration === 2n);
     await report(h, AGENT, id, ObservedState.STOPPED);
     const { password } = await reset;
-    expect(verifies((await specOf(h, AGENT, id))!.scramVerifier, password)).toBe(true);
+    expect(verifiesScram((await specOf(h, AGENT, id))!.scramVerifier, password)).toBe(true);
   });
 
   it("fails with DEADLINE_EXCEEDED (never UNAVAILABLE: the new verifier is committed) when the agent does not confirm in time", async () => {

@@ -1,10 +1,10 @@
-import { GRANTABLE_ROLES, ROLE, ROLES, SCOPES, type Scope } from "@dbaas/catalogue";
+import { GRANTABLE_ROLES, ROLE, ROLE_SCOPES, ROLES, SCOPES, type Scope } from "@dbaas/catalogue";
 import type { Role } from "@dbaas/proto/identity";
 
 /**
- * The one place that says what each role may do: the permission matrix of
- * docs/product.md, Roles and permissions, expressed in its scope names. A principal's effective
- * permissions are what its role allows AND what its credential's scopes allow.
+ * What each role may do: the permission matrix of docs/product.md, Roles and permissions, expressed in its
+ * scope names (declared once, in the catalogue's scopes.ts, which the web console shares). A principal's
+ * effective permissions are what its role allows AND what its credential's scopes allow.
  */
 export { SCOPES };
 
@@ -12,13 +12,6 @@ export type { Scope };
 
 export const ROLE_NAMES = ROLES;
 export type RoleName = (typeof ROLE_NAMES)[number];
-
-const ROLE_SCOPES: Record<RoleName, readonly Scope[]> = {
-  owner: SCOPES,
-  admin: SCOPES.filter((s) => s !== "billing:write" && s !== "organization:delete"),
-  developer: ["databases:read", "databases:write", "backups:write", "metrics:read", "members:read"],
-  viewer: ["databases:read", "metrics:read", "members:read"],
-};
 
 export function isScope(value: string): value is Scope {
   return (SCOPES as readonly string[]).includes(value);

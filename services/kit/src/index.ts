@@ -1,6 +1,7 @@
 export * from "./config.ts";
 export * from "./logger.ts";
 export * from "./ids.ts";
+export * from "./scram.ts";
 export * from "./clock.ts";
 export * from "./db.ts";
 export * from "./errors.ts";

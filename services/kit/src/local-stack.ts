@@ -33,6 +33,11 @@ export interface LocalAgent {
   port: number;
   /** First and last port its PostgreSQL instances may take. */
   instancePorts: [number, number];
+  /**
+   * AGENT_TENANT_UID_RANGE: its slice of the runner's range (AGENT_TENANT_UID_RANGE, default 200000-299999), split
+   * evenly between the agents, so that no two agents of the stack, all on this one machine, hand out the same uid.
+   */
+  tenantUids: [number, number];
 }
 
 /**
@@ -95,6 +100,14 @@ export function localStackLayout(env: Env = process.env): LocalStackLayout {
   // `*.localhost` wildcard): one address, ports apart. With one, each agent is a simulated host.
   const ownHosts = envString(env, "DNS_PROVIDER", "none") === "rfc2136";
   const seen = new Map<string, number>();
+  const uidRange = envString(env, "AGENT_TENANT_UID_RANGE", "200000-299999");
+  const [uidLo, uidHi] = uidRange.split("-").map(Number) as [number, number];
+  const uidSlice = Math.floor((uidHi - uidLo + 1) / Math.max(1, groups.length));
+  if (!Number.isInteger(uidLo) || !Number.isInteger(uidHi) || uidSlice < 1) {
+    throw new ConfigError(
+      `AGENT_TENANT_UID_RANGE must be <first>-<last> with a uid for each of the ${groups.length} agents, got "${uidRange}"`,
+    );
+  }
   const ports: Record<ScaledService, number> = {
     gateway,
     identity: envInt(env, "IDENTITY_PORT", gateway + 1),
@@ -124,6 +137,7 @@ export function localStackLayout(env: Env = process.env): LocalStackLayout {
         poolerPortOffset: ownHosts ? capacity : groups.length * capacity,
         port: agentBase + i,
         instancePorts: [first, first + capacity - 1] as [number, number],
+        tenantUids: [uidLo + i * uidSlice, uidLo + (i + 1) * uidSlice - 1] as [number, number],
       };
     }),
   };

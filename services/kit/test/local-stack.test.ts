@@ -13,7 +13,15 @@ describe("the local stack's layout", () => {
     expect([l.gateway, l.identity, l.databases, l.billing]).toEqual([9000, 9001, 9002, 9500]);
     expect(l.dataDir).toBe("/tmp/x");
     expect(l.agents).toEqual([
-      { id: "agent-fsn1", publicAddress: "127.0.0.1", regions: "fsn1", poolerPortOffset: 20, port: 9010, instancePorts: [15400, 15409] },
+      {
+        id: "agent-fsn1",
+        publicAddress: "127.0.0.1",
+        regions: "fsn1",
+        poolerPortOffset: 20,
+        port: 9010,
+        instancePorts: [15400, 15409],
+        tenantUids: [200000, 249999],
+      },
       {
         id: "agent-nbg1",
         publicAddress: "127.0.0.1",
@@ -21,6 +29,7 @@ describe("the local stack's layout", () => {
         poolerPortOffset: 20,
         port: 9011,
         instancePorts: [15410, 15419],
+        tenantUids: [250000, 299999],
       },
     ]);
   });
@@ -28,11 +37,47 @@ describe("the local stack's layout", () => {
   it("simulates hosts when the stack keeps DNS records: the n-th agent on 127.0.0.(n+1), the same ports, ids apart", () => {
     const l = localStackLayout({ LOCAL_AGENTS: "fsn1;fsn1;fsn1", AGENT_CAPACITY: "10", DNS_PROVIDER: "rfc2136", AGENT_BASE_PORT: "9010" });
     expect(l.agents).toEqual([
-      { id: "agent-fsn1", publicAddress: "127.0.0.2", regions: "fsn1", poolerPortOffset: 10, port: 9010, instancePorts: [15400, 15409] },
-      { id: "agent-fsn1-2", publicAddress: "127.0.0.3", regions: "fsn1", poolerPortOffset: 10, port: 9011, instancePorts: [15400, 15409] },
-      { id: "agent-fsn1-3", publicAddress: "127.0.0.4", regions: "fsn1", poolerPortOffset: 10, port: 9012, instancePorts: [15400, 15409] },
+      {
+        id: "agent-fsn1",
+        publicAddress: "127.0.0.2",
+        regions: "fsn1",
+        poolerPortOffset: 10,
+        port: 9010,
+        instancePorts: [15400, 15409],
+        tenantUids: [200000, 233332],
+      },
+      {
+        id: "agent-fsn1-2",
+        publicAddress: "127.0.0.3",
+        regions: "fsn1",
+        poolerPortOffset: 10,
+        port: 9011,
+        instancePorts: [15400, 15409],
+        tenantUids: [233333, 266665],
+      },
+      {
+        id: "agent-fsn1-3",
+        publicAddress: "127.0.0.4",
+        regions: "fsn1",
+        poolerPortOffset: 10,
+        port: 9012,
+        instancePorts: [15400, 15409],
+        tenantUids: [266666, 299998],
+      },
     ]);
     expect(layoutProblems(l, true)).toEqual([]);
+  });
+
+  it("gives each agent its own slice of AGENT_TENANT_UID_RANGE: no two agents on the machine hand out one uid", () => {
+    expect(
+      localStackLayout({ LOCAL_AGENTS: "fsn1;nbg1", AGENT_TENANT_UID_RANGE: "300000-300009" }).agents.map((a) => a.tenantUids),
+    ).toEqual([
+      [300000, 300004],
+      [300005, 300009],
+    ]);
+    expect(() => localStackLayout({ LOCAL_AGENTS: "fsn1;nbg1;hel1", AGENT_TENANT_UID_RANGE: "300000-300001" })).toThrow(
+      /AGENT_TENANT_UID_RANGE must be <first>-<last> with a uid for each of the 3 agents, got "300000-300001"/,
+    );
   });
 
   it("accepts the defaults", () => {

@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import net from "node:net";
 import { hostname } from "node:os";
 import { resolve } from "node:path";
-import { pathToFileURL } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { ConfigError, envInt, envList, envString, requireEnv, requireSecret } from "@dbaas/kit";
 import { backupKeyring, s3ServerSideEncryption } from "./backups/open-store.ts";
 import { DEFAULT_PRIVATE_ADDRESS, privateAddressing } from "./instances/private-network.ts";
@@ -89,6 +89,13 @@ export interface Config {
   leaseRenewMs: number;
   /** AGENT_LEASE_FENCE_MARGIN_MS (3 s): a primary is fenced this long before its lease would end unrenewed. */
   leaseFenceMarginMs: number;
+  /**
+   * The fencing watchdog (instances/watchdog.ts), which stops a highly available primary's postmaster when its lease
+   * ends while the agent is dead: AGENT_WATCHDOG (`on`; `off`), AGENT_WATCHDOG_MARGIN_MS (1 s: how long before the
+   * lease's end; less than the agent's own fence margin, so a live agent fences first), AGENT_WATCHDOG_ENTRY (its
+   * entry point: `instances/watchdog-main.ts`, run with the agent's Node flags; the local stack gives its bundle).
+   */
+  watchdog: { enabled: boolean; marginMs: number; entry: string; nodeArgs: string[] };
   /** How many instances are worked on at once. */
   concurrency: number;
   /** AGENT_SAMPLE_INTERVAL_MS (30 s): how often every running instance is measured and the samples reported. */
@@ -208,6 +215,21 @@ function poolerOffset(env: Record<string, string | undefined>, start: number, en
   return offset;
 }
 
+function watchdogConfig(env: Record<string, string | undefined>, fenceMarginMs: number): Config["watchdog"] {
+  const mode = envString(env, "AGENT_WATCHDOG", "on");
+  if (mode !== "on" && mode !== "off") throw new ConfigError(`AGENT_WATCHDOG must be on or off, got "${mode}"`);
+  const marginMs = envInt(env, "AGENT_WATCHDOG_MARGIN_MS", 1000);
+  if (marginMs < 0 || marginMs >= fenceMarginMs) {
+    throw new ConfigError(
+      `AGENT_WATCHDOG_MARGIN_MS must be at least 0 and less than AGENT_LEASE_FENCE_MARGIN_MS (${fenceMarginMs}), got ${marginMs}`,
+    );
+  }
+  const entry = resolve(envString(env, "AGENT_WATCHDOG_ENTRY", fileURLToPath(new URL("./instances/watchdog-main.ts", import.meta.url))));
+  // TypeScript needs tsx's loader: the agent's own flags carry it when tsx runs the agent.
+  const tsx = entry.endsWith(".ts") && !process.execArgv.some((a) => a.includes("tsx"));
+  return { enabled: mode === "on", marginMs, entry, nodeArgs: [...process.execArgv, ...(tsx ? ["--import", "tsx"] : [])] };
+}
+
 export function readConfig(env: Record<string, string | undefined> = process.env): Config {
   const agentId = envString(
     env,
@@ -248,6 +270,7 @@ export function readConfig(env: Record<string, string | undefined> = process.env
     poolerPortOffset: poolerOffset(env, portRangeStart, portRangeEnd),
     leaseRenewMs: positive(env, "AGENT_LEASE_RENEW_MS", 2000),
     leaseFenceMarginMs: positive(env, "AGENT_LEASE_FENCE_MARGIN_MS", 3000),
+    watchdog: watchdogConfig(env, positive(env, "AGENT_LEASE_FENCE_MARGIN_MS", 3000)),
     concurrency: envInt(env, "AGENT_CONCURRENCY", 4),
     sampleIntervalMs: positive(env, "AGENT_SAMPLE_INTERVAL_MS", 30_000),
     backupStoreUrl: backupStoreUrl(env),

@@ -7,9 +7,9 @@ import { openBlobStore } from "./backups/open-store.ts";
 import type { Config } from "./config.ts";
 import { createInstanceManager } from "./instances/instance-manager.ts";
 import { createLocalProcessRuntime } from "./instances/local-runtime.ts";
-import { resolveRunAs } from "./instances/run-as.ts";
 import type { ConnectionProxy } from "./proxy/counters.ts";
 import { createConnectionMeter } from "./proxy/meter.ts";
+import { createWatchdogControl } from "./instances/watchdog.ts";
 import type { InstanceRuntime } from "./runtime.ts";
 
 /** What the agent's handlers and control loop depend on, built once per process; tests pass their own parts. */
@@ -41,9 +41,6 @@ export function createContext(cfg: Config, overrides: Partial<AppContext> = {}):
       privateAddress: cfg.privateAddress,
       nftPath: cfg.nftPath,
       privateNetwork: cfg.privateNetwork,
-      // The servers' own connections (a replica's walreceiver on this host) reach private ports directly: the
-      // template builder's uid and every tenant uid (each server runs as one of AGENT_TENANT_UID_RANGE).
-      localUids: [resolveRunAs(cfg.runAsUser).uid, cfg.tenantUidRange],
       log: (msg) => log.info(msg),
     });
   const instances = createInstanceManager({
@@ -65,7 +62,20 @@ export function createContext(cfg: Config, overrides: Partial<AppContext> = {}):
   return {
     cfg,
     log,
-    runtime: overrides.runtime ?? createLocalProcessRuntime(instances),
+    runtime:
+      overrides.runtime ??
+      createLocalProcessRuntime(
+        instances,
+        cfg.watchdog.enabled
+          ? createWatchdogControl({
+              dataDir: cfg.dataDir,
+              marginMs: cfg.watchdog.marginMs,
+              entry: cfg.watchdog.entry,
+              nodeArgs: cfg.watchdog.nodeArgs,
+              log: (msg) => log.info(msg),
+            })
+          : undefined,
+      ),
     store,
     proxy,
     clock: overrides.clock ?? systemClock,

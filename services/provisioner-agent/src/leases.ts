@@ -17,6 +17,11 @@ import type { InstanceRuntime } from "./runtime.ts";
  *
  * The ids to fence are kept on disk: an agent that restarts does not know whether it still holds their leases,
  * so it fences them before anything is served (fenceOnStart) and lets clients back in once a renewal grants them.
+ *
+ * All of that needs the agent alive. For when it is not (SIGKILLed, hung), the runtime's `armFencing` (the local
+ * runtime's watchdog process) is told, after every renewal and every change, each primary that may take writes
+ * and when its lease ends: a primary is left out only once its fence is done, and put back (with its new lease)
+ * before it is unfenced, so what was published is never more lenient than the servers are.
  */
 
 const FILE = "leases/fence-on-start.json";
@@ -50,10 +55,17 @@ async function saveIds(dataDir: string, ids: readonly string[]): Promise<void> {
  */
 export async function fenceOnStart(runtime: InstanceRuntime, dataDir: string, log: Logger): Promise<string[]> {
   const ids = await loadIds(dataDir);
+  /** Those this process could not fence: the watchdog stops them at once (their leases are unknown here). */
+  const failed = new Map<string, number>();
   for (const id of ids) {
-    await runtime.fence(id).catch((e: unknown) => log.warn("could not fence a primary at start", { database_id: id, error: e }));
+    await runtime.fence(id).catch((e: unknown) => {
+      failed.set(id, 0);
+      log.warn("could not fence a primary at start", { database_id: id, error: e });
+    });
   }
   if (ids.length > 0) log.info("primaries fenced until their leases are renewed", { database_ids: ids });
+  // What the previous process published (leases it may have held) is replaced: every one fenced now needs nothing.
+  await runtime.armFencing?.(failed).catch((e: unknown) => log.warn("could not tell the watchdog", { error: e }));
   return ids;
 }
 
@@ -91,6 +103,15 @@ export function createLeaseKeeper(o: LeaseKeeperOptions) {
   let renewNow: (() => void) | undefined;
   let lastGrant = Number.NEGATIVE_INFINITY;
   let failures = 0;
+  const startedAt = now();
+  /** Ids whose latest fence is done (and no unfence begun since): the only ones the watchdog is not told of. */
+  const confirmed = new Set<string>();
+  /** Per primary: the end of the last lease it was granted, kept after a renewal omits it (until it is fenced). */
+  const lastUntil = new Map<string, number>();
+  /** Nothing is published before the first fencing pass has fenced again what was fenced at start. */
+  let firstPassDone = false;
+  let publishing: Promise<void> = Promise.resolve();
+  let published = "";
 
   const leaseHolds = (id: string, t: number) => (until.get(id) ?? Number.NEGATIVE_INFINITY) - o.fenceMarginMs > t;
 
@@ -102,6 +123,40 @@ export function createLeaseKeeper(o: LeaseKeeperOptions) {
     if (leaseHolds(id, t)) return false;
     // Newly highly available: its first renewal is on its way (asked for at once) — unless one came back without it.
     return !(t - since < FIRST_GRANT_GRACE_MS && lastGrant < since);
+  }
+
+  /** When the lease of `id` ends as far as this process knows (its clock): granted, or its first grant's grace. */
+  function deadlineOf(id: string): number {
+    const lease = until.get(id) ?? lastUntil.get(id);
+    if (lease !== undefined) return lease;
+    const since = required.get(id);
+    return since !== undefined && since !== Number.NEGATIVE_INFINITY ? since + FIRST_GRANT_GRACE_MS + o.fenceMarginMs : startedAt;
+  }
+
+  /**
+   * The runtime's watchdog told of every primary that may take writes now (not confirmed fenced) and its lease's end;
+   * resolves once durable. Calls run one after another; one that changes nothing writes nothing.
+   */
+  function publish(): Promise<void> {
+    const arm = o.runtime.armFencing;
+    if (!arm || !firstPassDone) return Promise.resolve();
+    const candidates = new Set([...required.keys(), ...forced, ...unknown, ...fencedByUs]);
+    for (const id of [...lastUntil.keys()]) if (!candidates.has(id)) lastUntil.delete(id);
+    const ends = [...candidates]
+      .filter((id) => !confirmed.has(id))
+      .sort()
+      .map((id) => [id, deadlineOf(id)] as const);
+    const key = JSON.stringify(ends);
+    const run = publishing
+      .catch(() => {})
+      .then(async () => {
+        if (key === published) return;
+        const t = now();
+        await arm.call(o.runtime, new Map(ends.map(([id, end]) => [id, end - t])));
+        published = key;
+      });
+    publishing = run;
+    return run;
   }
 
   let ticking: Promise<void> | undefined;
@@ -121,45 +176,74 @@ export function createLeaseKeeper(o: LeaseKeeperOptions) {
     return ticking;
   }
 
+  /** Fences first, then unfences: the watchdog is told before any server lets clients in again. */
   async function pass(): Promise<void> {
     const t = now();
     const ids = new Set([...required.keys(), ...forced, ...unknown, ...fencedByUs]);
+    const toUnfence: string[] = [];
     for (const id of ids) {
       const fenced = o.runtime.isFenced(id);
+      if (!shouldFence(id, t)) {
+        lastVerified.delete(id);
+        fencedByUs.delete(id);
+        if (fenced) toUnfence.push(id);
+        else confirmed.delete(id);
+        continue;
+      }
+      // Verified again every VERIFY_MS; the first pass of a process fences again whatever it finds.
+      const verified = lastVerified.get(id);
+      if (fenced && verified !== undefined && t - verified < VERIFY_MS) continue;
       try {
-        if (shouldFence(id, t)) {
-          if (fenced && t - (lastVerified.get(id) ?? 0) < VERIFY_MS) continue;
-          await o.runtime.fence(id);
-          fencedByUs.add(id);
-          lastVerified.set(id, t);
-          if (!fenced) {
-            o.log.warn("primary fenced: no client sessions until its lease is renewed", {
-              database_id: id,
-              reason: forced.has(id) ? "switchover or discard" : "no lease",
-            });
-            o.onFencingChanged(id);
-          }
-        } else {
-          lastVerified.delete(id);
-          fencedByUs.delete(id);
-          if (!fenced) continue;
-          await o.runtime.unfence(id);
-          o.log.info("primary unfenced: its lease holds", { database_id: id });
+        await o.runtime.fence(id);
+        fencedByUs.add(id);
+        confirmed.add(id);
+        lastVerified.set(id, t);
+        if (!fenced) {
+          o.log.warn("primary fenced: no client sessions until its lease is renewed", {
+            database_id: id,
+            reason: forced.has(id) ? "switchover or discard" : "no lease",
+          });
           o.onFencingChanged(id);
         }
       } catch (e) {
+        confirmed.delete(id);
         o.log.warn("fencing step failed; will retry", { database_id: id, error: e });
       }
     }
+    firstPassDone = true;
+    if (toUnfence.length > 0) {
+      for (const id of toUnfence) confirmed.delete(id);
+      try {
+        await publish();
+      } catch (e) {
+        o.log.warn("could not tell the watchdog of renewed leases; primaries stay fenced, will retry", { error: e });
+        return;
+      }
+      for (const id of toUnfence) {
+        try {
+          await o.runtime.unfence(id);
+          o.log.info("primary unfenced: its lease holds", { database_id: id });
+          o.onFencingChanged(id);
+        } catch (e) {
+          o.log.warn("fencing step failed; will retry", { database_id: id, error: e });
+        }
+      }
+    }
+    await publish().catch((e: unknown) => o.log.warn("could not tell the watchdog; will retry", { error: e }));
   }
 
   async function renewOnce(): Promise<void> {
     const sentAt = now();
     const res = await o.renew();
     const granted = new Set(res.databaseIds);
-    for (const id of granted) until.set(id, sentAt + res.leaseMillis);
+    for (const id of granted) {
+      until.set(id, sentAt + res.leaseMillis);
+      lastUntil.set(id, sentAt + res.leaseMillis);
+    }
     for (const id of [...until.keys()]) if (!granted.has(id)) until.delete(id);
     lastGrant = sentAt;
+    // The watchdog learns the longer leases at once (until then it would stop them at the previous lease's end).
+    await publish().catch((e: unknown) => o.log.warn("could not tell the watchdog of renewed leases", { error: e }));
   }
 
   return {

@@ -50,9 +50,11 @@ const server = await startServer({
   internalSecret: config.internalSecret,
   log: ctx.log,
   metrics,
-  // Servers without kernel limits are said so (instances/cgroups.ts).
+  // Servers without kernel limits are said so (instances/cgroups.ts); so is the weaker guard of private ports
+  // (the userspace proxy's source address instead of nftables' per-port uids: proxy/meter.ts).
   health: async () => ({
     isolation: ctx.runtime.isolation,
+    private_ports_guard: ctx.proxy.sourceAddress ? "source-address" : "nftables",
     resource_limits: limits.enforced,
     ...(limits.reason ? { resource_limits_reason: limits.reason } : {}),
   }),

@@ -227,6 +227,14 @@ export interface InstanceRuntime extends InstanceAccess {
   unfence(id: string): Promise<void>;
   /** Whether the instance is fenced now (as `fence` left it). */
   isFenced(id: string): boolean;
+  /**
+   * Fencing that does not need the agent (optional; the local runtime's watchdog process, instances/watchdog.ts):
+   * `remaining` holds every highly available primary that may take writes now (not fenced, or its fence not yet
+   * done) with the ms left until its lease ends as the agent counts it (≤ 0: ended). Resolves once that is durable;
+   * from then on, should the agent publish nothing newer, each is stopped before its lease ends even if the agent
+   * is dead. A primary left out is never stopped by it.
+   */
+  armFencing?(remaining: ReadonlyMap<string, number>): Promise<void>;
   /** On a running primary: its synchronous_standby_names, applied by a reload (never a restart). */
   setSynchronousStandbys(id: string, names: string): Promise<void>;
   /** Starts a created, stopped or crashed instance; on a running one see the contract above. */

@@ -98,7 +98,8 @@ describe.skipIf(process.getuid?.() !== 0 || !SETPRIV)(
         180_000,
         "the agent's /healthz",
       );
-      expect(health).toMatchObject({ status: "ok", isolation: "shared-uid" });
+      // CONNECTION_METER=proxy: the weaker guard of private ports, said so.
+      expect(health).toMatchObject({ status: "ok", isolation: "shared-uid", private_ports_guard: "source-address" });
       expect(agent.output()).toMatch(/isolation: shared-uid: this agent \(uid 65534\) cannot switch users/);
       const client = createInternalClient(ProvisionerService, `http://127.0.0.1:${agent.port}`, { secret, caller: "support" });
       expect((await client.getAgentStatus({}, { timeoutMs: 30_000 })).isolation).toBe("shared-uid");

@@ -8,7 +8,8 @@ import { lockOwned, setReplicaVerifiers, setVerifier } from "../db/databases.ts"
 import { notifyAgent } from "../db/notify.ts";
 import { transitionFrom } from "../lifecycle.ts";
 import { connectionString } from "../mappers.ts";
-import { generatePassword, scramVerifier } from "../scram.ts";
+import { generatePassword } from "../scram.ts";
+import { scramVerifier } from "@dbaas/kit";
 
 /**
  * A new password: its verifier is committed and handed to the agent, and the

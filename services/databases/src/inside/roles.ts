@@ -9,7 +9,8 @@ import type { AppContext } from "../context.ts";
 import { forgetRole, recordRole, roleCreationTimes, runningReplicasOf } from "../db/inside.ts";
 import { resetPassword } from "../handlers/reset-password.ts";
 import { DATABASE_NAME, hostOf, USERNAME } from "../mappers.ts";
-import { generatePassword, scramVerifier } from "../scram.ts";
+import { generatePassword } from "../scram.ts";
+import { scramVerifier } from "@dbaas/kit";
 import { adminAt, askAgent, runningInside } from "./agent-admin.ts";
 import { isPlainName, validateRoleName } from "./names.ts";
 
@@ -88,6 +89,13 @@ export async function deleteRole(ctx: AppContext, req: { organizationId: string;
   ctx.log.info("role deleted", { database_id: row.id, role: name });
 }
 
+/**
+ * Time kept back from the caller's own deadline when asking a replica's agent,
+ * so that a silent one is this handler's 504 (SESSIONS_NOT_ENDED) rather than
+ * the caller's transport timeout, which would not say the password was set.
+ */
+const ANSWER_MARGIN_MS = 500;
+
 const SESSIONS_NOT_ENDED =
   "the new password is set, but the role's sessions on a replica could not be ended (its host did not answer); reset again to get a password you can use";
 
@@ -120,9 +128,11 @@ export async function resetRolePassword(
     admin.setRolePassword({ databaseId: row.id, name, scramVerifier: scramVerifier(password) }),
   );
   for (const replica of await runningReplicasOf(ctx.pool, row.id)) {
+    const callerLeft = handlerCtx.timeoutMs();
+    const options = callerLeft === undefined ? {} : { timeoutMs: Math.max(1, callerLeft - ANSWER_MARGIN_MS) };
     try {
       await askAgent(ctx, replica.id, () =>
-        adminAt(ctx, replica.control_url, replica.id).endRoleSessions({ databaseId: replica.id, name, walLsn: res.walLsn }),
+        adminAt(ctx, replica.control_url, replica.id).endRoleSessions({ databaseId: replica.id, name, walLsn: res.walLsn }, options),
       );
     } catch (err) {
       ctx.log.warn("a role's sessions on a replica were not ended", { database_id: row.id, replica_id: replica.id, error: err });

@@ -180,8 +180,7 @@ export function createHost(opts: HostOptions): Host {
       listenAddress,
       privateAddress: privateAddr.address,
       privateNetwork: privateAddr.network,
-      // The servers' own connections (a replica's to its primary) come from their tenant uids.
-      localUids: [runAs.uid, tenantUidRange],
+      // The servers' own connections (a replica's to its primary) are let through per port: guardLocal.
       log,
     });
 
@@ -296,7 +295,8 @@ export function createHost(opts: HostOptions): Host {
     makeServerDir: (dir) => tenants.makeDir(dir),
     async ownServerUser(id) {
       const dir = path.join(instancesDir, id);
-      if (!(await tenants.fromSharedUid(dir))) return false;
+      const before = (await stat(dir)).uid;
+      if (!(await tenants.needsOwnUser(dir))) return false;
       const logFile = path.join(instancesDir, `${id}.log`);
       const user = await tenants.giveOwnUser(dir, [
         path.join(walSpoolRoot(root), id),
@@ -307,7 +307,11 @@ export function createHost(opts: HostOptions): Host {
       await chmod(logFile, 0o600).catch((e: NodeJS.ErrnoException) => {
         if (e.code !== "ENOENT") throw e;
       });
-      log(`instance ${id}: its server ran as the shared user ${runAs.user}; it now runs as uid ${user.uid} of its own (its files chowned)`);
+      log(
+        before === runAs.uid
+          ? `instance ${id}: its server ran as the shared user ${runAs.user}; it now runs as uid ${user.uid} of its own (its files chowned)`
+          : `instance ${id}: its server ran as uid ${before}, outside AGENT_TENANT_UID_RANGE; it now runs as uid ${user.uid} of the range (its files chowned)`,
+      );
       return true;
     },
     serverSocketDir,

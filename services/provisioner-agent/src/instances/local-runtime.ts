@@ -2,6 +2,7 @@ import type { InstanceRuntime } from "../runtime.ts";
 import type { InstanceManager } from "./instance-manager.ts";
 import { serverDefaults } from "./parameters.ts";
 import { processRunning } from "./procfs.ts";
+import type { WatchdogControl } from "./watchdog.ts";
 
 /**
  * The first {@link InstanceRuntime}: PostgreSQL servers as processes of this
@@ -10,8 +11,10 @@ import { processRunning } from "./procfs.ts";
  * Instances live with the agent: `shutdown` stops them and the next start
  * brings them back.
  * The manager does the work; this maps the runtime's vocabulary onto it.
+ * With `watchdog` (the agent's; tests may leave it out), highly available primaries are stopped when their
+ * leases end while no agent runs (watchdog.ts).
  */
-export function createLocalProcessRuntime(m: InstanceManager): InstanceRuntime {
+export function createLocalProcessRuntime(m: InstanceManager, watchdog?: WatchdogControl): InstanceRuntime {
   const versions = [...m.availableMajors].reverse();
   const { mode, reason } = m.resourceLimits;
   return {
@@ -35,6 +38,7 @@ export function createLocalProcessRuntime(m: InstanceManager): InstanceRuntime {
     fence: (id) => m.fence(id),
     unfence: (id) => m.unfence(id),
     isFenced: (id) => m.isFenced(id),
+    ...(watchdog ? { armFencing: (remaining: ReadonlyMap<string, number>) => watchdog.publish(remaining) } : {}),
     setSynchronousStandbys: (id, names) => m.setSynchronousStandbys(id, names),
     start: (id, settings) => m.start(id, settings),
     stop: (id) => m.stop(id),
@@ -59,6 +63,10 @@ export function createLocalProcessRuntime(m: InstanceManager): InstanceRuntime {
     serverFiles: (id) => m.serverFiles(id),
     usage: (id) => m.serverUsage(id),
     serverLog: (id) => m.serverLog(id),
-    shutdown: () => m.stopAll(),
+    async shutdown() {
+      await m.stopAll();
+      // Every server stopped: nothing is left for the watchdog to stop (one that would not stop keeps it armed).
+      await watchdog?.stop();
+    },
   };
 }

@@ -101,3 +101,35 @@ export async function unlinkAgentSocket(host: Host, published: number): Promise<
     if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
   }
 }
+
+/**
+ * The private address and port a standby's `dbaas.conf` streams from (its `primary_conninfo`'s hostaddr and port,
+ * as replication.ts's standbySettings writes them, quotes doubled), or undefined for a server that streams from none.
+ */
+export function streamSourceIn(conf: string): { host: string; port: number } | undefined {
+  const line = /^primary_conninfo = '(.*)'$/m.exec(conf)?.[1];
+  const host = line && /(?:^| )hostaddr=''([0-9A-Fa-f.:]+)''(?: |$)/.exec(line)?.[1];
+  const port = line && Number(/(?:^| )port=(\d{1,5})(?: |$)/.exec(line)?.[1]);
+  return host && net.isIP(host) && port && port <= 65535 ? { host, port } : undefined;
+}
+
+/**
+ * Tells the guard of private ports (the nftables meter; proxy/counters.ts `guardLocal`) about instance `id`'s server,
+ * before it starts or when found running: its uid reaches its own private port and, for a replica or a standby, the
+ * port it streams from (`streamsFrom`); every other tenant's uid is refused on that port. The server's uid is its data
+ * directory's owner, so a server from before per-server users is let through as the run-as user, to its own ports only.
+ */
+export async function guardPrivatePort(
+  host: Host,
+  id: string,
+  privatePort: number,
+  streamsFrom?: { host: string; port: number },
+): Promise<void> {
+  const user = await host.serverUser(id);
+  const from = streamsFrom && net.isIP(streamsFrom.host) && streamsFrom.port > 0 ? streamsFrom : undefined;
+  await host.proxy.guardLocal(id, {
+    uid: user.uid,
+    own: { host: host.privateAddress, port: privatePort },
+    ...(from ? { streamsFrom: { host: from.host, port: from.port } } : {}),
+  });
+}

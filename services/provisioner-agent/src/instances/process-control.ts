@@ -22,7 +22,14 @@ import type { Host } from "./host.ts";
 import { observeInstance, readPidFile } from "./observe.ts";
 import { writeAutoConf } from "./parameters.ts";
 import { tcpPortRefuses } from "./probe.ts";
-import { choosePrivatePort, linkAgentSocket, publishedPortOf, unlinkAgentSocket } from "./private-address.ts";
+import {
+  choosePrivatePort,
+  guardPrivatePort,
+  linkAgentSocket,
+  publishedPortOf,
+  streamSourceIn,
+  unlinkAgentSocket,
+} from "./private-address.ts";
 import { pidExists } from "./procfs.ts";
 import { type RunAsIdentity, runCommand } from "./run-as.ts";
 import { removeReplicaFiles, standbySignalPath, writeReplicaFiles } from "./replication.ts";
@@ -138,6 +145,12 @@ async function reapCrashed(host: Host, id: string, removePidFile: boolean): Prom
  * last round, so every commit before the stop reaches the spool.
  */
 export async function stopInstance(host: Host, id: string): Promise<void> {
+  await stopServer(host, id);
+  // Stopped: its private port is no longer its (the next start may take another); the guard forgets its uid.
+  await host.proxy.guardLocal(id, undefined);
+}
+
+async function stopServer(host: Host, id: string): Promise<void> {
   const dir = host.instanceDir(id);
   // The agent's kept sessions first: the stop would end them anyway, and none is handed out meanwhile.
   await host.adminSessions.close(id);
@@ -216,6 +229,7 @@ export async function startInstance(host: Host, id: string, o: InstanceSettings)
       await host.cgroups.apply(id, tierResourceLimits(o.tier));
       await ensureServerCertificate(ca, o.hostname, dir, certOpts);
       if (o.replica) await writeReplicaFiles(host, id, o.replica);
+      await guardPrivatePort(host, id, privatePort, o.replica && { host: o.replica.primaryAddress, port: o.replica.primaryPort });
       await linkAgentSocket(host, id, o.port, privatePort);
       await admitClients(host, id, o, ca, privatePort);
       host.log(`instance ${id}: already running; password and access rules re-applied`);
@@ -252,6 +266,9 @@ export async function startInstance(host: Host, id: string, o: InstanceSettings)
     await writeReplicaFiles(host, id, o.replica);
     await writeOwned(user, standbySignalPath(dir), "");
   }
+  // Before it listens: its private port refuses other tenants from its first moment, and a replica's walreceiver
+  // gets through to its primary's at its first try.
+  await guardPrivatePort(host, id, privatePort, o.replica && { host: o.replica.primaryAddress, port: o.replica.primaryPort });
   await linkAgentSocket(host, id, o.port, privatePort);
   const logFile = host.logPath(id);
   await prepareLogFile(user, logFile);
@@ -276,6 +293,9 @@ export async function resumeServing(host: Host, id: string): Promise<void> {
   const published = await publishedPortOf(configPath(host.instanceDir(id)), id);
   if (!published || published === obs.port) return;
   await host.ensureSocketDir();
+  // Guarded again (this agent process knew nothing of it), a standby's port too, with the port it streams from.
+  const conf = await readFile(configPath(host.instanceDir(id)), "utf8").catch(() => "");
+  await guardPrivatePort(host, id, obs.port, streamSourceIn(conf));
   await linkAgentSocket(host, id, published, obs.port);
   // A standby is never served; a primary fenced before this (the agent's leases, restored at start) stays closed by its pg_hba.
   if (await isUnpublished(host.instanceDir(id))) return;

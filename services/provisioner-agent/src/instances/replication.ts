@@ -1,8 +1,9 @@
-import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto";
+import { createHmac } from "node:crypto";
 import { chown, mkdir, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { scramVerifier, verifiesScram } from "@dbaas/kit";
 import type pg from "pg";
 import type { ReplicaConnection } from "../runtime.ts";
 import { writeOwned } from "./files.ts";
@@ -31,20 +32,6 @@ export function replicationPassword(secret: string, primaryId: string): string {
   return createHmac("sha256", secret).update(primaryId).digest("base64url");
 }
 
-/** The SCRAM-SHA-256 verifier of `password` with `salt` (fresh by default), so the plaintext never reaches the server. */
-function scramVerifier(password: string, salt = randomBytes(16), iterations = 4096): string {
-  const salted = pbkdf2Sync(password, salt, iterations, 32, "sha256");
-  const storedKey = createHash("sha256").update(createHmac("sha256", salted).update("Client Key").digest()).digest();
-  const serverKey = createHmac("sha256", salted).update("Server Key").digest();
-  return `SCRAM-SHA-256$${iterations}:${salt.toString("base64")}$${storedKey.toString("base64")}:${serverKey.toString("base64")}`;
-}
-
-/** Whether the stored SCRAM verifier `stored` is one of `password` (recomputed with its own salt and iterations). */
-function verifies(stored: string | null | undefined, password: string): boolean {
-  const m = /^SCRAM-SHA-256\$(\d+):([^$]+)\$/.exec(stored ?? "");
-  return !!m && scramVerifier(password, Buffer.from(m[2]!, "base64"), Number(m[1])) === stored;
-}
-
 /** pg_hba line that lets replicas of this primary stream over TLS from the private network (AGENT_PRIVATE_NETWORK). */
 export const hbaReplication = (privateNetwork: string) => `hostssl replication ${REPLICATION_ROLE} ${privateNetwork} scram-sha-256`;
 
@@ -64,7 +51,7 @@ export async function ensureReplicationRole(c: pg.Client, secret: string | undef
     const { rows } = await c.query<{ pw: string | null }>("SELECT rolpassword AS pw FROM pg_authid WHERE rolname = $1", [REPLICATION_ROLE]);
     if (rows.length === 0) await c.query(`CREATE ROLE ${REPLICATION_ROLE} LOGIN REPLICATION`);
     const password = secret && replicationPassword(secret, primaryId);
-    if (password && !verifies(rows[0]?.pw, password)) {
+    if (password && !verifiesScram(rows[0]?.pw, password)) {
       await c.query(`ALTER ROLE ${REPLICATION_ROLE} PASSWORD ${c.escapeLiteral(scramVerifier(password))}`);
     }
     await c.query("COMMIT");

@@ -99,10 +99,18 @@ export function createTenantUsers(o: TenantUsersOptions) {
     return userOfUid(uid, uid);
   }
 
-  /** Whether `dir` is a server's from before per-server users (owned by the run-as user) that can get a user of its own. */
-  async function fromSharedUid(dir: string): Promise<boolean> {
+  const outsideRange = (uid: number) => uid !== 0 && (uid < lo || uid > hi);
+
+  /**
+   * Whether `dir` is a server's that must get a user of its own from the range: one from before per-server users
+   * (owned by the run-as user), or one whose uid lies outside AGENT_TENANT_UID_RANGE (the range changed: the local
+   * stack's agents, once all drawing on one range, now each have a range of their own, so no two agents on a machine
+   * hand out the same uid).
+   */
+  async function needsOwnUser(dir: string): Promise<boolean> {
     if (o.isolation === "shared-uid" || !o.agent.switchUser) return false;
-    return (await stat(dir)).uid === o.agent.uid;
+    const { uid } = await stat(dir);
+    return uid === o.agent.uid || outsideRange(uid);
   }
 
   /** The user of the server whose data directory is `dir`. */
@@ -111,7 +119,8 @@ export function createTenantUsers(o: TenantUsersOptions) {
     const st = await stat(dir);
     // Data from before per-server users (owned by the run-as user) runs as that user until giveOwnUser gives it one.
     if (st.uid === o.agent.uid && o.agent.switchUser) return o.agent;
-    if (st.uid < lo || st.uid > hi) throw new Error(`${dir} is owned by uid ${st.uid}, outside AGENT_TENANT_UID_RANGE ${lo}-${hi}`);
+    if (st.uid === 0) throw new Error(`${dir} is owned by root: a server never runs as root`);
+    // Outside the range (it changed): runs as that uid until giveOwnUser gives it one of the range at its next start.
     return userOfUid(st.uid, st.gid);
   }
 
@@ -124,16 +133,16 @@ export function createTenantUsers(o: TenantUsersOptions) {
       turn = next.catch(() => {});
       return next;
     },
-    fromSharedUid,
+    needsOwnUser,
     /**
-     * Gives a server from before per-server users (its data directory owned by the run-as user, {@link fromSharedUid})
+     * Gives a server from before per-server users (its data directory owned by the run-as user) or of a uid outside the range ({@link needsOwnUser})
      * a uid of the range: everything in `dir` and `also` (its WAL spool, socket directory, log; those missing are
      * skipped) is chowned to it, `dir` itself last. The owner of `dir` being the record, a crash part-way leaves the
      * directory the run-as user's and the next call does it all again. Only for a server that is not running: its
      * processes would lose their own files. Runs in the allocation turn (a create meanwhile cannot take the same uid).
      */
     giveOwnUser(dir: string, also: readonly string[]): Promise<RunAsIdentity> {
-      const next = turn.then(async () => ((await fromSharedUid(dir)) ? reassign(dir, also) : userOf(dir)));
+      const next = turn.then(async () => ((await needsOwnUser(dir)) ? reassign(dir, also) : userOf(dir)));
       turn = next.catch(() => {});
       return next;
     },

@@ -201,6 +201,8 @@ export function createConnectionProxy(opts: ConnectionProxyOptions): ConnectionP
       }
       saveLists();
     },
+    // The servers guard their private ports by the proxy's source address (their pg_hba): no uid can be told apart here.
+    async guardLocal() {},
     // Nothing outside this process holds the lists.
     async repairTrust() {},
     async counters(ids) {

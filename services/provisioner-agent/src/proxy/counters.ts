@@ -34,6 +34,19 @@ export interface ProxyRoute {
 }
 
 /**
+ * A server on this host as the guard of private ports sees it (nftables meter): its uid, its own private address
+ * and port, and where it streams from.
+ */
+export interface LocalServer {
+  /** The server's uid (its OS user: AGENT_TENANT_UID_RANGE, or the agent's in the shared-uid fallback). */
+  uid: number;
+  /** Its private address and port: guarded while it runs, served or not (an HA standby's is never served). */
+  own: { host: string; port: number };
+  /** The private address and port of the primary it streams from (a replica, an HA standby), when it streams. */
+  streamsFrom?: { host: string; port: number };
+}
+
+/**
  * The agent's connection proxy: serves each running database's published
  * port and forwards every connection to the instance's private address,
  * bytes untouched (it holds no keys; TLS is between client and server),
@@ -71,9 +84,21 @@ export interface ConnectionProxy {
    * later too; a connection already established stays.
    */
   trust(database: string, cidrs: readonly string[]): Promise<void>;
-  /** Puts the trusted sources back as they were last given, whatever changed them (the kernel's rules). */
+  /**
+   * The guard of private ports, per port (nftables meter; the userspace proxy guards by its source address and
+   * ignores this): instance `id`'s server runs as `server.uid` on `server.own`, which then takes on this host
+   * only what came through a published port, the agent's connections and those of the uids given for it — its
+   * own, and those of the servers that stream from it; `server.streamsFrom` lets its uid reach that private
+   * port (its primary's, this agent's or another agent's of this host). Undefined: the server is stopped or
+   * gone. Applied in one transaction before this resolves.
+   */
+  guardLocal(id: string, server: LocalServer | undefined): Promise<void>;
+  /**
+   * Puts the trusted sources and the guard of private ports back as they were last given, whatever changed
+   * them (the kernel's rules).
+   */
   repairTrust(): Promise<void>;
-  /** A purged database: unserve, and remove its counters. */
+  /** A purged database: unserve, forget its guard entries, and remove its counters. */
   forget(id: string): Promise<void>;
   /** Stops serving everything and closes the counters cleanly (agent shutdown); `counters` still answers, `serve` no more. */
   close(): Promise<void>;

@@ -32,7 +32,7 @@ export function createConnectionMeter(o: ConnectionMeterOptions): ConnectionProx
   const log = o.log ?? (() => {});
   const sourceAddress = proxySourceAddress(o.dataDir, o.agentId, o.privateAddress ?? "127.0.0.1");
   // Without nftables the servers guard their private ports themselves: pg_hba admits customers from the proxy's address only.
-  const guard = `the servers admit customers only from the proxy's address ${sourceAddress} (pg_hba; a local process binding it on purpose gets past: only nftables tells who connects)`;
+  const guard = `the servers admit customers only from the proxy's address ${sourceAddress} (pg_hba), a weaker guard of their private ports than nftables': any local process, another tenant's server included, may bind that address and reach a server's SCRAM prompt past the meter and its trusted sources (only the kernel tells who connects; /healthz says private_ports_guard: source-address)`;
   const proxy = () => createConnectionProxy({ dir: path.join(o.dataDir, "proxy"), listenAddress: o.listenAddress, sourceAddress, log });
   if (o.mode === "proxy") {
     log(`CONNECTION_METER=proxy: ${guard}`);
@@ -50,6 +50,7 @@ export function createConnectionMeter(o: ConnectionMeterOptions): ConnectionProx
       log,
     });
     log("connections are forwarded and counted by the kernel (nftables)");
+    log("private ports take on this host, besides those, only the agent's uid and, per port, its server's and its replicas' (nftables)");
     return meter;
   } catch (e) {
     if (o.mode === "nftables") throw new Error(`CONNECTION_METER=nftables, but nftables cannot be used: ${(e as Error).message}`);

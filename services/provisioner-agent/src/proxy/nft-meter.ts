@@ -4,7 +4,7 @@ import net from "node:net";
 import path from "node:path";
 import { INSTANCE_ID_RE as ID_RE } from "../instance-access.ts";
 import { listenHosts } from "./connection-proxy.ts";
-import type { ConnectionProxy, ProxyCounters, ProxyRoute } from "./counters.ts";
+import type { ConnectionProxy, LocalServer, ProxyCounters, ProxyRoute } from "./counters.ts";
 import { nftCommand, nftName, nftString } from "./nft.ts";
 import { TRUST_DECLARATIONS, trustHookLines, trustScript, trustStateIn } from "./nft-trust.ts";
 
@@ -30,13 +30,22 @@ import { TRUST_DECLARATIONS, trustHookLines, trustScript, trustStateIn } from ".
  * IP packet bytes, headers included.
  *
  * Private ports take only what came through a published port: the guard
- * chains drop a new connection to a served database's private port
- * (`private_ports`, the routes' target ports) unless it was DNAT'd, is the
- * agent's or a server's own (output hook, by socket uid: the agent's proxy
- * probes, a replica's walreceiver on this host), or comes from
- * AGENT_PRIVATE_NETWORK (input hook: replicas on other hosts). A direct
- * connection from any other local uid is refused (a TCP reset), one from
- * elsewhere is dropped.
+ * chains drop a new connection to a private port (`private_ports`: the
+ * routes' target ports and the running servers' own, `guardLocal`) unless it
+ * was DNAT'd, or comes from AGENT_PRIVATE_NETWORK (input hook: replicas on
+ * other hosts), or is made on this host (output hook, by socket uid) by the
+ * agent or by a uid let through to that very port: `local_peers` holds
+ * (private address . port . uid) for each server's own port and uid, and for
+ * the port each replica or standby streams from and the replica's uid. A
+ * direct connection from any other local uid — another tenant's server
+ * included — is refused (a TCP reset), one from elsewhere is dropped.
+ *
+ * A replica on this host whose primary is another agent's (several agents on
+ * one host: the local stack) connects to a port of that agent's table, which
+ * does not know its uid. So each agent vouches for its own servers' entries:
+ * chain `vouch_out` (output, just before the guards) marks a new connection
+ * found in its `local_peers` (ct mark 0xdbaa0000/16, which only root sets),
+ * and every agent's guard lets a marked connection through.
  *
  * The kernel keeps counting while the agent is down and keeps already
  * established connections through a crash; a restarted agent takes its table
@@ -64,9 +73,8 @@ export interface NftMeterOptions {
   /** AGENT_PRIVATE_NETWORK: who may reach a private port directly from another host (replication). Default: the private address alone. */
   privateNetwork?: string;
   /**
-   * Uids whose own connections on this host may reach private ports directly: the agent's, the template builder's and
-   * the servers' (every uid of AGENT_TENANT_UID_RANGE, given as [first, last]: a replica's server replicates from its
-   * primary's private port). Default: the agent's.
+   * Uids whose connections on this host reach every private port directly (ranges as [first, last]). The agent's
+   * own always does (its probes, its sessions); the servers' uids reach only the ports `guardLocal` names for them.
    */
   localUids?: readonly (number | readonly [number, number])[];
   log?: (msg: string) => void;
@@ -115,6 +123,19 @@ function listenMatch(listenAddress: string): { match: string; beyondLoopback: bo
 
 const counterName = (dir: "in" | "out", id: string) => `${dir}_${id}`;
 
+/** The ct mark (upper 16 bits) by which an agent of this host vouches for its server's connection to a private port. */
+const VOUCHED = "0xdbaa0000";
+const VOUCH_MASK = "0xffff0000";
+
+function checkLocalServer(id: string, s: LocalServer): void {
+  if (!ID_RE.test(id)) throw new Error(`invalid instance id ${JSON.stringify(id)}`);
+  if (!Number.isInteger(s.uid) || s.uid < 0 || s.uid > 0xfffffffe) throw new Error(`invalid uid ${s.uid}`);
+  for (const a of [s.own, ...(s.streamsFrom ? [s.streamsFrom] : [])]) {
+    if (!Number.isInteger(a.port) || a.port < 1 || a.port > 65535) throw new Error(`invalid port ${a.port}`);
+    if (!net.isIP(a.host)) throw new Error(`invalid address ${JSON.stringify(a.host)}`);
+  }
+}
+
 interface Served {
   route: ProxyRoute;
   /** Listening sockets on the published port: never reached (the DNAT comes first), they keep the port taken for everyone else. */
@@ -144,6 +165,43 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
   ].join(", ");
   const toPrivate = `ip daddr ${privateAddress} tcp dport @private_ports ct state new`;
 
+  /**
+   * The whole guard of private ports, written anew (one transaction with whatever else changes; a repair puts back
+   * what was changed behind the agent's back): `private_ports` (the served routes' targets and the servers' own
+   * ports), `local_peers` (which uid may reach which private address and port from this host) and the chains.
+   */
+  function guardLines(targets: Iterable<{ host: string; port: number }>, servers: Iterable<LocalServer>): string[] {
+    const ports = new Set<number>();
+    for (const target of targets) if (target.host === privateAddress) ports.add(target.port);
+    const peers = new Set<string>();
+    for (const srv of servers) {
+      if (srv.own.host === privateAddress) ports.add(srv.own.port);
+      for (const a of [srv.own, ...(srv.streamsFrom ? [srv.streamsFrom] : [])])
+        if (net.isIPv4(a.host)) peers.add(`${a.host} . ${a.port} . ${srv.uid}`);
+    }
+    return [
+      ...["vouch_out", "guard_out", "guard_in"].map((c) => `flush chain ${t} ${c}`),
+      `flush set ${t} private_ports`,
+      `flush set ${t} local_peers`,
+      ...(ports.size > 0 ? [`add element ${t} private_ports { ${[...ports].join(", ")} }`] : []),
+      ...(peers.size > 0 ? [`add element ${t} local_peers { ${[...peers].join(", ")} }`] : []),
+      // This agent's word for its servers' connections, to its own ports and to another agent's of this host.
+      `add rule ${t} vouch_out meta l4proto tcp ct state new ip daddr . tcp dport . meta skuid @local_peers ct mark set ct mark and 0xffff or ${VOUCHED}`,
+      // This host's connections to a private port: DNAT'd (through a published port), the agent's, or a uid let
+      // through to that port (its server's, a replica's of it), by this agent or another of this host.
+      `add rule ${t} guard_out ${toPrivate} ct status dnat accept`,
+      `add rule ${t} guard_out ${toPrivate} meta skuid { ${uids} } accept`,
+      `add rule ${t} guard_out ${toPrivate} ip daddr . tcp dport . meta skuid @local_peers accept`,
+      `add rule ${t} guard_out ${toPrivate} ct mark and ${VOUCH_MASK} == ${VOUCHED} accept`,
+      // Refused at once (a local client learns it at once; a dropped SYN would be retried for a minute).
+      `add rule ${t} guard_out ${toPrivate} reject with tcp reset`,
+      // Other hosts': DNAT'd, or replication from the private network.
+      `add rule ${t} guard_in iifname != "lo" ${toPrivate} ct status dnat accept`,
+      `add rule ${t} guard_in iifname != "lo" ${toPrivate} ip saddr ${opts.privateNetwork ?? privateAddress} accept`,
+      `add rule ${t} guard_in iifname != "lo" ${toPrivate} drop`,
+    ];
+  }
+
   // The data directory exists before its table does, so another agent's reaping never takes a new table for a stale one.
   mkdirSync(dataDir, { recursive: true });
   if (localnet && readFileSync(ROUTE_LOCALNET, "utf8").trim() !== "1") {
@@ -172,22 +230,16 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
       "  chain count_in { type filter hook input priority 0; }",
       "  chain count_out { type filter hook postrouting priority 0; }",
       "  set private_ports { type inet_service; }",
+      "  set local_peers { type ipv4_addr . inet_service . uid; }",
+      "  chain vouch_out { type filter hook output priority -1; }",
       "  chain guard_out { type filter hook output priority 0; }",
       "  chain guard_in { type filter hook input priority 0; }",
       ...TRUST_DECLARATIONS,
       "}",
-      ...["nat_out", "nat_pre", "count_in", "count_out", "guard_out", "guard_in"].map((c) => `flush chain ${t} ${c}`),
+      ...["nat_out", "nat_pre", "count_in", "count_out"].map((c) => `flush chain ${t} ${c}`),
       `flush map ${t} dnat_ports`,
-      `flush set ${t} private_ports`,
-      // This host's connections to a private port: DNAT'd (through a published port), or the agent's or a server's own.
-      `add rule ${t} guard_out ${toPrivate} ct status dnat accept`,
-      `add rule ${t} guard_out ${toPrivate} meta skuid { ${uids} } accept`,
-      // Refused at once (a local client learns it at once; a dropped SYN would be retried for a minute).
-      `add rule ${t} guard_out ${toPrivate} reject with tcp reset`,
-      // Other hosts': DNAT'd, or replication from the private network.
-      `add rule ${t} guard_in iifname != "lo" ${toPrivate} ct status dnat accept`,
-      `add rule ${t} guard_in iifname != "lo" ${toPrivate} ip saddr ${opts.privateNetwork ?? privateAddress} accept`,
-      `add rule ${t} guard_in iifname != "lo" ${toPrivate} drop`,
+      // The guard: nothing served yet, no server known (the agent serves and guards again what runs).
+      ...guardLines([], []),
       // Trusted sources stay as the previous process left them (read back below) until this one is told its own.
       ...trustHookLines(t),
       `add rule ${t} nat_out ${match} dnat ip to tcp dport map @dnat_ports`,
@@ -201,6 +253,20 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
   );
 
   const served = new Map<string, Served>();
+  /** The servers the guard knows (guardLocal): their uids, own private ports and the ports they stream from. */
+  const locals = new Map<string, LocalServer>();
+  /** The guard's lines for the served routes (with `route` for `id` instead of its current one; null: none) and the servers. */
+  function guardNow(id?: string, route?: ProxyRoute | null): string[] {
+    const routes = new Map([...served].map(([k, v]) => [k, v.route]));
+    if (id !== undefined) {
+      if (route) routes.set(id, route);
+      else routes.delete(id);
+    }
+    return guardLines(
+      [...routes.values()].map((r) => r.target),
+      locals.values(),
+    );
+  }
   /** Ports whose counters (maps in_counters and out_counters) belong to a database, as in the kernel. */
   const countedPorts = new Map<number, string>();
   /** Databases whose counter objects exist in the kernel. */
@@ -303,8 +369,9 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
   async function unserveNow(id: string): Promise<void> {
     const s = served.get(id);
     if (!s) return;
-    // Counting stays: connections already established drain (the server stops right after).
-    await nft.apply(`delete element ${t} dnat_ports { ${s.route.port} }\ndelete element ${t} private_ports { ${s.route.target.port} }\n`);
+    // Counting stays: connections already established drain (the server stops right after). Its private port stays
+    // guarded while guardLocal has its server.
+    await nft.apply([`delete element ${t} dnat_ports { ${s.route.port} }`, ...guardNow(id, null), ""].join("\n"));
     served.delete(id);
     await release(s.holds);
   }
@@ -338,8 +405,7 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
               [
                 `delete element ${t} dnat_ports { ${route.port} }`,
                 `add element ${t} dnat_ports { ${dnatElement(route)} }`,
-                `delete element ${t} private_ports { ${cur.route.target.port} }`,
-                `add element ${t} private_ports { ${route.target.port} }`,
+                ...guardNow(id, route),
                 "",
               ].join("\n"),
             );
@@ -366,7 +432,7 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
             lines.push(`add element ${t} out_counters { ${route.port} : ${nftName(counterName("out", acct))} }`);
           }
           lines.push(`add element ${t} dnat_ports { ${dnatElement(route)} }`);
-          lines.push(`add element ${t} private_ports { ${route.target.port} }`);
+          lines.push(...guardNow(id, route));
           // In the same transaction: the port never forwards a connection its database's trusted sources refuse.
           lines.push(...trustLines({ ...route, id }));
           await nft.apply(`${lines.join("\n")}\n`);
@@ -393,10 +459,25 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
         await nft.apply(`${trustLines().join("\n")}\n`);
         trustApplied();
       }),
+    guardLocal: (id, server) =>
+      serial(async () => {
+        if (server) checkLocalServer(id, server);
+        else if (!locals.has(id)) return;
+        const before = locals.get(id);
+        if (server) locals.set(id, server);
+        else locals.delete(id);
+        try {
+          await nft.apply(`${guardNow().join("\n")}\n`);
+        } catch (e) {
+          if (before) locals.set(id, before);
+          else locals.delete(id);
+          throw e;
+        }
+      }),
     repairTrust: () =>
       serial(async () => {
         if (closed) return;
-        await nft.apply(`${trustLines().join("\n")}\n`);
+        await nft.apply(`${[...trustLines(), ...guardNow()].join("\n")}\n`);
         trustApplied();
       }),
     async counters(ids) {
@@ -417,6 +498,7 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
     forget: (id) =>
       serial(async () => {
         await unserveNow(id);
+        if (locals.delete(id)) await nft.apply(`${guardNow().join("\n")}\n`);
         if (!ID_RE.test(id) || !counted.has(id)) return;
         const unmap = unmapLines(id);
         const lines = [...unmap.lines, ...(["in", "out"] as const).map((d) => `delete counter ${t} ${nftName(counterName(d, id))}`)];
@@ -428,9 +510,10 @@ export function createNftMeter(opts: NftMeterOptions): ConnectionProxy {
       serial(async () => {
         closed = true;
         // The instances stop with the agent: no new connections; the counters stay for the next agent process.
-        await nft.apply(`flush map ${t} dnat_ports\nflush set ${t} private_ports\n`);
+        await nft.apply([`flush map ${t} dnat_ports`, ...guardLines([], []), ""].join("\n"));
         const all = [...served.values()];
         served.clear();
+        locals.clear();
         await Promise.all(all.map((s) => release(s.holds)));
       }),
   };

@@ -1,4 +1,5 @@
-import { readFile } from "node:fs/promises";
+import { spawn } from "node:child_process";
+import { readFile, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { DesiredState, type InstanceObservation, type InstanceSpec, InstanceSpecSchema, ObservedState } from "@dbaas/proto/agent";
@@ -12,13 +13,16 @@ import {
   reconcilerFor,
   scramVerifier,
   startHost,
+  startInstance,
   type TestHost,
   waitFor,
 } from "../support/fixture.ts";
+import { adminClient } from "./support.ts";
 
 // The customer's configuration overrides through the reconciler on a real server: written before a start,
 // applied with ALTER SYSTEM and a reload while it runs (restart-only ones reported pending until a restart),
-// kept across stop/start, restart and resize, and preloaded pg_stat_statements.
+// kept across stop/start, restart and resize, and preloaded pg_stat_statements — on a server an older agent
+// configured without it too, from its next restart.
 
 const ID = "conf1";
 
@@ -124,5 +128,67 @@ describe("configuration overrides on a real server", { timeout: 120_000 }, () =>
 
   it("a runtime refuses a parameter name that is not one (nothing reaches ALTER SYSTEM)", async () => {
     await expect(host.runtime.setParameters(ID, { "work_mem = '1MB'; --": "x" })).rejects.toThrow(/invalid parameter name/);
+  });
+});
+
+describe("pg_stat_statements on a server an older agent configured without it", { timeout: 180_000 }, () => {
+  const id = "conf2";
+  let host: TestHost;
+
+  beforeAll(async () => {
+    host = await startHost("confold");
+  }, 60_000);
+
+  afterAll(() => host?.close(), 60_000);
+
+  /** PostgreSQL's own restart of the server (pg_ctl as its user, with the data directory's files as they are): no agent code. */
+  async function restartOutsideTheAgent(dir: string): Promise<void> {
+    const opts = await readFile(path.join(dir, "postmaster.opts"), "utf8");
+    const postgres = /^(\S+)/.exec(opts)![1]!.replace(/^"|"$/g, "");
+    const owner = await stat(dir);
+    const code = await new Promise<number | null>((resolve, reject) => {
+      const child = spawn(path.join(path.dirname(postgres), "pg_ctl"), ["-D", dir, "-m", "fast", "-w", "-t", "60", "restart"], {
+        uid: owner.uid,
+        gid: owner.gid,
+        cwd: dir,
+        // The postmaster inherits these: nothing may hold a pipe to this test.
+        stdio: "ignore",
+      });
+      child.once("error", reject);
+      child.once("exit", resolve);
+    });
+    expect(code, "pg_ctl restart").toBe(0);
+  }
+
+  it("gets the preload at its next restart: query statistics answer there, with CREATE EXTENSION in postgres", async () => {
+    const inst = await startInstance(host, id);
+    const admin = adminClient(host.runtime);
+    const dir = path.join(host.dataDir, "instances", id);
+    // dbaas.conf as an agent from before query insights wrote it: no preload (nor its settings), the server restarted with it.
+    const conf = path.join(dir, "dbaas.conf");
+    const current = await readFile(conf, "utf8");
+    const older = current
+      .split("\n")
+      .filter((l) => !/^(shared_preload_libraries|pg_stat_statements\.)/.test(l))
+      .join("\n");
+    expect(older).not.toBe(current);
+    await writeFile(conf, older);
+    await restartOutsideTheAgent(dir);
+    expect(await host.asAgent(id, "SHOW shared_preload_libraries")).toEqual([{ shared_preload_libraries: "" }]);
+    await expect(admin.listQueryStats({ databaseId: id, orderBy: "calls", limit: 5 })).rejects.toThrow(/shared_preload_libraries/);
+
+    // Its next restart (a restart asked for, a resize, a start after a stop: each writes dbaas.conf anew).
+    await host.runtime.restart(id, inst.settings);
+    expect(await readFile(conf, "utf8")).toMatch(/^shared_preload_libraries = 'pg_stat_statements'$/m);
+    expect(await host.asAgent(id, "SHOW shared_preload_libraries")).toEqual([{ shared_preload_libraries: "pg_stat_statements" }]);
+    for (let i = 0; i < 7; i++) await query(inst.port, inst.password, `SELECT ${i} + 1 AS n /* conf2 */`);
+    const { stats } = await waitFor(async () => {
+      const r = await admin.listQueryStats({ databaseId: id, orderBy: "calls", limit: 100 });
+      return r.stats.some((s) => s.query.includes("conf2")) && r;
+    }, 60_000);
+    expect(stats.find((s) => s.query.includes("conf2"))).toMatchObject({ user: "dbadmin", database: "defaultdb" });
+    expect(await host.asAgent(id, "SELECT extname FROM pg_extension WHERE extname = 'pg_stat_statements'")).toEqual([
+      { extname: "pg_stat_statements" },
+    ]);
   });
 });

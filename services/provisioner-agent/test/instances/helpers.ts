@@ -1,4 +1,4 @@
-import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { mkdtemp } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
@@ -8,14 +8,7 @@ import path from "node:path";
  * The verifier PostgreSQL stores for a SCRAM-SHA-256 password (RFC 5802/7677),
  * computed client-side so the agent never sees the plaintext.
  */
-export function scramVerifier(password: string, iterations = 4096): string {
-  const salt = randomBytes(16);
-  const salted = pbkdf2Sync(password.normalize("NFKC"), salt, iterations, 32, "sha256");
-  const clientKey = createHmac("sha256", salted).update("Client Key").digest();
-  const storedKey = createHash("sha256").update(clientKey).digest();
-  const serverKey = createHmac("sha256", salted).update("Server Key").digest();
-  return `SCRAM-SHA-256$${iterations}:${salt.toString("base64")}$${storedKey.toString("base64")}:${serverKey.toString("base64")}`;
-}
+export { scramVerifier } from "@dbaas/kit";
 
 /** A TCP port that was free a moment ago (bind port 0, read it, release it). */
 export function freePort(): Promise<number> {

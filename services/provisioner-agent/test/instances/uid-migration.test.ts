@@ -48,15 +48,15 @@ describe.skipIf(process.getuid?.() !== 0)("servers from before per-server users 
   });
 
   /** Makes stopped instance `id` look as that agent left it: all of it the shared user's, a WAL segment in its spool. */
-  async function makeShared(id: string): Promise<void> {
+  async function makeShared(id: string, owner: { uid: number; gid: number } = nobody): Promise<void> {
     const f = filesOf(id);
     await writeFile(path.join(f.spool, "000000010000000000000042"), "wal");
-    await run("chown", ["-R", `${nobody.uid}:${nobody.gid}`, f.data, f.spool, f.socket, f.log]);
+    await run("chown", ["-R", `${owner.uid}:${owner.gid}`, f.data, f.spool, f.socket, f.log]);
     await chmod(f.log, 0o644);
     // A link its user planted (a tenant could write there): the hand-over must change the link, not what it names.
     await rm(path.join(f.data, "planted"), { force: true });
     await symlink(secret, path.join(f.data, "planted"));
-    await run("chown", ["-h", `${nobody.uid}:${nobody.gid}`, path.join(f.data, "planted")]);
+    await run("chown", ["-h", `${owner.uid}:${owner.gid}`, path.join(f.data, "planted")]);
   }
 
   /** The uid of its own `id` got: every file of it is that uid's, and its server runs as it. */
@@ -119,5 +119,21 @@ describe.skipIf(process.getuid?.() !== 0)("servers from before per-server users 
     await runtime.start(old2.id, old2.settings);
     await expectOwnUser(old2.id, [(await stat(dirOf(old1.id))).uid]);
     expect(await query(old2.port, old2.password, "SELECT answer FROM kept")).toEqual([{ answer: 42 }]);
+  });
+
+  it("a server of a uid outside the range (the range changed: the local stack's agents got a slice each) gets one of the range", async () => {
+    const foreign = { uid: 350_123, gid: 350_123 };
+    await runtime.stop(old1.id);
+    await makeShared(old1.id, foreign);
+    // A new agent process over the same data directory: the stopped server is handed a uid of the range at its start.
+    await m!.stopAll();
+    m = createInstanceManager({ dataDir: host.dataDir, agentId: "test-uidmig" });
+    runtime = createLocalProcessRuntime(m);
+    await runtime.prepare();
+    expect((await stat(dirOf(old1.id))).uid).not.toBe(foreign.uid);
+    await runtime.start(old1.id, old1.settings);
+    await runtime.start(old2.id, old2.settings);
+    await expectOwnUser(old1.id, [(await stat(dirOf(old2.id))).uid, foreign.uid]);
+    expect(await query(old1.port, old1.password, "SELECT answer FROM kept")).toEqual([{ answer: 42 }]);
   });
 });

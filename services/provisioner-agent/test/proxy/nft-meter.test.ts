@@ -134,6 +134,57 @@ describe.skipIf(unusable !== undefined)("nftables meter (real nft, the system Po
     expect(await refused(TARGET.port)).toBe("connected");
   });
 
+  it("guards per port: a server's uid reaches its own private port and the one it streams from, no other tenant's", async () => {
+    const asUid = (uid: number, to: number) =>
+      execFileSync("setpriv", [`--reuid=${uid}`, `--regid=${uid}`, "--clear-groups", process.execPath, "-e", CONNECT, String(to)], {
+        encoding: "utf8",
+        timeout: 20_000,
+      }).trim();
+    // Tenant B's server: a plain listener on a private port of its own (served, so guarded, like TARGET).
+    const bPort = await freePort();
+    const b = net.createServer((s) => s.destroy());
+    await new Promise<void>((r) => b.listen(bPort, "127.0.0.1", r));
+    const other = newMeter(await tempDataDir("nft-peer"));
+    try {
+      await meter.serve("db2", { port: await freePort(), target: { host: "127.0.0.1", port: bPort } });
+      // A (uid 54001) on TARGET; its replica (54002) streams from it; B (54003) on bPort; a replica (54004) that another
+      // agent of this host runs streams from A too.
+      await meter.guardLocal("db1", { uid: 54001, own: TARGET });
+      await meter.guardLocal("db1r", { uid: 54002, own: { host: "127.0.0.1", port: await freePort() }, streamsFrom: TARGET });
+      await meter.guardLocal("db2", { uid: 54003, own: { host: "127.0.0.1", port: bPort } });
+      await other.guardLocal("x1r", { uid: 54004, own: { host: "127.0.0.1", port: await freePort() }, streamsFrom: TARGET });
+      expect(asUid(54001, TARGET.port)).toBe("connected");
+      expect(asUid(54002, TARGET.port)).toBe("connected");
+      expect(asUid(54004, TARGET.port)).toBe("connected");
+      expect(asUid(54003, bPort)).toBe("connected");
+      // Every other tenant's uid, on both ports: A's server and A's replica to B's, B's to A's.
+      expect(asUid(54001, bPort)).toBe("ECONNREFUSED");
+      expect(asUid(54002, bPort)).toBe("ECONNREFUSED");
+      expect(asUid(54004, bPort)).toBe("ECONNREFUSED");
+      expect(asUid(54003, TARGET.port)).toBe("ECONNREFUSED");
+      expect(asUid(54005, TARGET.port)).toBe("ECONNREFUSED");
+      expect(await refused(bPort)).toBe("connected");
+      // Flushed behind the agent's back: the repair (the trust keeper's, every 5 s) puts it back.
+      execFileSync("nft", ["flush", "set", "ip", nftTableName(dataDir, AGENT), "local_peers"]);
+      expect(asUid(54001, TARGET.port)).toBe("ECONNREFUSED");
+      await meter.repairTrust();
+      expect(asUid(54001, TARGET.port)).toBe("connected");
+      // A replica stopped, another agent's gone: their uids no longer get through.
+      await meter.guardLocal("db1r", undefined);
+      await other.close();
+      expect(asUid(54002, TARGET.port)).toBe("ECONNREFUSED");
+      expect(asUid(54004, TARGET.port)).toBe("ECONNREFUSED");
+      // Reaped with the instance.
+      await meter.forget("db2");
+      const peers = execFileSync("nft", ["-j", "list", "set", "ip", nftTableName(dataDir, AGENT), "local_peers"], { encoding: "utf8" });
+      expect(peers).not.toContain("54003");
+      expect(peers).toContain("54001");
+    } finally {
+      await other.close().catch(() => {});
+      await new Promise((r) => b.close(r));
+    }
+  });
+
   it("unserve refuses new connections; the counters stay", async () => {
     const before = await countersOf(meter, "db1");
     await meter.unserve("db1");

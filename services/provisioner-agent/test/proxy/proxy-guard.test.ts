@@ -1,4 +1,5 @@
 import { readFile } from "node:fs/promises";
+import { Socket } from "node:net";
 import path from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -88,6 +89,38 @@ describe.skipIf(unusable)(
       expect(await directLogin(net.rootAddress, privatePort, db.password)).toMatch(
         new RegExp(`pg_hba\\.conf rejects connection for host "${net.rootAddress.replaceAll(".", "\\.")}", user "dbadmin"`),
       );
+    });
+
+    it("the declared weakness: a local process that binds the proxy's address reaches the server's SCRAM prompt", async () => {
+      // No privilege is needed to bind a loopback address (nor, with IP_FREEBIND, any address), and pg_hba sees nothing
+      // but the address: without nftables no uid can be told apart (README, "Connection proxy"; /healthz says
+      // private_ports_guard: source-address). A password is all that stands in the way, as on the published port,
+      // unmetered and past the trusted sources.
+      const source = host.m.proxy.sourceAddress!;
+      const bound = () => {
+        const s = new Socket();
+        const connect = s.connect.bind(s) as (o: object) => Socket;
+        (s as unknown as { connect: (port: number, h: string) => Socket }).connect = (port, h) =>
+          connect({ port, host: h, localAddress: source });
+        return s;
+      };
+      const c = new pg.Client({
+        host: net.rootAddress,
+        port: privatePort,
+        user: "dbadmin",
+        password: db.password,
+        database: "defaultdb",
+        ssl: { rejectUnauthorized: false },
+        connectionTimeoutMillis: 5000,
+        stream: bound,
+      });
+      c.on("error", () => {});
+      try {
+        await c.connect();
+        expect((await c.query("SELECT host(inet_client_addr()) AS a")).rows).toEqual([{ a: source }]);
+      } finally {
+        await c.end().catch(() => {});
+      }
     });
 
     it("a direct connection from another host is refused; replication from the private network gets in", async () => {
