@@ -1,6 +1,6 @@
 import { ConnectError } from "@connectrpc/connect";
 import pg from "pg";
-import { type AdminSessionOptions, type AgentConnection, agentClient } from "./instance-access.ts";
+import { type AdminSessionOptions, type AgentConnection, agentClient, assertAnsweringServer } from "./instance-access.ts";
 
 /**
  * The agent's superuser sessions on its customers' servers, kept open between calls (docs/decisions.md, "The
@@ -186,6 +186,7 @@ export function createAdminSessions(): AdminSessions {
     const c = agentClient(conn, { timeoutMs: TIMEOUT_MS, applicationName: ADMIN_APPLICATION, database });
     try {
       await c.connect();
+      await assertAnsweringServer(c, conn);
       await c.query(QUIET);
     } catch (err) {
       await c.end().catch(() => {});

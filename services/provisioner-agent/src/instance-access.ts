@@ -1,4 +1,6 @@
 import type { ChildProcess, StdioOptions } from "node:child_process";
+import { lstat, readFile, readlink, stat } from "node:fs/promises";
+import path from "node:path";
 import pg from "pg";
 
 /**
@@ -71,7 +73,39 @@ export function agentClient(
   return client;
 }
 
-/** {@link agentClient}, connected, given to `fn`, and closed after. */
+/**
+ * Checks, on a connected {@link agentClient} over a unix socket, that the server that answered runs as the
+ * owner of the socket directory the agent named. A server's user owns its socket directory and can put a
+ * link to another server's socket in place of its own; connect() follows it and peer authentication
+ * admits the agent anywhere, so without this the agent's superuser session (a password reset, say) would
+ * land in a neighbour's server. Throws (after closing the client) when it did.
+ */
+export async function assertAnsweringServer(client: pg.Client, conn: AgentConnection): Promise<void> {
+  if (!path.isAbsolute(conn.host)) return;
+  const pid = (client as unknown as { processID?: number }).processID;
+  let backendUid = Number.NaN;
+  let dirUid = Number.NaN;
+  try {
+    let dir = conn.host;
+    // The agent's own link (`<socketDir>/.s.PGSQL.<published>`, in a directory of the agent's) names the server's
+    // socket directory; a link anywhere else is not believed.
+    const sock = path.join(dir, `.s.PGSQL.${conn.port}`);
+    if ((await lstat(sock)).isSymbolicLink() && (await stat(dir)).uid === process.getuid?.())
+      dir = path.dirname(path.resolve(dir, await readlink(sock)));
+    dirUid = (await stat(dir)).uid;
+    backendUid = Number(/^Uid:\s+(\d+)/m.exec(await readFile(`/proc/${pid}/status`, "utf8"))?.[1]);
+  } catch {
+    // unknown: refused below
+  }
+  if (backendUid === dirUid) return;
+  await client.end().catch(() => {});
+  throw new Error(
+    `refusing the agent's session through ${conn.host}: the server that answered runs as uid ${backendUid}, ` +
+      `the socket directory is uid ${dirUid}'s (a link to another server's socket, planted by the server's user?)`,
+  );
+}
+
+/** {@link agentClient}, connected (and checked: {@link assertAnsweringServer}), given to `fn`, and closed after. */
 export async function withAgentSession<T>(
   conn: AgentConnection,
   fn: (c: pg.Client) => Promise<T>,
@@ -80,6 +114,7 @@ export async function withAgentSession<T>(
 ): Promise<T> {
   const client = agentClient(conn, { timeoutMs, ...(database !== undefined && { database }) });
   await client.connect();
+  await assertAnsweringServer(client, conn);
   try {
     return await fn(client);
   } finally {
@@ -100,6 +135,8 @@ export interface ServerFiles {
   writeFile(file: string, content: string, mode?: number): Promise<void>;
   /** Creates the directory `dir` (its parent exists), mode 0700, owned by the server. */
   makeDir(dir: string): Promise<void>;
+  /** Reads `file`, a regular file the server owns, without following a link (files.ts readOwned). */
+  readFile(file: string): Promise<string>;
   /** Runs `file args` as the server's user, without a shell, in `/`, with a minimal environment. */
   spawn(file: string, args: readonly string[], stdio: StdioOptions): ChildProcess;
 }

@@ -1,11 +1,12 @@
 import { constants as fsConstants } from "node:fs";
-import { chmod, lstat, open, readdir, rm, unlink } from "node:fs/promises";
+import { chmod, lstat, open, readdir, unlink } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import { constants, gzip } from "node:zlib";
 import type { Logger } from "@dbaas/kit";
 import { INSTANCE_ID_RE as ID_RE } from "../instance-access.ts";
+import { removeTree } from "../safe-fs.ts";
 import type { BlobStore } from "./blob-store.ts";
 import { walKey, walPrefix } from "./layout.ts";
 import { isArchivedName, parseSegmentName, WAL_SEGMENT_BYTES } from "./wal.ts";
@@ -388,7 +389,7 @@ export function createArchiver(opts: ArchiverOptions) {
       purging.add(id);
       try {
         await dbs.get(id)?.draining;
-        await rm(path.join(spoolRoot, id), { recursive: true, force: true });
+        await removeTree(path.join(spoolRoot, id));
         dbs.delete(id);
       } finally {
         purging.delete(id);

@@ -1,10 +1,10 @@
-import { rm } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
 import { type Clock, type Logger, tracedWork } from "@dbaas/kit";
 import { BackupState, type DatabaseBackups, DatabaseBackupsSchema, DesiredState, type InstanceSpec } from "@dbaas/proto/agent";
 import { withAgentSession } from "../instance-access.ts";
+import { removeTree } from "../safe-fs.ts";
 import type { InstanceRuntime } from "../runtime.ts";
 import { createArchiver } from "./archiver.ts";
 import { BACKUP_ATTEMPTS, createAttemptLog } from "./attempts.ts";
@@ -326,7 +326,7 @@ export function createBackupManager(opts: BackupManagerOptions) {
   return {
     async start(): Promise<void> {
       // A kill -9 mid-backup leaves staging files; their attempt was counted when it began.
-      await rm(stagingRoot, { recursive: true, force: true });
+      await removeTree(stagingRoot);
       await attempts.sweep();
       await windows.load();
       archiver.start();
@@ -379,7 +379,7 @@ export function createBackupManager(opts: BackupManagerOptions) {
         await r?.done;
         await archiver.purge(id);
         if (!opts.keepStore) await store.deletePrefix(databasePrefix(id));
-        await rm(stagingDirOf(stagingRoot, id), { recursive: true, force: true });
+        await removeTree(stagingDirOf(stagingRoot, id));
         await attempts.clear(id);
         for (const m of [records, retryAt]) m.delete(id);
         news.forget(id);

@@ -1,10 +1,11 @@
-import { createReadStream } from "node:fs";
-import { mkdir, rm, stat } from "node:fs/promises";
+import { constants as fsConstants } from "node:fs";
+import { mkdir, open } from "node:fs/promises";
 import path from "node:path";
 import { pipeline, Transform } from "node:stream";
 import { constants, createGzip } from "node:zlib";
 import type pg from "pg";
-import { type AgentConnection, agentClient, type ServerFiles, withAgentSession } from "../instance-access.ts";
+import { type AgentConnection, agentClient, assertAnsweringServer, type ServerFiles, withAgentSession } from "../instance-access.ts";
+import { removeTree, UnsafePathError } from "../safe-fs.ts";
 import type { BlobStore } from "./blob-store.ts";
 import { type BackupRecord, baseTarKey, manifestKey, recordKey } from "./layout.ts";
 import { tarWithout } from "./tar-filter.ts";
@@ -50,7 +51,7 @@ export async function clearBackupLeftovers(o: Pick<BaseBackupOptions, "connectio
       BACKUP_APP,
     ]),
   );
-  await rm(stagingDirOf(o.stagingRoot, o.databaseId), { recursive: true, force: true });
+  await removeTree(stagingDirOf(o.stagingRoot, o.databaseId));
 }
 
 interface Position {
@@ -69,7 +70,31 @@ function positions(result: unknown): { start: Position; stop: Position } {
 }
 
 /** base.tar without LEFT_OUT, through gzip into the store (which encrypts it); resolves with the compressed size. */
-async function uploadCompressed(store: BlobStore, key: string, file: string): Promise<number> {
+/**
+ * What the server wrote into its staging directory (which its user can write): opened without following a link
+ * and only if a regular file of `uid`, so the agent never uploads another file (the CA key, a neighbour's
+ * staging) into this database's backups, where a restore would hand it to the customer.
+ */
+async function openStaged(file: string, uid: number) {
+  let fh: Awaited<ReturnType<typeof open>>;
+  try {
+    fh = await open(file, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ELOOP") throw new UnsafePathError(`refusing to upload ${file}: it is a symbolic link`);
+    throw e;
+  }
+  const st = await fh.stat();
+  if (!st.isFile() || st.uid !== uid) {
+    await fh.close();
+    throw new UnsafePathError(
+      `refusing to upload ${file}: ${st.isFile() ? `owned by uid ${st.uid}, not the server's ${uid}` : "not a regular file"}`,
+    );
+  }
+  return { fh, size: st.size };
+}
+
+async function uploadCompressed(store: BlobStore, key: string, file: string, uid: number): Promise<number> {
+  const { fh } = await openStaged(file, uid);
   let size = 0;
   const counter = new Transform({
     transform(chunk: Buffer, _enc, cb) {
@@ -78,8 +103,12 @@ async function uploadCompressed(store: BlobStore, key: string, file: string): Pr
     },
   });
   // Speed over ratio: the backup's duration is what a customer waits for.
-  const body = pipeline(createReadStream(file), tarWithout(LEFT_OUT), createGzip({ level: constants.Z_BEST_SPEED }), counter, () => {});
-  await store.put(key, body);
+  const body = pipeline(fh.createReadStream(), tarWithout(LEFT_OUT), createGzip({ level: constants.Z_BEST_SPEED }), counter, () => {});
+  try {
+    await store.put(key, body);
+  } finally {
+    await fh.close().catch(() => {});
+  }
   return size;
 }
 
@@ -107,6 +136,7 @@ export async function takeBaseBackup(o: BaseBackupOptions): Promise<BackupRecord
     o.signal.throwIfAborted();
     const startedAt = o.now();
     await client.connect();
+    await assertAnsweringServer(client, o.connection);
     const result = await client.query(
       `BASE_BACKUP (LABEL '${o.backupId}', TARGET 'server', TARGET_DETAIL ${client.escapeLiteral(target)}, ` +
         "CHECKPOINT 'fast', WAIT true, MANIFEST 'yes')",
@@ -115,10 +145,14 @@ export async function takeBaseBackup(o: BaseBackupOptions): Promise<BackupRecord
     await client.end();
     const { start, stop } = positions(result);
     o.signal.throwIfAborted();
-    const tarSize = await uploadCompressed(o.store, baseTarKey(o.databaseId, o.backupId), path.join(target, "base.tar"));
-    const manifest = path.join(target, "backup_manifest");
-    await o.store.put(manifestKey(o.databaseId, o.backupId), { path: manifest });
-    const manifestSize = (await stat(manifest)).size;
+    const tarSize = await uploadCompressed(o.store, baseTarKey(o.databaseId, o.backupId), path.join(target, "base.tar"), o.server.uid);
+    const manifest = await openStaged(path.join(target, "backup_manifest"), o.server.uid);
+    try {
+      await o.store.put(manifestKey(o.databaseId, o.backupId), await manifest.fh.readFile());
+    } finally {
+      await manifest.fh.close();
+    }
+    const manifestSize = manifest.size;
     // Restorable only with the WAL from its start to its end.
     await o.waitForWal(segnoOfLsn(parseLsn(start.lsn)), lastSegmentNeeded(parseLsn(stop.lsn)), o.signal);
     const record: BackupRecord = {
@@ -137,6 +171,6 @@ export async function takeBaseBackup(o: BaseBackupOptions): Promise<BackupRecord
   } finally {
     o.signal.removeEventListener("abort", abort);
     await client.end().catch(() => {});
-    await rm(dbStaging, { recursive: true, force: true });
+    await removeTree(dbStaging);
   }
 }

@@ -1,6 +1,8 @@
-import { open, readFile, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
+import { constants } from "node:fs";
+import { type FileHandle, open, readdir, rename, rm, stat, unlink } from "node:fs/promises";
 import path from "node:path";
 import type { ServerFiles } from "../instance-access.ts";
+import { openNoFollow, removeTree, UnsafePathError } from "../safe-fs.ts";
 import { rand } from "../temp-name.ts";
 
 /**
@@ -17,6 +19,13 @@ import { rand } from "../temp-name.ts";
  * The marker with `recovery.signal` means "start runs (or resumes) the
  * recovery"; the marker without it means "promoted, clean up"; no marker is an
  * ordinary instance.
+ *
+ * The data directory is the server's user's: it can rename `dbaas-restore` away
+ * and put a link or a directory of its own in its place, though never write
+ * inside the agent's. So `dbaas-restore` is opened O_DIRECTORY|O_NOFOLLOW,
+ * checked to be the agent's (or the server's own, after an upgrade's chown),
+ * and its files are reached through that descriptor (/proc/<pid>/fd/N/…),
+ * never by a path a link could redirect.
  */
 
 const RESTORE_DIR = "dbaas-restore";
@@ -46,30 +55,73 @@ export const restoreWalDir = (dataDir: string) => path.join(dataDir, RESTORE_DIR
 const markerPath = (dataDir: string) => path.join(dataDir, RESTORE_DIR, "restore.json");
 export const recoverySignalPath = (dataDir: string) => path.join(dataDir, "recovery.signal");
 
-/** The marker of a restore under way, or undefined for an ordinary instance. */
-export async function readRestoreMarker(dataDir: string): Promise<RestoreMarker | undefined> {
-  let text: string;
+/**
+ * `dbaas-restore` of `dataDir` opened without following a link, if it is the agent's directory (undefined if
+ * missing); `at(name)` names a file in it through the descriptor. A link or a directory of someone else's in its
+ * place is refused.
+ */
+async function openRestoreDir(dataDir: string): Promise<{ fh: FileHandle; at: (name: string) => string } | undefined> {
+  let fh: FileHandle;
   try {
-    text = await readFile(markerPath(dataDir), "utf8");
+    fh = await openNoFollow(restoreDir(dataDir), constants.O_RDONLY | constants.O_DIRECTORY, "the restore directory");
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
     throw e;
   }
+  const st = await fh.stat();
+  // The agent's; or the server's, if an upgrade gave the whole data directory to the server's own uid mid-restore
+  // (tenant-users.ts giveOwnUser). Anyone else's is not this data directory's.
+  const dataOwner = (await stat(dataDir)).uid;
+  if (st.uid !== process.getuid?.() && st.uid !== dataOwner) {
+    await fh.close();
+    throw new UnsafePathError(
+      `refusing the restore directory ${restoreDir(dataDir)}: owned by uid ${st.uid}, neither the agent's nor the server's`,
+    );
+  }
+  // Through the process's own fd directory: resolves to the opened directory whatever is at its path now.
+  return { fh, at: (name) => `/proc/${process.pid}/fd/${fh.fd}/${name}` };
+}
+
+/** The marker of a restore under way, or undefined for an ordinary instance. */
+export async function readRestoreMarker(dataDir: string): Promise<RestoreMarker | undefined> {
+  const d = await openRestoreDir(dataDir);
+  if (!d) return undefined;
+  let text: string;
+  try {
+    const fh = await open(d.at(path.basename(markerPath(dataDir))), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    try {
+      text = await fh.readFile("utf8");
+    } finally {
+      await fh.close();
+    }
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw e;
+  } finally {
+    await d.fh.close();
+  }
   return JSON.parse(text) as RestoreMarker;
 }
 
-/** Written by the agent (not the run-as user), atomically. */
+/** Written by the agent (not the run-as user), atomically, into its own `dbaas-restore` (which must exist). */
 export async function writeRestoreMarker(dataDir: string, marker: RestoreMarker): Promise<void> {
-  const file = markerPath(dataDir);
-  const tmp = `${file}.tmp-${rand()}`;
-  await writeFile(tmp, `${JSON.stringify(marker, null, 2)}\n`, { mode: 0o644 });
-  const fh = await open(tmp, "r");
+  const d = await openRestoreDir(dataDir);
+  if (!d) throw new Error(`cannot write the restore marker: ${restoreDir(dataDir)} is missing`);
   try {
-    await fh.sync();
+    const name = path.basename(markerPath(dataDir));
+    const tmp = d.at(`${name}.tmp-${rand()}`);
+    const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+    try {
+      await fh.chmod(0o644);
+      await fh.writeFile(`${JSON.stringify(marker, null, 2)}\n`);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await rename(tmp, d.at(name));
   } finally {
-    await fh.close();
+    await d.fh.close();
   }
-  await rename(tmp, file);
 }
 
 /** postgresql.conf string literal. */
@@ -106,7 +158,7 @@ export async function writeRecoveryConfig(server: ServerFiles, dataDir: string, 
   await removeConfTemps(dataDir);
   await server.writeFile(path.join(dataDir, RECOVERY_CONF), renderRecoveryConf(m));
   const pgConf = path.join(dataDir, "postgresql.conf");
-  const text = await readFile(pgConf, "utf8");
+  const text = await server.readFile(pgConf);
   if (!RECOVERY_INCLUDE_RE.test(text)) await server.writeFile(pgConf, `${text.replace(/\n*$/, "\n")}${RECOVERY_INCLUDE}\n`);
 }
 
@@ -117,13 +169,27 @@ export async function writeRecoveryConfig(server: ServerFiles, dataDir: string, 
  */
 export async function finishRestore(server: ServerFiles, dataDir: string): Promise<void> {
   const pgConf = path.join(dataDir, "postgresql.conf");
-  const text = await readFile(pgConf, "utf8");
+  const text = await server.readFile(pgConf);
   if (RECOVERY_INCLUDE_RE.test(text)) await server.writeFile(pgConf, text.replace(RECOVERY_INCLUDE_RE, ""));
   await rm(path.join(dataDir, RECOVERY_CONF), { force: true });
   await removeConfTemps(dataDir);
-  await rm(restoreWalDir(dataDir), { recursive: true, force: true });
-  await rm(markerPath(dataDir), { force: true });
-  await rm(restoreDir(dataDir), { recursive: true, force: true });
+  // The WAL, then the marker, through the directory's descriptor; then the directory (GNU rm: whatever is there now,
+  // a link included, is removed without being followed). Someone else's directory in its place: just removed.
+  const d = await openRestoreDir(dataDir).catch((e) => {
+    if (e instanceof UnsafePathError) return undefined;
+    throw e;
+  });
+  if (d) {
+    try {
+      await removeTree(d.at("wal"));
+      await unlink(d.at(path.basename(markerPath(dataDir)))).catch((e: NodeJS.ErrnoException) => {
+        if (e.code !== "ENOENT") throw e;
+      });
+    } finally {
+      await d.fh.close();
+    }
+  }
+  await removeTree(restoreDir(dataDir));
 }
 
 /** Bytes of `file` from `offset` on (a server log since a start began). */

@@ -1,5 +1,5 @@
-import { createWriteStream } from "node:fs";
-import { mkdir, readFile, rm } from "node:fs/promises";
+import { constants } from "node:fs";
+import { mkdir, open, rm } from "node:fs/promises";
 import path from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -99,11 +99,13 @@ async function fetchWal(store: BlobStore, sourceId: string, names: string[], dir
   const worker = async () => {
     for (let name = pending.shift(); name !== undefined; name = pending.shift()) {
       // World-readable: the server's restore_command copies from here (others cannot enter its 0700 data directory).
-      await pipeline(
-        await store.get(`${walPrefix(sourceId)}${name}.gz`),
-        createGunzip(),
-        createWriteStream(path.join(dir, name), { mode: 0o644 }),
-      );
+      // New files only, never through a link: the directory is the agent's, inside the server's data directory.
+      const out = await open(path.join(dir, name), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+      try {
+        await pipeline(await store.get(`${walPrefix(sourceId)}${name}.gz`), createGunzip(), out.createWriteStream());
+      } finally {
+        await out.close().catch(() => {});
+      }
     }
   };
   await Promise.all(Array.from({ length: Math.min(WAL_FETCH_CONCURRENCY, pending.length) }, worker));
@@ -133,7 +135,7 @@ export async function stageRestore(o: StageRestoreOptions): Promise<void> {
 
   const started = Date.now();
   await extractTarGz(await store.get(baseTarKey(source, record.backupId)), dir, server);
-  const major = (await readFile(path.join(dir, "PG_VERSION"), "utf8").catch(() => "?")).trim();
+  const major = (await server.readFile(path.join(dir, "PG_VERSION")).catch(() => "?")).trim();
   if (major !== o.version) throw new Error(`base backup ${record.backupId} of ${source} holds PostgreSQL ${major}, not ${o.version}`);
   for (const name of HOST_SPECIFIC) await rm(path.join(dir, name), { force: true });
 

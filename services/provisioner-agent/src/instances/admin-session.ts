@@ -6,7 +6,7 @@ import { readPidFile } from "./observe.ts";
 
 /** The agent's session on `id`'s server as its postmaster.pid names it now (its socket, port and generation); undefined when none runs. */
 export async function agentConnectionOf(host: Host, id: string): Promise<AgentConnection | undefined> {
-  const pf = await readPidFile(host.instanceDir(id));
+  const pf = await readPidFile(host.instanceDir(id), host.serverSocketDir(id));
   return pf?.port && pf.socketDir
     ? { host: pf.socketDir, port: pf.port, user: AGENT_SUPERUSER, generation: `${pf.pid}@${pf.started}` }
     : undefined;

@@ -110,7 +110,7 @@ const REPLICATED_VERIFIER_TIMEOUT_MS = 60_000;
  */
 export async function setPassword(host: Host, id: string, verifier: string): Promise<void> {
   assertVerifier(verifier);
-  const pf = await readPidFile(host.instanceDir(id));
+  const pf = await readPidFile(host.instanceDir(id), host.serverSocketDir(id));
   const obs = await observeInstance(host, id);
   if (obs.state !== "running" || !pf?.port || !pf.socketDir)
     throw new Error(`instance ${id} is not running (${obs.state}${obs.message ? `: ${obs.message}` : ""})`);

@@ -1,12 +1,23 @@
 import { existsSync } from "node:fs";
-import { appendFile, chown, mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { BlobStore } from "../backups/blob-store.ts";
 import { stageRestore, stageSeed } from "../backups/restore.ts";
 import type { RestoreRequest, SeedRequest } from "../runtime.ts";
 import { AGENT_SUPERUSER, ADMIN_ROLE, DEFAULT_DATABASE, withAgentClient } from "./agent-socket.ts";
 import { rand } from "../temp-name.ts";
-import { errMsg, fsyncDir, pathExists, prepareLogFile, serverFilesOf, tail, writeOwned } from "./files.ts";
+import {
+  chownNoFollow,
+  errMsg,
+  fsyncDir,
+  pathExists,
+  prepareLogFile,
+  readOwned,
+  removeTree,
+  serverFilesOf,
+  tail,
+  writeOwned,
+} from "./files.ts";
 import type { Host } from "./host.ts";
 import { killServerProcessesIn, pgCtl, START_TIMEOUT_S, STOP_TIMEOUT_S, stopInstance } from "./process-control.ts";
 import { runCommand } from "./run-as.ts";
@@ -50,7 +61,7 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
 
   async function removeLeftover(p: string): Promise<void> {
     await killServerProcessesIn(host, p);
-    await rm(p, { recursive: true, force: true });
+    await removeTree(p);
   }
 
   async function buildTemplate(major: string): Promise<string> {
@@ -81,7 +92,7 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
     inFlight.add(tmp);
     try {
       await mkdir(tmp, { mode: 0o700 });
-      if (runAs.switchUser) await chown(tmp, runAs.uid, runAs.gid);
+      if (runAs.switchUser) await chownNoFollow(tmp, runAs);
       await writeFile(buildLog, "");
       await prepareLogFile(runAs, buildLog);
       await runCommand(
@@ -101,9 +112,11 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
         ],
         { runAs, timeoutMs: 120_000 },
       );
-      await appendFile(
-        path.join(tmp, "postgresql.conf"),
-        `\n# dbaas: SCRAM only. Port, TLS and tier settings are written by the agent on every start.\npassword_encryption = 'scram-sha-256'\n${INCLUDE_LINE}\n`,
+      const pgConf = path.join(tmp, "postgresql.conf");
+      await writeOwned(
+        runAs,
+        pgConf,
+        `${await readOwned(runAs, pgConf)}\n# dbaas: SCRAM only. Port, TLS and tier settings are written by the agent on every start.\npassword_encryption = 'scram-sha-256'\n${INCLUDE_LINE}\n`,
       );
       // The agent's peer login, as in every instance (server-config.ts), before the build server starts.
       await writeOwned(runAs, path.join(tmp, "pg_ident.conf"), renderIdent());
@@ -201,7 +214,7 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
       // filesystem flush per create (~100 ms on ext4), and the template is synced once.
       await rename(tmp, final);
     } catch (e) {
-      await rm(tmp, { recursive: true, force: true }).catch(() => {});
+      await removeTree(tmp).catch(() => {});
       throw e;
     } finally {
       inFlight.delete(tmp);
@@ -219,7 +232,7 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
       try {
         await rename(dir, doomed);
         await fsyncDir(instancesDir);
-        await rm(doomed, { recursive: true, force: true });
+        await removeTree(doomed);
       } finally {
         inFlight.delete(doomed);
       }
@@ -227,7 +240,7 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
     }
     await removeOwnLeftovers(id);
     await rm(host.logPath(id), { force: true });
-    await rm(host.serverLogDir(id), { recursive: true, force: true });
+    await removeTree(host.serverLogDir(id));
   }
 
   async function list(): Promise<string[]> {

@@ -23,7 +23,7 @@ const RELOAD_TIMEOUT_MS = 5000;
 async function running(host: Host, id: string): Promise<{ sock: string; port: number } | undefined> {
   const obs = await observeInstance(host, id);
   if (obs.state !== "running") return undefined;
-  const pf = await readPidFile(host.instanceDir(id));
+  const pf = await readPidFile(host.instanceDir(id), host.serverSocketDir(id));
   return pf?.port && pf.socketDir ? { sock: pf.socketDir, port: pf.port } : undefined;
 }
 

@@ -1,12 +1,14 @@
 import { createHash } from "node:crypto";
 import { realpathSync } from "node:fs";
-import { chmod, chown, lstat, mkdir, readFile, stat } from "node:fs/promises";
+import { constants } from "node:fs";
+import { chmod, mkdir, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { type AdminSessions, createAdminSessions } from "../admin-sessions.ts";
 import type { ConnectionProxy } from "../proxy/counters.ts";
 import { type ConnectionMeterMode, createConnectionMeter } from "../proxy/meter.ts";
 import { findServerBinaries, type ServerBinaries } from "./binaries.ts";
+import { chownNoFollow, openNoFollow, readOwned } from "../safe-fs.ts";
 import { type InstanceCgroups, openInstanceCgroups } from "./cgroups.ts";
 import { privateAddressing } from "./private-network.ts";
 import { isServerProcessIn, serverProcessesIn } from "./procfs.ts";
@@ -245,15 +247,20 @@ export function createHost(opts: HostOptions): Host {
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
     }
-    const st = await lstat(socketDir);
-    if (!st.isDirectory()) throw new Error(`${socketDir} exists and is not a directory`);
-    const myUid = process.getuid!();
-    if (st.uid !== myUid) {
-      // An agent from before per-server directories left it owned by the run-as user.
-      if (st.uid !== runAs.uid) throw new Error(`${socketDir} is owned by uid ${st.uid}, expected ${myUid}; remove it`);
-      await chown(socketDir, myUid, process.getgid!());
+    // Changed on an O_NOFOLLOW descriptor: in /tmp, a link in its place must never be chowned or chmodded through.
+    const fh = await openNoFollow(socketDir, constants.O_RDONLY | constants.O_DIRECTORY, "the socket directory");
+    try {
+      const st = await fh.stat();
+      const myUid = process.getuid!();
+      if (st.uid !== myUid) {
+        // An agent from before per-server directories left it owned by the run-as user.
+        if (st.uid !== runAs.uid) throw new Error(`${socketDir} is owned by uid ${st.uid}, expected ${myUid}; remove it`);
+        await fh.chown(myUid, process.getgid!());
+      }
+      if ((st.mode & 0o777) !== 0o711) await fh.chmod(0o711);
+    } finally {
+      await fh.close();
     }
-    if ((st.mode & 0o777) !== 0o711) await chmod(socketDir, 0o711);
   }
 
   const serverSocketDir = (id: string) => path.join(socketDir, id);
@@ -286,7 +293,8 @@ export function createHost(opts: HostOptions): Host {
       if (!b) throw new Error(`PostgreSQL ${major} is not installed; available: ${[...binaries.keys()].join(", ") || "none"}`);
       return b;
     },
-    majorOf: async (dir) => (await readFile(path.join(dir, "PG_VERSION"), "utf8")).trim(),
+    // Not through a link: the answer can end up in a message the customer sees.
+    majorOf: async (dir) => (await readOwned(undefined, path.join(dir, "PG_VERSION"))).trim(),
     isPostmasterIn: (pid, realDir) => isServerProcessIn(pid, realDir, serverExes),
     serverPidsIn: (realDir) => serverProcessesIn(realDir, serverExes),
     init,
@@ -304,7 +312,7 @@ export function createHost(opts: HostOptions): Host {
         logFile,
         path.join(serverLogRoot(root), id),
       ]);
-      await chmod(logFile, 0o600).catch((e: NodeJS.ErrnoException) => {
+      await chownNoFollow(logFile, user, 0o600).catch((e: NodeJS.ErrnoException) => {
         if (e.code !== "ENOENT") throw e;
       });
       log(

@@ -1,4 +1,3 @@
-import { readFile } from "node:fs/promises";
 import path from "node:path";
 import type pg from "pg";
 import type { BlobStore } from "../backups/blob-store.ts";
@@ -20,7 +19,7 @@ import { withAgentClient } from "./agent-socket.ts";
 import type { CgroupMode, CgroupStats } from "./cgroups.ts";
 import { createDataDirs } from "./data-dirs.ts";
 import { applySynchronousStandbys, fenceInstance, unfenceInstance } from "./fencing.ts";
-import { serverFilesOf, writeOwned } from "./files.ts";
+import { readOwned, serverFilesOf, writeOwned } from "./files.ts";
 import { createHost, type HostOptions, walSpoolRoot } from "./host.ts";
 import { observeInstance, resourceUsage, type InstanceResourceUsage } from "./observe.ts";
 import { createPoolers, poolerSupport as createPoolerSupport } from "./pooler.ts";
@@ -382,7 +381,7 @@ export function createInstanceManager(opts: InstanceManagerOptions): InstanceMan
       const user = await host.serverUser(id).catch(() => undefined);
       if (!user) return undefined;
       // The tier the server was last started with (dbaas.conf's header).
-      const tier = /^# tier: (\S+)$/m.exec(await readFile(configPath(host.instanceDir(id)), "utf8").catch(() => ""))?.[1] ?? "";
+      const tier = /^# tier: (\S+)$/m.exec(await readOwned(undefined, configPath(host.instanceDir(id))).catch(() => ""))?.[1] ?? "";
       return { dir: host.serverLogDir(id), uid: user.uid, quotaBytes: logQuotaBytes(tier) };
     },
   };

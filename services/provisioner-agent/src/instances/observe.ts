@@ -1,8 +1,8 @@
-import { readFile, realpath } from "node:fs/promises";
+import { realpath } from "node:fs/promises";
 import path from "node:path";
 import type { RuntimeObservation } from "../runtime.ts";
 import { withAgentClient } from "./agent-socket.ts";
-import { errMsg, pathExists } from "./files.ts";
+import { errMsg, pathExists, readOwned } from "./files.ts";
 import type { Host } from "./host.ts";
 import { processMemory } from "./procfs.ts";
 
@@ -21,22 +21,29 @@ interface PidFile {
   status?: string;
 }
 
-/** postmaster.pid: pid, data dir, start time, port, socket dir, listen address, shmem key, status. */
-export async function readPidFile(dataDir: string): Promise<PidFile | undefined> {
+/**
+ * postmaster.pid: pid, data dir, start time, port, socket dir, listen address, shmem key, status.
+ * The server's user can rewrite it: with `socketDir` (the one the agent gave the server) a socket
+ * directory it names otherwise is not believed (undefined), so the agent's superuser never connects
+ * where a tenant points it (another server's socket).
+ */
+export async function readPidFile(dataDir: string, socketDir?: string): Promise<PidFile | undefined> {
   let text: string;
   try {
-    text = await readFile(path.join(dataDir, "postmaster.pid"), "utf8");
+    // The server's user writes it: no link followed, no FIFO waited on.
+    text = await readOwned(undefined, path.join(dataDir, "postmaster.pid"));
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
     throw e;
   }
   const lines = text.split("\n");
   const port = Number(lines[3]);
+  const named = lines[4]?.split(",")[0]?.trim() || undefined;
   return {
     pid: Number(lines[0]),
     started: lines[2]?.trim() ?? "",
     port: Number.isInteger(port) && port > 0 ? port : undefined,
-    socketDir: lines[4]?.split(",")[0]?.trim() || undefined,
+    socketDir: socketDir === undefined || named === socketDir ? named : undefined,
     status: lines[7]?.trim() || undefined,
   };
 }
@@ -53,7 +60,7 @@ const WAL_POSITION = `SELECT (CASE WHEN pg_is_in_recovery()
 export async function observeInstance(host: Host, id: string): Promise<RuntimeObservation> {
   const dir = host.instanceDir(id);
   if (!(await pathExists(path.join(dir, "PG_VERSION")))) return { state: "absent" };
-  const pf = await readPidFile(dir);
+  const pf = await readPidFile(dir, host.serverSocketDir(id));
   if (!pf) return { state: "stopped" };
   let real: string;
   try {

@@ -1,13 +1,13 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { chown, mkdir, readFile, readdir, rm } from "node:fs/promises";
+import { mkdir, readdir, rm } from "node:fs/promises";
 import net from "node:net";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { PoolerSettings, PoolerStatus } from "../runtime.ts";
 import type { CgroupLimits } from "./cgroups.ts";
 import { ADMIN_ROLE } from "./agent-socket.ts";
-import { pathExists, tail, writeOwned } from "./files.ts";
+import { ensureOwnedDir, pathExists, readOwned, removeTree, tail, writeOwned } from "./files.ts";
 import type { Host } from "./host.ts";
 import { readPidFile } from "./observe.ts";
 import { poolerProcessesBelow, processRunning } from "./procfs.ts";
@@ -148,7 +148,7 @@ export function createPoolers(host: Host, pgbouncerPath: string): Poolers {
   async function pidFilePid(id: string): Promise<number | undefined> {
     let pid: number;
     try {
-      pid = Number((await readFile(path.join(dirOf(id), PID_FILE), "utf8")).trim());
+      pid = Number((await readOwned(undefined, path.join(dirOf(id), PID_FILE))).trim());
     } catch {
       return undefined;
     }
@@ -203,7 +203,7 @@ export function createPoolers(host: Host, pgbouncerPath: string): Poolers {
   /** A private port for the pooler: the one it had while free, else one the kernel picks now. */
   async function privatePort(id: string, running: boolean): Promise<number> {
     const file = path.join(dirOf(id), PORT_FILE);
-    const kept = Number((await readFile(file, "utf8").catch(() => "")).trim());
+    const kept = Number((await readOwned(undefined, file).catch(() => "")).trim());
     if (Number.isInteger(kept) && kept >= 1024 && (running || (await portFree(host.privateAddress, kept)))) return kept;
     const port = await new Promise<number>((resolve, reject) => {
       const srv = net.createServer();
@@ -248,7 +248,7 @@ export function createPoolers(host: Host, pgbouncerPath: string): Poolers {
         await stop(id);
         return { running: false };
       }
-      const pf = await readPidFile(host.instanceDir(id));
+      const pf = await readPidFile(host.instanceDir(id), host.serverSocketDir(id));
       if (!pf?.port || !pf.socketDir) {
         await stop(id);
         return { running: false, message: "its server is not running" };
@@ -256,8 +256,7 @@ export function createPoolers(host: Host, pgbouncerPath: string): Poolers {
       const user = await host.serverUser(id);
       const dir = dirOf(id);
       await mkdir(root, { recursive: true, mode: 0o711 });
-      await mkdir(dir, { recursive: true, mode: 0o700 });
-      if (user.switchUser) await chown(dir, user.uid, user.gid);
+      await ensureOwnedDir(dir, user);
       const certChanged = await ensureServerCertificate(await host.ca(), settings.host, dir, { owner: user });
       let pid = await runningPid(id);
       const port = await privatePort(id, pid !== undefined);
@@ -272,7 +271,7 @@ export function createPoolers(host: Host, pgbouncerPath: string): Poolers {
       const auth = renderAuthFile(settings.scramVerifier);
       const wanted = `${ini}\0${auth}`;
       if (applied.get(id) !== wanted || pid === undefined) {
-        const onDisk = await Promise.all([INI, AUTH_FILE].map((f) => readFile(path.join(dir, f), "utf8").catch(() => "")));
+        const onDisk = await Promise.all([INI, AUTH_FILE].map((f) => readOwned(user, path.join(dir, f)).catch(() => "")));
         if (onDisk[0] !== ini || onDisk[1] !== auth) {
           await writeOwned(user, path.join(dir, AUTH_FILE), auth);
           await writeOwned(user, path.join(dir, INI), ini);
@@ -293,7 +292,7 @@ export function createPoolers(host: Host, pgbouncerPath: string): Poolers {
     },
     async remove(id) {
       await stop(id);
-      await rm(dirOf(id), { recursive: true, force: true });
+      await removeTree(dirOf(id));
     },
     async list() {
       if (!(await pathExists(root))) return [];

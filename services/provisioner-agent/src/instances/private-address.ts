@@ -1,6 +1,7 @@
-import { lstat, readFile, readlink, rename, symlink, unlink } from "node:fs/promises";
+import { lstat, readlink, rename, symlink, unlink } from "node:fs/promises";
 import net from "node:net";
 import path from "node:path";
+import { readOwned } from "../safe-fs.ts";
 import type { Host } from "./host.ts";
 
 /**
@@ -34,7 +35,9 @@ export function publishedPortLine(id: string, port: number): string {
 
 /** The published port of instance `id`, whose `dbaas.conf` is at `confPath`, if the file was rendered for it. */
 export async function publishedPortOf(confPath: string, id: string): Promise<number | undefined> {
-  const m = /^# published port: (\d+) \(served by the agent's proxy for ([^)]+)\)$/m.exec(await readFile(confPath, "utf8").catch(() => ""));
+  const m = /^# published port: (\d+) \(served by the agent's proxy for ([^)]+)\)$/m.exec(
+    await readOwned(undefined, confPath).catch(() => ""),
+  );
   return m && m[2] === id ? Number(m[1]) : undefined;
 }
 

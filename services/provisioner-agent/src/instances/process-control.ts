@@ -1,4 +1,4 @@
-import { readFile, realpath, rename, unlink } from "node:fs/promises";
+import { realpath, rename, unlink } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import {
@@ -17,7 +17,7 @@ import type { InstanceSettings } from "../runtime.ts";
 import { admitClients } from "./admission.ts";
 import { withAgentClient } from "./agent-socket.ts";
 import type { ServerBinaries } from "./binaries.ts";
-import { errMsg, fsyncDir, pathExists, prepareLogFile, removeStaleTempFiles, serverFilesOf, tail, writeOwned } from "./files.ts";
+import { errMsg, fsyncDir, pathExists, prepareLogFile, readOwned, removeStaleTempFiles, serverFilesOf, tail, writeOwned } from "./files.ts";
 import type { Host } from "./host.ts";
 import { observeInstance, readPidFile } from "./observe.ts";
 import { writeAutoConf } from "./parameters.ts";
@@ -117,7 +117,7 @@ async function reapCrashed(host: Host, id: string, removePidFile: boolean): Prom
     const killDeadline = Date.now() + 5000;
     while (host.serverPidsIn(real).length > 0 && Date.now() < killDeadline) await sleep(25);
   }
-  const pf = await readPidFile(dir);
+  const pf = await readPidFile(dir, host.serverSocketDir(id));
   if (!pf) return;
   // PostgreSQL treats its lock files as stale only if kill(pid, 0) fails. A
   // killed postmaster stays a zombie until init reaps it (seconds, on some
@@ -125,9 +125,11 @@ async function reapCrashed(host: Host, id: string, removePidFile: boolean): Prom
   // No process of ours runs in the directory any more, so the locks are
   // stale: remove them when PostgreSQL would not see that by itself.
   const blocking = pidExists(pf.pid);
-  if ((blocking || removePidFile) && pf.port && pf.socketDir) {
+  // The socket directory named in postmaster.pid (which the server's user can rewrite) only if it is the one the
+  // agent gave this server: another server's lock and socket must never be removed here.
+  if ((blocking || removePidFile) && pf.port && pf.socketDir === host.serverSocketDir(id)) {
     const sockLock = path.join(pf.socketDir, `.s.PGSQL.${pf.port}.lock`);
-    const lockOwner = Number((await readFile(sockLock, "utf8").catch(() => "")).split("\n")[0]);
+    const lockOwner = Number((await readOwned(undefined, sockLock).catch(() => "")).split("\n")[0]);
     if (lockOwner === pf.pid) {
       await unlink(path.join(pf.socketDir, `.s.PGSQL.${pf.port}`)).catch(() => {});
       await unlink(sockLock).catch(() => {});
@@ -224,7 +226,7 @@ export async function startInstance(host: Host, id: string, o: InstanceSettings)
       : await choosePrivatePort(host, o.port, last ? { port: last } : undefined);
   const conf = renderConfig(host, id, o, privatePort);
   if (obs.state === "running") {
-    const current = await readFile(configPath(dir), "utf8").catch(() => "");
+    const current = await readOwned(undefined, configPath(dir)).catch(() => "");
     if (!restore && current === conf && !obs.message) {
       await host.cgroups.apply(id, tierResourceLimits(o.tier));
       await ensureServerCertificate(ca, o.hostname, dir, certOpts);
@@ -294,7 +296,7 @@ export async function resumeServing(host: Host, id: string): Promise<void> {
   if (!published || published === obs.port) return;
   await host.ensureSocketDir();
   // Guarded again (this agent process knew nothing of it), a standby's port too, with the port it streams from.
-  const conf = await readFile(configPath(host.instanceDir(id)), "utf8").catch(() => "");
+  const conf = await readOwned(undefined, configPath(host.instanceDir(id))).catch(() => "");
   await guardPrivatePort(host, id, obs.port, streamSourceIn(conf));
   await linkAgentSocket(host, id, published, obs.port);
   // A standby is never served; a primary fenced before this (the agent's leases, restored at start) stays closed by its pg_hba.
@@ -389,7 +391,7 @@ async function recoverToPromotion(host: Host, id: string, bins: ServerBinaries):
   const started = Date.now();
   let reported = started;
   for (;;) {
-    const pf = await readPidFile(dir);
+    const pf = await readPidFile(dir, host.serverSocketDir(id));
     if (pf?.status === "ready") return true;
     if (!pf || !host.isPostmasterIn(pf.pid, real)) {
       return ended(new Error(`instance ${id}: server stopped during recovery\n--- ${logFile} ---\n${await tail(logFile)}`));
@@ -435,7 +437,7 @@ export async function adoptReplica(host: Host, id: string, replicaId: string): P
   }
   if (!haveFrom) throw new Error(`instance ${id}: cannot adopt ${replicaId}: its data directory is not on this host`);
   const obs = await observeInstance(host, replicaId);
-  const pf = await readPidFile(from);
+  const pf = await readPidFile(from, host.serverSocketDir(replicaId));
   if (obs.state === "running" && !obs.message && pf?.port && pf.socketDir) {
     await withAgentClient(
       pf.socketDir,

@@ -1,12 +1,12 @@
 import { createHmac } from "node:crypto";
-import { chown, mkdir, rm } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { scramVerifier, verifiesScram } from "@dbaas/kit";
 import type pg from "pg";
 import type { ReplicaConnection } from "../runtime.ts";
-import { writeOwned } from "./files.ts";
+import { ensureOwnedDir, removeTree, writeOwned } from "./files.ts";
 import type { Host } from "./host.ts";
 import { TIER_NAMES, tierSettings } from "./tier-settings.ts";
 
@@ -171,8 +171,7 @@ export async function writeReplicaFiles(host: Host, id: string, r: ReplicaConnec
   const dir = replicationFilesDir(host, id);
   await mkdir(path.dirname(dir), { recursive: true, mode: 0o711 });
   const user = await host.serverUser(id);
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  if (user.switchUser) await chown(dir, user.uid, user.gid);
+  await ensureOwnedDir(dir, user);
   // passfile fields escape ':' and '\'.
   const esc = (v: string) => v.replace(/\\/g, "\\\\").replace(/:/g, "\\:");
   const password = replicationPassword(host.replicationSecret, r.primaryDatabaseId);
@@ -181,7 +180,7 @@ export async function writeReplicaFiles(host: Host, id: string, r: ReplicaConnec
 }
 
 export async function removeReplicaFiles(host: Host, id: string): Promise<void> {
-  await rm(replicationFilesDir(host, id), { recursive: true, force: true });
+  await removeTree(replicationFilesDir(host, id));
 }
 
 /** PostgreSQL's own marker of a standby. */

@@ -1,10 +1,10 @@
-import { chown, mkdir, readFile, stat } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import type { InstanceSettings } from "../runtime.ts";
 import { AGENT_SUPERUSER } from "./agent-socket.ts";
-import { writeOwned } from "./files.ts";
+import { mkdir } from "node:fs/promises";
+import { chownNoFollow, readOwned, writeOwned } from "./files.ts";
 import type { Host } from "./host.ts";
 import type { RunAsIdentity } from "./run-as.ts";
 import { publishedPortLine } from "./private-address.ts";
@@ -209,12 +209,12 @@ const UNPUBLISHED_LINE = "# unpublished: a standby, never served to clients";
 
 /** Whether the instance's dbaas.conf marks it unpublished. */
 export async function isUnpublished(dir: string): Promise<boolean> {
-  return (await readFile(configPath(dir), "utf8").catch(() => "")).includes(UNPUBLISHED_LINE);
+  return (await readOwned(undefined, configPath(dir)).catch(() => "")).includes(UNPUBLISHED_LINE);
 }
 
 /** The private port the instance's `dbaas.conf` last gave its server, if any (choosePrivatePort prefers it). */
 export async function lastPrivatePort(dir: string): Promise<number | undefined> {
-  const m = /^port = '(\d+)'$/m.exec(await readFile(configPath(dir), "utf8").catch(() => ""));
+  const m = /^port = '(\d+)'$/m.exec(await readOwned(undefined, configPath(dir)).catch(() => ""));
   return m ? Number(m[1]) : undefined;
 }
 
@@ -231,9 +231,9 @@ async function ensureSpool(spool: string, user: RunAsIdentity): Promise<void> {
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
   }
-  if (!user.switchUser) return;
-  const st = await stat(spool);
-  if (st.uid !== user.uid || st.gid !== user.gid) await chown(spool, user.uid, user.gid);
+  // The mode is the archiver's (0500 while closed); the owner is changed on an O_NOFOLLOW descriptor (a link is
+  // refused). Something else in its place (only root can put it there) starts the server with archiving failing.
+  if (user.switchUser) await chownNoFollow(spool, user);
 }
 
 /** Settings, the include line and the locked pg_hba.conf, ready for a start of a server running as `user`. */
@@ -244,7 +244,8 @@ export async function writeStartConfig(host: Host, dir: string, conf: string, us
   await writeOwned(user, path.join(dir, SYNC_CONF), renderSyncConf(syncNames));
   await writeOwned(user, configPath(dir), conf);
   const pgConf = path.join(dir, "postgresql.conf");
-  const pgConfText = await readFile(pgConf, "utf8");
+  // Not through a link the server's user planted: its content would be written back where that user reads it.
+  const pgConfText = await readOwned(user, pgConf);
   if (!INCLUDE_RE.test(pgConfText)) await writeOwned(user, pgConf, `${pgConfText}\n${INCLUDE_LINE}\n`);
   await writeOwned(user, path.join(dir, "pg_ident.conf"), renderIdent());
   await writeOwned(user, path.join(dir, "pg_hba.conf"), lockedHba());

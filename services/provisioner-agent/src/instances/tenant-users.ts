@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs";
-import { chmod, chown, mkdir, readdir, stat } from "node:fs/promises";
+import { mkdir, readdir, stat } from "node:fs/promises";
 import path from "node:path";
 import type { Isolation } from "../runtime.ts";
+import { chownNoFollow, ensureOwnedDir } from "./files.ts";
 import { type RunAsIdentity, runCommand } from "./run-as.ts";
 
 /**
@@ -83,7 +84,7 @@ export function createTenantUsers(o: TenantUsersOptions) {
   async function allocate(dir: string): Promise<RunAsIdentity> {
     const uid = await freeUid();
     await mkdir(dir, { mode: 0o700 });
-    await chown(dir, uid, uid);
+    await chownNoFollow(dir, { uid, gid: uid });
     return userOfUid(uid, uid);
   }
 
@@ -95,7 +96,7 @@ export function createTenantUsers(o: TenantUsersOptions) {
     for (const p of [...entries, ...also]) if (await stat(p).catch(() => undefined)) present.push(p);
     // -h with -R (whose default is -P): a symbolic link the old shared user planted is changed itself, never followed.
     if (present.length) await runCommand("chown", ["-R", "-h", `${uid}:${uid}`, "--", ...present], { timeoutMs: 600_000 });
-    await chown(dir, uid, uid);
+    await chownNoFollow(dir, { uid, gid: uid });
     return userOfUid(uid, uid);
   }
 
@@ -148,12 +149,8 @@ export function createTenantUsers(o: TenantUsersOptions) {
     },
     /** `dir` exists, mode 0700, owned by `user` (created, or given to it: a uid carried over by an adoption). */
     async ensureOwnedDir(dir: string, user: RunAsIdentity): Promise<void> {
-      await mkdir(dir, { mode: 0o700 }).catch((e: NodeJS.ErrnoException) => {
-        if (e.code !== "EEXIST") throw e;
-      });
-      const st = await stat(dir);
-      if (user.switchUser && (st.uid !== user.uid || st.gid !== user.gid)) await chown(dir, user.uid, user.gid);
-      if ((st.mode & 0o777) !== 0o700) await chmod(dir, 0o700);
+      // On an O_NOFOLLOW descriptor (files.ts): a link in its place is refused, never chowned through.
+      await ensureOwnedDir(dir, user);
     },
   };
 }

@@ -1,8 +1,11 @@
 import { X509Certificate, createPrivateKey, createPublicKey, randomBytes } from "node:crypto";
-import { chmod, chown, mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { constants } from "node:fs";
+import { chmod, mkdir, mkdtemp, open, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { isIP } from "node:net";
+import os from "node:os";
 import path from "node:path";
-import { runCommand } from "./run-as.ts";
+import { chownNoFollow, UnsafePathError, writeOwned } from "../safe-fs.ts";
+import { type RunAsIdentity, runCommand } from "./run-as.ts";
 
 const OPENSSL = "/usr/bin/openssl";
 const CA_DAYS = 3650;
@@ -130,22 +133,32 @@ export interface IssueOptions {
   owner?: FileOwner;
 }
 
+/** Who writes the issued files: `owner` (files.ts writeOwned chowns them on the descriptor), else the agent itself. */
+const writerOf = (owner: FileOwner | undefined): RunAsIdentity =>
+  owner
+    ? { user: `uid ${owner.uid}`, uid: owner.uid, gid: owner.gid, switchUser: true }
+    : { user: "agent", uid: -1, gid: -1, switchUser: false };
+
 /**
  * Issues `server.crt`/`server.key` in `outDir` for `hostname` (SAN also
  * covers localhost and 127.0.0.1), signed by `ca`. The key is mode 0600 and
- * owned by `opts.owner`, which PostgreSQL requires. Both files are written
- * under temporary names and renamed, so an interrupted issue leaves either the
- * old pair or a detectable mismatch that {@link ensureServerCertificate}
- * repairs. One openssl process with an EC key: a few milliseconds.
+ * owned by `opts.owner`, which PostgreSQL requires. openssl runs in a private
+ * directory of the agent's own (never in `outDir`, which the server's user can
+ * write: a link planted there would have root's openssl write through it, a
+ * config swapped in would load what it names); the pair is then written into
+ * `outDir` by writeOwned (O_EXCL|O_NOFOLLOW, fchown/fchmod, rename), the key
+ * first, so an interrupted issue leaves either the old pair or a detectable
+ * mismatch that {@link ensureServerCertificate} repairs. One openssl process
+ * with an EC key: a few milliseconds.
  */
 export async function issueServerCertificate(ca: AgentCA, hostname: string, outDir: string, opts: IssueOptions = {}): Promise<void> {
   checkHostname(hostname);
-  const tag = randomBytes(4).toString("hex");
-  const cfg = path.join(outDir, `.req.cnf.tmp-${tag}`);
-  const tmpKey = path.join(outDir, `.server.key.tmp-${tag}`);
-  const tmpCrt = path.join(outDir, `.server.crt.tmp-${tag}`);
+  const work = await mkdtemp(path.join(os.tmpdir(), "dbaas-cert-"));
+  const cfg = path.join(work, "req.cnf");
+  const tmpKey = path.join(work, "server.key");
+  const tmpCrt = path.join(work, "server.crt");
   try {
-    await writeFile(cfg, REQ_CONFIG, { mode: 0o600 });
+    await writeFile(cfg, REQ_CONFIG, { mode: 0o600, flag: "wx" });
     await openssl([
       "req",
       "-config",
@@ -177,16 +190,11 @@ export async function issueServerCertificate(ca: AgentCA, hostname: string, outD
       "-addext",
       "extendedKeyUsage=serverAuth",
     ]);
-    await chmod(tmpKey, 0o600);
-    await chmod(tmpCrt, 0o644);
-    if (opts.owner) {
-      await chown(tmpKey, opts.owner.uid, opts.owner.gid);
-      await chown(tmpCrt, opts.owner.uid, opts.owner.gid);
-    }
-    await rename(tmpKey, path.join(outDir, "server.key"));
-    await rename(tmpCrt, path.join(outDir, "server.crt"));
+    const writer = writerOf(opts.owner);
+    await writeOwned(writer, path.join(outDir, "server.key"), await readFile(tmpKey), 0o600);
+    await writeOwned(writer, path.join(outDir, "server.crt"), await readFile(tmpCrt), 0o644);
   } finally {
-    await Promise.all([cfg, tmpKey, tmpCrt].map((f) => rm(f, { force: true })));
+    await rm(work, { recursive: true, force: true });
   }
 }
 
@@ -194,15 +202,17 @@ export async function issueServerCertificate(ca: AgentCA, hostname: string, outD
  * Makes sure `outDir` holds a server certificate usable for `hostname`:
  * issued by `ca`, matching its key, covering the host name, and not close to
  * expiry. Reissues otherwise. Returns whether a new certificate was written,
- * so a running server knows it must reload.
+ * so a running server knows it must reload. `server.key` or `server.crt` being
+ * a symbolic link or not a regular file (a server's user can plant one: `outDir`
+ * is its) is refused with an UnsafePathError, never read or chowned through.
  */
 export async function ensureServerCertificate(ca: AgentCA, hostname: string, outDir: string, opts: IssueOptions = {}): Promise<boolean> {
   checkHostname(hostname);
   if (await serverCertificateValid(ca, hostname, outDir)) {
     if (opts.owner) {
-      // Cheap, and repairs ownership if the run-as user changed since issue.
-      await chown(path.join(outDir, "server.key"), opts.owner.uid, opts.owner.gid);
-      await chown(path.join(outDir, "server.crt"), opts.owner.uid, opts.owner.gid);
+      // Cheap, and repairs ownership if the run-as user changed since issue; on the descriptor, never through a link.
+      await chownNoFollow(path.join(outDir, "server.key"), opts.owner, 0o600);
+      await chownNoFollow(path.join(outDir, "server.crt"), opts.owner);
     }
     return false;
   }
@@ -210,10 +220,32 @@ export async function ensureServerCertificate(ca: AgentCA, hostname: string, out
   return true;
 }
 
-async function serverCertificateValid(ca: AgentCA, hostname: string, outDir: string): Promise<boolean> {
+/** `file`'s bytes if it is a regular file (undefined if missing); a link or anything else is refused. */
+async function readIssued(file: string): Promise<Buffer | undefined> {
+  let fh: Awaited<ReturnType<typeof open>>;
   try {
-    const cert = new X509Certificate(await readFile(path.join(outDir, "server.crt")));
-    const key = createPrivateKey(await readFile(path.join(outDir, "server.key")));
+    fh = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") return undefined;
+    if (code === "ELOOP") throw new UnsafePathError(`refusing ${file}: it is a symbolic link (planted by the server's user?)`);
+    throw e;
+  }
+  try {
+    if (!(await fh.stat()).isFile()) throw new UnsafePathError(`refusing ${file}: not a regular file`);
+    return await fh.readFile();
+  } finally {
+    await fh.close();
+  }
+}
+
+async function serverCertificateValid(ca: AgentCA, hostname: string, outDir: string): Promise<boolean> {
+  const crt = await readIssued(path.join(outDir, "server.crt"));
+  const keyPem = await readIssued(path.join(outDir, "server.key"));
+  if (!crt || !keyPem) return false;
+  try {
+    const cert = new X509Certificate(crt);
+    const key = createPrivateKey(keyPem);
     if (!sameKey(cert, key)) return false;
     if (!cert.checkIssued(ca.cert) || !cert.verify(ca.cert.publicKey)) return false;
     const covers = isIP(hostname) ? cert.checkIP(hostname) : cert.checkHost(hostname, { wildcards: false });

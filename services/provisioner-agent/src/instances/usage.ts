@@ -84,7 +84,7 @@ export async function processUsage(pid: number, realDir: string): Promise<Proces
 /** CPU, memory and storage of instance `id`'s running server; undefined when none runs (or it stopped meanwhile). */
 export async function serverUsage(host: Host, id: string): Promise<ServerUsage | undefined> {
   const dir = host.instanceDir(id);
-  const pf = await readPidFile(dir).catch(() => undefined);
+  const pf = await readPidFile(dir, host.serverSocketDir(id)).catch(() => undefined);
   if (!pf?.port || !pf.socketDir) return undefined;
   const real = await realpath(dir).catch(() => undefined);
   if (!real) return undefined;

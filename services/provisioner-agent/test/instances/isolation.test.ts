@@ -8,7 +8,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createInstanceManager } from "../../src/instances/instance-manager.ts";
 import { createLocalProcessRuntime } from "../../src/instances/local-runtime.ts";
-import { startHost, startInstance, type TestHost, type TestInstance } from "../support/fixture.ts";
+import { query, randomPassword, scramVerifier, startHost, startInstance, type TestHost, type TestInstance } from "../support/fixture.ts";
 
 // docs/product.md, "Tenant isolation on an agent host": every server its own uid/gid, its files its own (0700/0600),
 // another tenant's uid reads none of them nor the agent's CA key, and the agent's role is the agent's alone.
@@ -147,6 +147,35 @@ describe.skipIf(process.getuid?.() !== 0 || !SETPRIV)(
         await expect(c.connect()).rejects.toThrow(/rejects connection|no pg_hba\.conf entry|authentication failed/);
         await c.end().catch(() => {});
       }
+    });
+
+    it("a tenant cannot point the agent's superuser at a neighbour: not by its socket, not by its postmaster.pid", async () => {
+      const ua = await uidOf(dirOf(a.id));
+      const pidFile = path.join(dirOf(a.id), "postmaster.pid");
+      const original = await readFile(pidFile, "utf8");
+      const sockB = path.join(await socketDirOf(b.id), `.s.PGSQL.${await privatePortOf(b.id)}`);
+      const next = randomPassword();
+      /** B still takes its own password and not the one the agent was asked to give A. */
+      const bUntouched = async () => {
+        await expect(query(b.port, next, "SELECT 1")).rejects.toThrow(/password authentication failed/);
+        expect(await query(b.port, b.password, "SELECT 1 AS one")).toEqual([{ one: 1 }]);
+      };
+      // A's uid rewrites its postmaster.pid to name B's socket directory and port (the pid line kept).
+      const lines = original.split("\n");
+      lines[3] = String(await privatePortOf(b.id));
+      lines[4] = await socketDirOf(b.id);
+      await asUid(ua, "/bin/sh", "-c", `printf '%s' "$0" > '${pidFile}'`, lines.join("\n"));
+      await expect(host.runtime.setPassword(a.id, scramVerifier(next))).rejects.toThrow(/not running|starting/);
+      await bUntouched();
+      await writeFile(pidFile, original);
+      // A's uid puts a link to B's socket in place of its own (its socket directory is its own).
+      const sockA = path.join(await socketDirOf(a.id), `.s.PGSQL.${await privatePortOf(a.id)}`);
+      await asUid(ua, "/bin/sh", "-c", `rm -f '${sockA}' && ln -s '${sockB}' '${sockA}'`);
+      await expect(host.runtime.setPassword(a.id, scramVerifier(next))).rejects.toThrow(/refusing the agent's session/);
+      await bUntouched();
+      // A restart gives A its own socket again.
+      await host.runtime.restart(a.id, a.settings);
+      expect(await host.asAgent(a.id, "SELECT current_setting('port') AS p")).toEqual([{ p: String(await privatePortOf(a.id)) }]);
     });
 
     it("each server keeps its uid across an agent restart, and a new one takes a free uid", async () => {

@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
+import { tierSpec } from "@dbaas/catalogue";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { InstanceManager } from "../../src/instances/instance-manager.ts";
@@ -49,6 +50,17 @@ describe("instance lifecycle (PostgreSQL 17)", { timeout: 60_000 }, () => {
       "SELECT rolsuper, rolcreatedb, rolcreaterole, (SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'defaultdb') AS owner FROM pg_roles WHERE rolname = current_user",
     );
     expect(rows).toEqual([{ rolsuper: false, rolcreatedb: true, rolcreaterole: true, owner: "dbadmin" }]);
+  });
+
+  it("limits a session's temporary files to 20 % of the tier's storage, a limit the customer cannot lift", async () => {
+    // micro: 10 GB of storage, so 2 GiB of temporary files (temp_file_limit counts kB).
+    const limitKb = Math.round(tierSpec("micro").storageGb * 0.2 * 1024 * 1024);
+    expect(await query(port, password, "SELECT setting, unit, source FROM pg_settings WHERE name = 'temp_file_limit'")).toEqual([
+      { setting: String(limitKb), unit: "kB", source: "configuration file" },
+    ]);
+    // A superuser-only setting: neither a session nor the database's owner can raise it.
+    await expect(query(port, password, "SET temp_file_limit = -1")).rejects.toThrow(/permission denied to set parameter "temp_file_limit"/);
+    await expect(query(port, password, "ALTER DATABASE defaultdb SET temp_file_limit = -1")).rejects.toThrow(/permission denied/);
   });
 
   it("verifies as verify-full against the agent CA", async () => {

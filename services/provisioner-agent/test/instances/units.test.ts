@@ -1,6 +1,7 @@
 import { X509Certificate } from "node:crypto";
 import { mkdir, readFile, rm, stat } from "node:fs/promises";
 import path from "node:path";
+import { tierSpec } from "@dbaas/catalogue";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { resolveRunAs, runCommand } from "../../src/instances/run-as.ts";
 import { tierSettings, TIER_NAMES } from "../../src/instances/tier-settings.ts";
@@ -28,6 +29,14 @@ describe("tierSettings", () => {
     expect(micro).toBeLessThanOrEqual(32);
     expect(tierSettings("micro", 1024 * GiB).shared_buffers).toBe("256MB");
     expect(tierSettings("small", 24 * GiB, { scale: 1 }).shared_buffers).toBe("1024MB");
+  });
+
+  it("limits a session's temporary files to 20 % of the tier's storage (temp_file_limit, in kB)", () => {
+    for (const t of TIER_NAMES) {
+      const kb = Math.round((tierSpec(t).storageGb * GiB * 0.2) / 1024);
+      expect({ t, limit: tierSettings(t, 24 * GiB).temp_file_limit }).toEqual({ t, limit: `${kb}kB` });
+    }
+    expect(tierSettings("micro", 24 * GiB).temp_file_limit).toBe("2097152kB");
   });
 
   it("rejects unknown tiers", () => {
