@@ -17,10 +17,9 @@ import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdtemp, readdir, rm, stat, writeFile } from "node:fs/promises";
-import { cpus, tmpdir, totalmem } from "node:os";
+import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { createApi } from "../support/api.ts";
 import {
   backupsOf,
   takeBackup,
@@ -37,6 +36,7 @@ import { openBlobStore } from "../../services/provisioner-agent/src/backups/open
 import { baseTarKey } from "../../services/provisioner-agent/src/backups/layout.ts";
 import { extractTarGz } from "../../services/provisioner-agent/src/backups/tar.ts";
 import { startHost, startInstance } from "../../services/provisioner-agent/test/support/fixture.ts";
+import { account } from "./accounts.ts";
 import { withBaselineTree } from "./baseline-tree.ts";
 import { fmt, summary, writeSection, runBench, benchLog as log, connectCustomer as connect, secs } from "./report.ts";
 
@@ -72,24 +72,6 @@ async function instanceDir(stack: Stack, id: string): Promise<string> {
     if (existsSync(dir)) return dir;
   }
   throw new Error(`no instance directory for ${id}`);
-}
-
-/**
- * An organization on the internal plan (what support gives our own tooling: the rate limiter never
- * refuses it, so polling does not meet 429s) with a card, so it may run more than the free allowance.
- * set-plan runs from the stack's own checkout.
- */
-async function account(stack: Stack, prefix: string): Promise<Api> {
-  const api = createApi(stack.baseUrl);
-  const signedUp = await api.signup(prefix);
-  await run(process.execPath, ["--import", "tsx", "services/identity/src/cli/set-plan.ts", signedUp.organization.id, "internal"], {
-    cwd: stack.root,
-    env: { ...process.env, IDENTITY_URL: `http://127.0.0.1:${Number(stack.env.PORT) + 1}`, DBAAS_DATA_DIR: stack.dataDir },
-  });
-  const login = await api.post("/v1/auth/token", { email: signedUp.email, password: signedUp.password });
-  api.setToken(login.body.data.access_token);
-  await api.addPaymentMethod();
-  return api;
 }
 
 async function createRunning(api: Api, name: string): Promise<{ id: string; cs: string }> {
@@ -379,6 +361,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 /** Base backup and restore fetch with and without encryption at rest, on one instance, alternating. */
 async function encryptionMain() {
   const machine = `${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`;
+  const loadStart = loadavg()[0]!;
+  const roundLoad: number[] = [];
   const host = await startHost("bench-enc");
   const scratch = await mkdtemp(join(tmpdir(), "bench-enc-"));
   // The restore's tar runs as the server's user, which must reach its target inside.
@@ -438,21 +422,31 @@ async function encryptionMain() {
         times[kind].restore.push(restore.ms);
         log(`  round ${round} ${kind}: base backup ${secs(backup.ms)} s, restore fetch ${secs(restore.ms)} s`);
       }
+      roundLoad.push(loadavg()[0]!);
+      log(`  load after round ${round}: ${roundLoad[round - 1]!.toFixed(1)}`);
     }
     const mbps = (ms: number) => (dataBytes / MB / (ms / 1000)).toFixed(0);
     const med = (xs: number[]) => summary(xs).p50;
     const row = (what: string, kind: "plain" | "encrypted", xs: number[]) =>
       `| ${what} | ${kind} | ${xs.map((x) => secs(x)).join(", ")} | ${secs(med(xs))} | ${mbps(med(xs))} |`;
     const ratioOf = (k: "backup" | "restore") => (med(times.encrypted[k]) / med(times.plain[k])).toFixed(2);
+    // Each round's own ratio: the rounds ran minutes apart on a machine whose load drifts.
+    const roundRatios = (k: "backup" | "restore") => times.encrypted[k].map((x, i) => x / times.plain[k][i]!);
+    const ratioSpread = (k: "backup" | "restore") => {
+      const r = roundRatios(k);
+      return `median of the rounds' own ratios ${med(r).toFixed(2)}, spread ${Math.min(...r).toFixed(2)}–${Math.max(...r).toFixed(2)}`;
+    };
     const head = (await run("git", ["rev-parse", "--short", "HEAD"])).stdout.trim();
     const cpu = await cpuThroughput();
+    const loadEnd = loadavg()[0]!;
     log(`  in process: gzip-1 ${cpu.gzip.toFixed(0)} MB/s, seal ${cpu.seal.toFixed(0)} MB/s, open ${cpu.open.toFixed(0)} MB/s`);
     await writeSection(
       "Backups: encryption at rest",
       [
         `Command: \`BENCH_ONLY=encryption npm run bench:backups\` (test/bench/backups-bench.ts; BENCH_ENCRYPTION_MB=${ENCRYPTION_MB},`,
-        `BENCH_ROUNDS=${ROUNDS}), tree ${head}. Machine: ${machine}, shared with other engineers' tests (load varies): compare`,
-        "the ratios. One PostgreSQL 17 instance (small tier) on a test host, filled with rows of 512 random bytes",
+        `BENCH_ROUNDS=${ROUNDS}), tree ${head}. Machine: ${machine}, shared with other engineers' tests: 1-minute load average`,
+        `${loadStart.toFixed(1)} at the start, ${loadEnd.toFixed(1)} at the end, after each round ${roundLoad.map((x) => x.toFixed(1)).join(", ")}:`,
+        "compare the ratios. One PostgreSQL 17 instance (small tier) on a test host, filled with rows of 512 random bytes",
         `(data directory ${(dataBytes / MB).toFixed(0)} MB); each round takes a base backup into a plain file store and into an`,
         "encrypted one (AES-256-GCM records of 1 MiB, backups/encryption.ts), in alternating order, and restores each:",
         "BASE_BACKUP into staging → server.key filter → gzip level 1 → (encryption) → store; restore fetch: store →",
@@ -465,7 +459,8 @@ async function encryptionMain() {
         row("restore fetch", "plain", times.plain.restore),
         row("restore fetch", "encrypted", times.encrypted.restore),
         "",
-        `Encrypted / plain (median): base backup **${ratioOf("backup")}**, restore fetch **${ratioOf("restore")}**. Stored: plain`,
+        `Encrypted / plain (median): base backup **${ratioOf("backup")}** (${ratioSpread("backup")}), restore fetch`,
+        `**${ratioOf("restore")}** (${ratioSpread("restore")}). Stored: plain`,
         `${(stored.plain / MB).toFixed(1)} MB, encrypted ${(stored.encrypted / MB).toFixed(1)} MB (header and 21 bytes per MiB record).`,
         "",
         `CPU alone, in the bench's process right after (64 MiB of random bytes): gzip level 1 ${cpu.gzip.toFixed(0)} MB/s,`,

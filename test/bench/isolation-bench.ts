@@ -12,11 +12,15 @@
  * after; then pgbench select-only (-S -M prepared, TLS) through each agent's published port to a small server
  * (2 vCPU: a quota of the whole machine here, so the limit itself does not bind). Prints the numbers and the ratios
  * isolated / shared and writes them to docs/benchmarks.md. Needs root, setpriv, pgbench and the user nobody.
+ *
+ * One tree, at the runtime: what the uid and the cgroup cost apart from everything else. Issue #20's "before and
+ * after (same run, two trees)", the whole stack through the API, is BENCH_ISOLATION_BASELINE_REF=<commit> npm run
+ * bench:isolation (isolation-trees-bench.ts).
  */
 import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
-import { chmod, chown, copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { chmod, chown, copyFile, mkdir, mkdtemp, rm } from "node:fs/promises";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -24,6 +28,7 @@ import { resolveRunAs } from "../../services/provisioner-agent/src/instances/run
 import { nftTableName } from "../../services/provisioner-agent/src/proxy/nft-meter.ts";
 import type { InstanceSettings } from "../../services/provisioner-agent/src/runtime.ts";
 import { freePort, randomPassword, scramVerifier } from "../../services/provisioner-agent/test/instances/helpers.ts";
+import { setWeight } from "./cgroup-weight.ts";
 import { benchLog, fmt, runBench, summary, writeSection } from "./report.ts";
 
 const CREATES = Number(process.env.BENCH_ISOLATION_CREATES ?? 10);
@@ -100,24 +105,6 @@ async function pgbench(args: string[], port: number, password: string): Promise<
     maxBuffer: 1 << 24,
   });
   return stdout;
-}
-
-/**
- * Gives the cgroup of the server in `dataDir` and its parent the CPU weight of `n` processes of the default weight
- * (v1 cpu.shares 1024 × n, v2 cpu.weight 100 × n); returns what was written. By default a server's cgroup is one
- * scheduling entity of weight 1024, however many of its backends are busy, while each process of the cgroup the
- * shared-uid servers run in (the agent's, here the root one with every other process of this shared machine)
- * weighs 1024 on its own.
- */
-async function setWeight(dataDir: string, n: number): Promise<string> {
-  const pid = Number((await readFile(join(dataDir, "postmaster.pid"), "utf8")).split("\n")[0]);
-  const lines = (await readFile(`/proc/${pid}/cgroup`, "utf8")).split("\n");
-  const v1 = lines.find((l) => /^\d+:([^:]*,)?cpu(,[^:]*)?:/.test(l));
-  const [dir, file, value] = v1
-    ? [join("/sys/fs/cgroup/cpu", v1.split(":")[2]!), "cpu.shares", String(1024 * n)]
-    : [join("/sys/fs/cgroup", lines.find((l) => l.startsWith("0::"))!.slice(3)), "cpu.weight", String(Math.min(10_000, 100 * n))];
-  for (const d of [dirname(dir), dir]) await writeFile(join(d, file), value);
-  return `${file} ${value}`;
 }
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
@@ -237,7 +224,9 @@ async function main(): Promise<void> {
         "of its own from AGENT_TENANT_UID_RANGE, its template copy chown -R'd to it, and a cgroup v1/v2 with its tier's " +
         "CPU, memory and pids limits) and **shared** (as nobody, the shared-uid fallback: every server as the agent, no " +
         `cgroup: ${agents.shared.hello.resourceLimits.reason ?? "none"}). Both meter with ${meter}${meterNote}. ` +
-        "Alternating which goes first.",
+        "Alternating which goes first. One tree, both modes of the same code, timed at the runtime (not through the " +
+        'API): not issue #20\'s "two trees", which the section "Tenant isolation, two trees" measures ' +
+        "(BENCH_ISOLATION_BASELINE_REF); this one separates the uid and the cgroup from everything else the trees differ in.",
       "",
       "| measurement | isolated | shared | isolated / shared |",
       "|---|---|---|---|",
@@ -282,4 +271,5 @@ async function main(): Promise<void> {
   }
 }
 
-runBench(main);
+// With BENCH_ISOLATION_BASELINE_REF: the two-tree comparison (isolation-trees-bench.ts) instead.
+runBench(process.env.BENCH_ISOLATION_BASELINE_REF ? () => import("./isolation-trees-bench.ts").then((m) => m.treesMain()) : main);
