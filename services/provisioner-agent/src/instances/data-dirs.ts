@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { mkdir, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { BlobStore } from "../backups/blob-store.ts";
 import { stageRestore, stageSeed } from "../backups/restore.ts";
@@ -19,7 +19,7 @@ import {
   writeOwned,
 } from "./files.ts";
 import type { Host } from "./host.ts";
-import { killServerProcessesIn, killTenantProcesses, pgCtl, START_TIMEOUT_S, STOP_TIMEOUT_S, stopInstance } from "./process-control.ts";
+import { killServerProcessesIn, pgCtl, START_TIMEOUT_S, STOP_TIMEOUT_S, stopInstance } from "./process-control.ts";
 import { runCommand } from "./run-as.ts";
 import { INCLUDE_LINE, lockedHba, renderIdent } from "./server-config.ts";
 import { ID_RE } from "./validate.ts";
@@ -61,8 +61,6 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
 
   async function removeLeftover(p: string): Promise<void> {
     await killServerProcessesIn(host, p);
-    const st = await stat(p).catch(() => undefined);
-    if (st) await killTenantProcesses(host, st.uid);
     await removeTree(p);
   }
 
@@ -229,15 +227,11 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
     const dir = host.instanceDir(id);
     if (await pathExists(dir)) {
       await stopInstance(host, id);
-      const { uid } = await stat(dir);
       const doomed = `${dir}.purging-${rand()}`;
       inFlight.add(doomed);
       try {
         await rename(dir, doomed);
         await fsyncDir(instancesDir);
-        // The uid stays taken while the directory (under its .purging- name) exists: its leftovers go first.
-        const killed = await killTenantProcesses(host, uid);
-        if (killed > 0) log(`instance ${id}: killed ${killed} leftover process(es) of its uid ${uid}`);
         await removeTree(doomed);
       } finally {
         inFlight.delete(doomed);

@@ -30,7 +30,7 @@ import {
   streamSourceIn,
   unlinkAgentSocket,
 } from "./private-address.ts";
-import { pidExists, processesOfUid } from "./procfs.ts";
+import { pidExists } from "./procfs.ts";
 import { type RunAsIdentity, runCommand } from "./run-as.ts";
 import { removeReplicaFiles, standbySignalPath, writeReplicaFiles } from "./replication.ts";
 import { configPath, isUnpublished, lastPrivatePort, renderConfig, writeStartConfig } from "./server-config.ts";
@@ -90,31 +90,6 @@ export async function killServerProcessesIn(host: Host, dir: string): Promise<vo
     }
     await sleep(20);
   }
-}
-
-/**
- * Kills every process still running as a purged server's own uid (per-tenant users only: never the agent's, the
- * shared run-as user's or root's), before the uid is free for the next database: whatever the server's user left
- * behind (a process escaped from PostgreSQL through a code-execution bug, say) must not live on as the next
- * tenant. SIGKILL, then up to 5 s for them to go.
- */
-export async function killTenantProcesses(host: Host, uid: number): Promise<number> {
-  if (host.isolation === "shared-uid" || uid === 0 || uid === host.runAs.uid || uid === process.getuid?.()) return 0;
-  let killed = 0;
-  for (let i = 0; i < 250; i++) {
-    const pids = processesOfUid(uid);
-    if (pids.length === 0) return killed;
-    for (const pid of pids) {
-      try {
-        process.kill(pid, "SIGKILL");
-        killed++;
-      } catch {
-        // already gone
-      }
-    }
-    await sleep(20);
-  }
-  throw new Error(`processes of uid ${uid} still running 5 s after SIGKILL: ${processesOfUid(uid).join(", ")}`);
 }
 
 /**

@@ -70,23 +70,6 @@ export function serverProcessesIn(realDir: string, serverExes: ReadonlySet<strin
   return pids;
 }
 
-/** Live processes whose real or effective uid is `uid` (zombies left out: they hold nothing but a pid). */
-export function processesOfUid(uid: number): number[] {
-  const pids: number[] = [];
-  for (const name of processIds()) {
-    let status: string;
-    try {
-      status = readFileSync(`/proc/${name}/status`, "utf8");
-    } catch {
-      continue; // exited meanwhile
-    }
-    if (/^State:\s+Z/m.test(status)) continue;
-    const uids = /^Uid:\s+(\d+)\s+(\d+)/m.exec(status);
-    if (uids && (Number(uids[1]) === uid || Number(uids[2]) === uid)) pids.push(Number(name));
-  }
-  return pids;
-}
-
 /** Resident (RSS) and proportional (PSS) memory of a process, bytes; zeros if it is gone. */
 export function processMemory(pid: number): { rssBytes: number; pssBytes: number } {
   let rssBytes = 0;
