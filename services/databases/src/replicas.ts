@@ -56,7 +56,10 @@ export interface NewReplica {
  */
 export async function provisionReplica(ctx: AppContext, n: NewReplica): Promise<DatabaseRow> {
   try {
-    return await withTransaction(ctx.pool, async (db) => {
+    // Run again on a deadlock or serialization failure: the primary and its unseeded replicas are locked here and by
+    // a backup's report (reconcileSeeds) at once; a fresh-clone CI's second replica create met that as a 503. Safe to
+    // repeat: the only call out is billing's good-standing read, and the ids are new each time.
+    return await withTransactionRetried(ctx.pool, async (db) => {
       const primary = await lockOwned(db, n.organizationId, n.primaryId);
       transitionFrom("replicate", primary.status);
       if ((await countLiveReplicas(db, primary.id)) >= MAX_REPLICAS) {
