@@ -36,7 +36,7 @@ import { openBlobStore } from "../../services/provisioner-agent/src/backups/open
 import { baseTarKey } from "../../services/provisioner-agent/src/backups/layout.ts";
 import { extractTarGz } from "../../services/provisioner-agent/src/backups/tar.ts";
 import { startHost, startInstance } from "../../services/provisioner-agent/test/support/fixture.ts";
-import { account } from "./accounts.ts";
+import { account } from "../support/replicas.ts";
 import { withBaselineTree } from "./baseline-tree.ts";
 import { fmt, summary, writeSection, runBench, benchLog as log, connectCustomer as connect, secs } from "./report.ts";
 

@@ -20,7 +20,7 @@ import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { type Api, waitRunning } from "../support/backups.ts";
 import { type Stack, startStack } from "../support/stack.ts";
-import { account } from "./accounts.ts";
+import { account } from "../support/replicas.ts";
 import { setWeight } from "./cgroup-weight.ts";
 import { withBaselineTree } from "./baseline-tree.ts";
 import { benchLog as log, fmt, summary, writeSection } from "./report.ts";
