@@ -7,8 +7,12 @@
  * usage report's data transfer; trusted sources apply to it; a kill -9 of PgBouncer or of the agent
  * needs no API request to be served again; it stops and starts with its database.
  */
+import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import type { Client } from "@connectrpc/connect";
 import { createInternalClient, operatorSecret } from "@dbaas/kit";
 import { BillingService } from "@dbaas/proto/billing";
@@ -18,6 +22,8 @@ import { createApi, waitFor, waitStatus } from "../support/api.ts";
 import { admitted, attempt, refused, untilAttempt } from "../support/edge.ts";
 import { createTestDatabase, type TestDatabase } from "../support/pg.ts";
 import { startStack, type Stack } from "../support/stack.ts";
+
+const run = promisify(execFile);
 
 let stack: Stack;
 let meta: TestDatabase;
@@ -117,6 +123,23 @@ describe("the connection pooler on real instances", { timeout: 600_000 }, () => 
     }
     // The certificate is the pooler's: the database's own name does not match it.
     await expect(connect(pooled.replace(`${db.id}-pooler.`, `${db.id}.`), ca)).rejects.toThrow(/altnames|Hostname/i);
+    // libpq (Debian's psql 15) too: verify-full against the pooler's name, SCRAM against the one-iteration verifier.
+    const dir = await mkdtemp(join(tmpdir(), "dbaas-pooler-ca-"));
+    try {
+      await writeFile(join(dir, "ca.pem"), ca);
+      const url = new URL(pooled);
+      const conninfo = `host=${url.hostname} hostaddr=127.0.0.1 port=${url.port} user=dbadmin dbname=defaultdb sslmode=verify-full sslrootcert=${join(dir, "ca.pem")}`;
+      const { stdout } = await run("psql", ["-X", "-Atc", "SELECT current_user || ' over ' || current_setting('ssl')", conninfo], {
+        env: { ...process.env, PGPASSWORD: db.password },
+        timeout: 30_000,
+      });
+      expect(stdout.trim()).toBe("dbadmin over on");
+      await expect(
+        run("psql", ["-X", "-Atc", "SELECT 1", conninfo], { env: { ...process.env, PGPASSWORD: `${db.password}x` }, timeout: 30_000 }),
+      ).rejects.toThrow(/SASL authentication failed|password authentication failed/); // PgBouncer says the former
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it("serves 1,000 clients at once in transaction mode on a micro; as many direct sessions are refused", async () => {

@@ -1,6 +1,7 @@
 import { envInt, envString, requireEnv, requireSecret } from "@dbaas/kit";
 import { DEFAULT_POSTGRES_VERSION } from "@dbaas/catalogue";
 import { type DnsConfig, readDnsConfig } from "./dns/config.ts";
+import { DEFAULT_GENERATED_PASSWORD_ITERATIONS } from "./scram.ts";
 
 export interface Config {
   port: number;
@@ -43,6 +44,8 @@ export interface Config {
   haSuperviseIntervalMs: number;
   /** How long a planned switchover may wait for its standby to catch up before it is called off. */
   haSwitchoverTimeoutMs: number;
+  /** SCRAM iterations of the verifiers of generated passwords (scram.ts): 1 by default, 1 … 100,000. */
+  scramIterations: number;
 }
 
 export function readConfig(env: Record<string, string | undefined> = process.env): Config {
@@ -70,7 +73,14 @@ export function readConfig(env: Record<string, string | undefined> = process.env
     haLeaseMarginSeconds: envInt(env, "HA_LEASE_MARGIN_SECONDS", 2),
     haSuperviseIntervalMs: envInt(env, "HA_SUPERVISE_INTERVAL_MS", 1000),
     haSwitchoverTimeoutMs: envInt(env, "HA_SWITCHOVER_TIMEOUT_MS", 30_000),
+    scramIterations: scramIterations(env),
   };
+}
+
+function scramIterations(env: Record<string, string | undefined>): number {
+  const n = envInt(env, "GENERATED_PASSWORD_SCRAM_ITERATIONS", DEFAULT_GENERATED_PASSWORD_ITERATIONS);
+  if (!(n >= 1 && n <= 100_000)) throw new Error(`GENERATED_PASSWORD_SCRAM_ITERATIONS must be 1 … 100000, got ${n}`);
+  return n;
 }
 
 function testStorage(env: Record<string, string | undefined>): { testStorageBytesPerGb?: number } {

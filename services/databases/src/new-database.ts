@@ -13,8 +13,7 @@ import { TRANSITIONS } from "./lifecycle.ts";
 import { connectionString, toDatabase } from "./mappers.ts";
 import { type HaPlacement, insertStandby, placeWithStandbys } from "./high-availability.ts";
 import { placeDatabase } from "./placement.ts";
-import { generatePassword } from "./scram.ts";
-import { scramVerifier } from "@dbaas/kit";
+import { newCredentials } from "./scram.ts";
 import { validateName } from "./validation.ts";
 
 /** What a new database is made of: a create's fields, or a restore's (the source's version, its backups up to an instant). */
@@ -67,8 +66,7 @@ export function validateNewDatabase(v: Validator, req: { organizationId: string;
  */
 export async function provisionDatabase(ctx: AppContext, n: NewDatabase): Promise<NewDatabaseAnswer> {
   const id = newId("db");
-  const password = generatePassword();
-  const verifier = scramVerifier(password);
+  const { password, verifier } = newCredentials(ctx.cfg.scramIterations);
   const { to: status, desired } = TRANSITIONS.create;
   try {
     const standbys = n.standbys ?? 0;

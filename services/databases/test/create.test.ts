@@ -3,7 +3,9 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import { DesiredState } from "@dbaas/proto/agent";
 import { ErrorReasonSchema } from "@dbaas/proto/common";
+import { verifiesScram } from "@dbaas/kit";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { readConfig } from "../src/config.ts";
 import {
   DOMAIN,
   createDb,
@@ -160,8 +162,27 @@ describe("CreateDatabase result", () => {
     // The agent is told to run it, with the verifier and never the password.
     const spec = (await snapshot(h, "res-a")).instances.find((i) => i.databaseId === db.id)!;
     expect(spec).toMatchObject({ desiredState: DesiredState.RUNNING, tier: "small", version: "17", port: 31000, host: db.host });
-    expect(spec.scramVerifier).toMatch(/^SCRAM-SHA-256\$4096:/);
+    // One PBKDF2 iteration for a generated password (scram.ts: its ~186 random bits need none of PBKDF2's help).
+    expect(spec.scramVerifier).toMatch(/^SCRAM-SHA-256\$1:/);
+    expect(verifiesScram(spec.scramVerifier, res.password)).toBe(true);
     expect(spec.scramVerifier).not.toContain(res.password);
+  });
+
+  it("draws verifiers with GENERATED_PASSWORD_SCRAM_ITERATIONS, refusing a count outside 1 … 100000", async () => {
+    await registerAgent(h, "iter-a");
+    const res = await h
+      .dbsWith({ scramIterations: 4096 })
+      .createDatabase({ organizationId: ORG, name: uniqueName(), region: "fsn1", tier: "micro", version: "" });
+    const spec = (await snapshot(h, "iter-a")).instances.find((i) => i.databaseId === res.database!.id)!;
+    expect(spec.scramVerifier).toMatch(/^SCRAM-SHA-256\$4096:/);
+    expect(verifiesScram(spec.scramVerifier, res.password)).toBe(true);
+
+    const env = { DATABASE_URL: "postgres://x", INTERNAL_AUTH_SECRET: "s".repeat(32), BILLING_URL: "http://x", IDENTITY_URL: "http://x" };
+    expect(readConfig(env).scramIterations).toBe(1);
+    expect(readConfig({ ...env, GENERATED_PASSWORD_SCRAM_ITERATIONS: "4096" }).scramIterations).toBe(4096);
+    for (const bad of ["0", "-1", "100001", "1.5", "many"]) {
+      expect(() => readConfig({ ...env, GENERATED_PASSWORD_SCRAM_ITERATIONS: bad })).toThrow(/GENERATED_PASSWORD_SCRAM_ITERATIONS/);
+    }
   });
 
   it("gives every database its own password", async () => {
@@ -178,7 +199,7 @@ describe("CreateDatabase result", () => {
       "SELECT row_to_json(d)::text AS row, scram_verifier AS verifier FROM databases d WHERE id = $1",
       [res.database!.id],
     );
-    expect(rows[0]!.verifier).toMatch(/^SCRAM-SHA-256\$4096:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$/);
+    expect(rows[0]!.verifier).toMatch(/^SCRAM-SHA-256\$1:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$/);
     expect(rows[0]!.row).not.toContain(res.password);
     const everything = await h.ctx.pool.query<{ t: string }>(
       `SELECT coalesce(string_agg(t, ' '), '') AS t FROM (

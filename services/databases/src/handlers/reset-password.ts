@@ -8,8 +8,7 @@ import { lockOwned, setReplicaVerifiers, setVerifier } from "../db/databases.ts"
 import { notifyAgent } from "../db/notify.ts";
 import { transitionFrom } from "../lifecycle.ts";
 import { connectionString } from "../mappers.ts";
-import { generatePassword } from "../scram.ts";
-import { scramVerifier } from "@dbaas/kit";
+import { newCredentials } from "../scram.ts";
 
 /**
  * A new password: its verifier is committed and handed to the agent, and the
@@ -20,8 +19,7 @@ import { scramVerifier } from "@dbaas/kit";
  */
 export function resetPassword(ctx: AppContext) {
   return async (req: ResetPasswordRequest, handlerCtx: HandlerContext): Promise<ResetPasswordResponse> => {
-    const password = generatePassword();
-    const verifier = scramVerifier(password);
+    const { password, verifier } = newCredentials(ctx.cfg.scramIterations);
     const row = await withTransaction(ctx.pool, async (db) => {
       const current = await lockOwned(db, req.organizationId, req.id);
       transitionFrom("reset-password", current.status);

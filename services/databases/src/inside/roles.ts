@@ -9,8 +9,7 @@ import type { AppContext } from "../context.ts";
 import { forgetRole, recordRole, roleCreationTimes, runningReplicasOf } from "../db/inside.ts";
 import { resetPassword } from "../handlers/reset-password.ts";
 import { DATABASE_NAME, hostOf, USERNAME } from "../mappers.ts";
-import { generatePassword } from "../scram.ts";
-import { scramVerifier } from "@dbaas/kit";
+import { newCredentials } from "../scram.ts";
 import { adminAt, askAgent, runningInside } from "./agent-admin.ts";
 import { isPlainName, validateRoleName } from "./names.ts";
 
@@ -66,9 +65,9 @@ export async function createRole(ctx: AppContext, req: { organizationId: string;
   validateRoleName(v, "name", req.name);
   v.throwIfAny();
   const { row, admin } = await runningInside(ctx, req.organizationId, req.databaseId, WHAT);
-  const password = generatePassword();
+  const { password, verifier } = newCredentials(ctx.cfg.scramIterations);
   const res = await askAgent(ctx, row.id, () =>
-    admin.createRole({ databaseId: row.id, name: req.name, scramVerifier: scramVerifier(password), maxRoles: MAX_ROLES }),
+    admin.createRole({ databaseId: row.id, name: req.name, scramVerifier: verifier, maxRoles: MAX_ROLES }),
   );
   const createdAt = await recordRole(ctx.pool, row.id, req.name);
   ctx.log.info("role created", { database_id: row.id, role: req.name });
@@ -123,10 +122,8 @@ export async function resetRolePassword(
     };
   }
   const { row, admin } = await runningInside(ctx, req.organizationId, req.databaseId, WHAT);
-  const password = generatePassword();
-  const res = await askAgent(ctx, row.id, () =>
-    admin.setRolePassword({ databaseId: row.id, name, scramVerifier: scramVerifier(password) }),
-  );
+  const { password, verifier } = newCredentials(ctx.cfg.scramIterations);
+  const res = await askAgent(ctx, row.id, () => admin.setRolePassword({ databaseId: row.id, name, scramVerifier: verifier }));
   for (const replica of await runningReplicasOf(ctx.pool, row.id)) {
     const callerLeft = handlerCtx.timeoutMs();
     const options = callerLeft === undefined ? {} : { timeoutMs: Math.max(1, callerLeft - ANSWER_MARGIN_MS) };
