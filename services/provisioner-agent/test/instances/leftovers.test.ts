@@ -106,9 +106,9 @@ describe.skipIf(process.getuid?.() !== 0 || !SETPRIV)(
      * code execution a tenant would need) whose shell starts `setsid -f sleep <unique>` and exits, so the sleep has
      * a session of its own and no PostgreSQL parent. Resolves with its pid once it runs.
      */
-    async function escapeFrom(id: string): Promise<number> {
+    async function escapeFrom(id: string, on: TestHost = host): Promise<number> {
       const seconds = unique();
-      await host.asAgent(id, `COPY (SELECT 1) TO PROGRAM 'setsid -f sleep ${seconds} </dev/null >/dev/null 2>&1'`);
+      await on.asAgent(id, `COPY (SELECT 1) TO PROGRAM 'setsid -f sleep ${seconds} </dev/null >/dev/null 2>&1'`);
       const pid = await sleeperPid(`the escaped sleep ${seconds} runs`, seconds);
       started.set(pid, seconds);
       return pid;
@@ -232,6 +232,27 @@ describe.skipIf(process.getuid?.() !== 0 || !SETPRIV)(
       expect(alive(escaped)).toBe(false);
       expect(alive(foreign)).toBe(true);
       expect(cgroupDirsOf(foreign)).toEqual(dirs);
+    });
+
+    it("without cgroups a purge kills nothing of the server's uid, and says so in the log", async () => {
+      // An agent whose cgroup root holds no hierarchy: mode "none", servers run unlimited.
+      const lines: string[] = [];
+      const empty = await mkdtemp(path.join(os.tmpdir(), "dbaas-lft-nocg-"));
+      const bare = await startHost("lft-nocg", { cgroupRoot: empty, log: (m) => lines.push(m), removeOnClose: [empty] });
+      try {
+        expect(bare.m.resourceLimits.mode).toBe("none");
+        const e = await startInstance(bare, "lft-e");
+        const escaped = await escapeFrom(e.id, bare);
+        await bare.m.purge(e.id);
+        expect(existsSync(path.join(bare.dataDir, "instances", e.id))).toBe(false);
+        expect(lines.join("\n")).toMatch(
+          /instance lft-e: no cgroups \(.*\): processes its server's user \(uid \d+\) may have left running are not looked for/,
+        );
+        // Nothing told it from another agent's process of that uid: it lives on (afterAll ends it).
+        expect(alive(escaped)).toBe(true);
+      } finally {
+        await bare.close();
+      }
     });
   },
 );
