@@ -16,6 +16,13 @@ import { setTimeout as sleep } from "node:timers/promises";
  * it forks inherit the cgroup, so a memory hog meets the OOM killer inside
  * its own cgroup only.
  *
+ * Nothing its user runs leaves it: a process that escaped from the server
+ * (double-forked, `setsid`, its parent gone) is still there, and only root
+ * moves processes between cgroups. A stop leaves such a process alone (the
+ * cgroup stays, with it); a purge kills every one that runs as the server's
+ * uid before that uid is free for the next database
+ * (process-control.ts `killCgroupLeftovers`).
+ *
  * Layout: `<hierarchy>/<agent's own cgroup>/dbaas-<12 hex of sha256(data dir,
  * agent id)>/<instance id>` on v1 (below the agent's cgroup, so a container's
  * limits bound its servers too), `<root>/dbaas-…/<instance id>` on v2 (the
@@ -61,8 +68,14 @@ export interface InstanceCgroups {
   apply(id: string, limits: CgroupLimits): Promise<void>;
   /** Moves process `pid` into the instance's cgroup; what it forks afterwards is there too. */
   attach(id: string, pid: number): Promise<void>;
-  /** Removes the instance's cgroup (once its processes are gone); absent is fine. */
-  remove(id: string): Promise<void>;
+  /**
+   * Removes the instance's cgroup once its processes are gone (those still there are waited for, up to
+   * REMOVE_BUSY_MS: an exit under way); absent is fine. Resolves with the pids that still live in it then, which keep
+   * it (a process that escaped from the server, say): [] once it is gone. Nothing in mode "none".
+   */
+  remove(id: string): Promise<number[]>;
+  /** The pids in the instance's cgroup now (`cgroup.procs`; v1: its three hierarchies' together); [] without one. */
+  procs(id: string): Promise<number[]>;
   /** The instance's counters, or undefined without a cgroup. */
   stats(id: string): Promise<CgroupStats | undefined>;
 }
@@ -101,7 +114,8 @@ export function openInstanceCgroups(opts: CgroupOptions): InstanceCgroups {
     reason,
     apply: async () => {},
     attach: async () => {},
-    remove: async () => {},
+    remove: async () => [],
+    procs: async () => [],
     stats: async () => undefined,
   });
   try {
@@ -135,21 +149,44 @@ const removeIfEmpty = (dir: string) => rmdir(dir).catch(() => {});
 /** How long a server's cgroup may stay busy after its processes were seen gone (their exit still under way). */
 const REMOVE_BUSY_MS = 10_000;
 
+/** The pids a cgroup's `cgroup.procs` lists ([] when the cgroup is gone). */
+async function procsIn(dir: string): Promise<number[]> {
+  let text: string;
+  try {
+    text = await read(path.join(dir, "cgroup.procs"));
+  } catch (e) {
+    ignoreMissing(e);
+    return [];
+  }
+  return text
+    .split("\n")
+    .filter(Boolean)
+    .map(Number)
+    .filter((pid) => Number.isInteger(pid) && pid > 0);
+}
+
 /**
- * Removes a server's cgroup once the last of its processes has left it. A stop waits for the server's processes
- * to be gone, but a process whose exit is still under way can keep the directory busy a moment longer (EBUSY
- * seen on a loaded host, which failed a stop); that is waited out, within REMOVE_BUSY_MS.
+ * Removes a server's cgroup once the last of its processes has left it; resolves with [] (absent too). A stop waits
+ * for the server's processes to be gone, but a process whose exit is still under way can keep the directory busy a
+ * moment longer (EBUSY seen on a loaded host, which failed a stop); that is waited out, within REMOVE_BUSY_MS.
+ * Processes `cgroup.procs` still lists then live on in it (escaped from the server, or put there by root): the
+ * cgroup stays with them, and their pids are the answer. Busy with none listed (exits stuck past the wait) throws.
  */
-async function removeWhenEmpty(dir: string): Promise<void> {
+async function removeWhenEmpty(dir: string): Promise<number[]> {
   const deadline = Date.now() + REMOVE_BUSY_MS;
   for (;;) {
     try {
       await rmdir(dir);
-      return;
+      return [];
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
-      if (code === "ENOENT") return;
-      if (code !== "EBUSY" || Date.now() > deadline) throw e;
+      if (code === "ENOENT") return [];
+      if (code !== "EBUSY") throw e;
+      if (Date.now() > deadline) {
+        const left = await procsIn(dir);
+        if (left.length) return left;
+        throw e;
+      }
     }
     await sleep(50);
   }
@@ -194,9 +231,11 @@ function v2(root: string, name: string): InstanceCgroups {
     },
     attach: (id, pid) => writeFile(path.join(dir(id), "cgroup.procs"), String(pid)),
     async remove(id) {
-      await removeWhenEmpty(dir(id));
-      await removeIfEmpty(parent);
+      const kept = await removeWhenEmpty(dir(id));
+      if (kept.length === 0) await removeIfEmpty(parent);
+      return kept;
     },
+    procs: (id) => procsIn(dir(id)),
     async stats(id) {
       const d = dir(id);
       if (!existsSync(d)) return undefined;
@@ -255,9 +294,18 @@ function v1(root: string, name: string, selfCgroup: string): InstanceCgroups {
     },
     async remove(id) {
       for (const c of V1_CONTROLLERS) {
-        await removeWhenEmpty(dir(c, id));
+        // A process is in all three (attach), so the first busy one tells.
+        const kept = await removeWhenEmpty(dir(c, id));
+        if (kept.length) return kept;
         await removeIfEmpty(parents[c]);
       }
+      return [];
+    },
+    async procs(id) {
+      // All three: root could have moved a process in one hierarchy only.
+      const all = new Set<number>();
+      for (const c of V1_CONTROLLERS) for (const pid of await procsIn(dir(c, id))) all.add(pid);
+      return [...all].sort((a, b) => a - b);
     },
     async stats(id) {
       const m = dir("memory", id);

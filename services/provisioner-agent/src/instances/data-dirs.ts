@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { BlobStore } from "../backups/blob-store.ts";
 import { stageRestore, stageSeed } from "../backups/restore.ts";
@@ -19,7 +19,7 @@ import {
   writeOwned,
 } from "./files.ts";
 import type { Host } from "./host.ts";
-import { killServerProcessesIn, pgCtl, START_TIMEOUT_S, STOP_TIMEOUT_S, stopInstance } from "./process-control.ts";
+import { killCgroupLeftovers, killServerProcessesIn, pgCtl, START_TIMEOUT_S, STOP_TIMEOUT_S, stopInstance } from "./process-control.ts";
 import { runCommand } from "./run-as.ts";
 import { INCLUDE_LINE, lockedHba, renderIdent } from "./server-config.ts";
 import { ID_RE } from "./validate.ts";
@@ -61,6 +61,13 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
 
   async function removeLeftover(p: string): Promise<void> {
     await killServerProcessesIn(host, p);
+    // An interrupted purge: what its server's user left in the cgroup goes before the uid (the directory's owner) is free.
+    const name = path.basename(p);
+    const id = name.slice(0, name.indexOf(".purging-"));
+    if (path.dirname(p) === instancesDir && name.includes(".purging-") && ID_RE.test(id) && !(await pathExists(host.instanceDir(id)))) {
+      const st = await stat(p).catch(() => undefined);
+      if (st) await killCgroupLeftovers(host, id, st.uid);
+    }
     await removeTree(p);
   }
 
@@ -227,11 +234,15 @@ export function createDataDirs(host: Host, isQueued: (id: string) => boolean, st
     const dir = host.instanceDir(id);
     if (await pathExists(dir)) {
       await stopInstance(host, id);
+      const { uid } = await host.serverUser(id);
       const doomed = `${dir}.purging-${rand()}`;
       inFlight.add(doomed);
       try {
         await rename(dir, doomed);
         await fsyncDir(instancesDir);
+        // The uid stays taken while the directory (under its .purging- name) exists: what the server's user left
+        // running in its cgroup goes first (a crash here leaves the .purging- directory, whose cleanup does the same).
+        await killCgroupLeftovers(host, id, uid);
         await removeTree(doomed);
       } finally {
         inFlight.delete(doomed);

@@ -192,7 +192,9 @@ export function createPoolers(host: Host, pgbouncerPath: string): Poolers {
   async function removeCgroup(id: string): Promise<void> {
     for (let i = 0; ; i++) {
       try {
-        return await host.cgroups.remove(cgroupOf(id));
+        const kept = await host.cgroups.remove(cgroupOf(id));
+        if (kept.length) host.log(`pooler of ${id}: its cgroup stays: process(es) ${kept.join(", ")} still in it`);
+        return;
       } catch (e) {
         if (i >= 40) return host.log(`pooler of ${id}: its cgroup was not removed: ${(e as Error).message}`);
         await sleep(50);

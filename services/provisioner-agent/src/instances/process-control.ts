@@ -30,7 +30,7 @@ import {
   streamSourceIn,
   unlinkAgentSocket,
 } from "./private-address.ts";
-import { pidExists } from "./procfs.ts";
+import { pidExists, processUids } from "./procfs.ts";
 import { type RunAsIdentity, runCommand } from "./run-as.ts";
 import { removeReplicaFiles, standbySignalPath, writeReplicaFiles } from "./replication.ts";
 import { configPath, isUnpublished, lastPrivatePort, renderConfig, writeStartConfig } from "./server-config.ts";
@@ -90,6 +90,69 @@ export async function killServerProcessesIn(host: Host, dir: string): Promise<vo
     }
     await sleep(20);
   }
+}
+
+/** How long the processes a purge kills in a server's cgroup may take to be gone (a loaded host's exits included). */
+const LEFTOVER_KILL_MS = 60_000;
+
+/**
+ * At a purge, once the server is stopped and before its uid is free for the next database (its data directory
+ * gone): SIGKILLs every process still in the server's cgroup that runs as `uid` (real or effective) — what its user
+ * left behind, say a process escaped from PostgreSQL by a double fork, which kept its uid and its cgroup — waits
+ * until none is listed there any more (up to LEFTOVER_KILL_MS, else throws: the purge fails and is retried), then
+ * removes the cgroup. Found by cgroup, not by uid alone: agents on one machine whose uid ranges overlap (separate
+ * local stacks) have servers of the same uid, each in a cgroup of its own agent. A process of another uid in the
+ * cgroup (put there by root) is never killed; it keeps the cgroup, which then stays (logged). Without cgroups
+ * (mode "none") nothing can tell such a process apart, and nothing is killed: said in the log.
+ */
+export async function killCgroupLeftovers(host: Host, id: string, uid: number): Promise<void> {
+  const { cgroups } = host;
+  if (cgroups.mode === "none") {
+    host.log(
+      `instance ${id}: no cgroups (${cgroups.reason}): processes its server's user (uid ${uid}) may have left running are not looked for`,
+    );
+    return;
+  }
+  const ofUid = async () =>
+    (await cgroups.procs(id)).filter((pid) => {
+      if (pid === process.pid) return false;
+      const u = processUids(pid);
+      return u !== undefined && (u.real === uid || u.effective === uid);
+    });
+  const killed = new Set<number>();
+  const deadline = Date.now() + LEFTOVER_KILL_MS;
+  for (let pids = await ofUid(); pids.length > 0; pids = await ofUid()) {
+    if (Date.now() > deadline)
+      throw new Error(
+        `instance ${id}: process(es) ${pids.join(", ")} of uid ${uid} still in its cgroup ${LEFTOVER_KILL_MS / 1000} s after SIGKILL`,
+      );
+    for (const pid of pids) {
+      try {
+        process.kill(pid, "SIGKILL");
+        killed.add(pid);
+      } catch (e) {
+        // Exited since it was listed.
+        if ((e as NodeJS.ErrnoException).code !== "ESRCH") throw e;
+      }
+    }
+    await sleep(20);
+  }
+  if (killed.size > 0)
+    host.log(`instance ${id}: killed ${killed.size} process(es) of its uid ${uid} left in its cgroup (${[...killed].join(", ")})`);
+  const kept = await cgroups.remove(id);
+  if (kept.length > 0) host.log(`instance ${id}: its cgroup stays: process(es) of other uids in it (${kept.join(", ")})`);
+}
+
+/**
+ * The server's cgroup once its server is gone (a stop, a crash cleaned up): removed, or kept with what still lives in
+ * it (said in the log). Such a process was left by the server's user; it runs on until the database is purged.
+ */
+async function releaseCgroup(host: Host, id: string): Promise<void> {
+  const kept = await host.cgroups.remove(id);
+  if (kept.length > 0)
+    host.log(
+      `instance ${id}: its cgroup stays: ${kept.length} process(es) still in it after the server (${kept.join(", ")}); a purge kills those of its uid`,
+    );
 }
 
 /**
@@ -163,7 +226,7 @@ async function stopServer(host: Host, id: string): Promise<void> {
   if (published) await unlinkAgentSocket(host, published);
   if (obs.state === "crashed") {
     await reapCrashed(host, id, true);
-    await host.cgroups.remove(id);
+    await releaseCgroup(host, id);
     host.log(`instance ${id}: cleaned up after crashed postmaster ${obs.pid ?? "?"}`);
     return;
   }
@@ -194,8 +257,8 @@ async function stopServer(host: Host, id: string): Promise<void> {
       await sleep(50);
     }
   }
-  // No process left in it: the next start makes it again with its tier's limits.
-  await host.cgroups.remove(id);
+  // No process of the server left in it: the next start makes it again with its tier's limits (or finds it kept).
+  await releaseCgroup(host, id);
   host.log(`instance ${id}: stopped`);
 }
 

@@ -70,6 +70,22 @@ export function serverProcessesIn(realDir: string, serverExes: ReadonlySet<strin
   return pids;
 }
 
+/**
+ * The real and effective uid of a process that has not exited, or undefined when it is gone or a zombie: what a
+ * purge checks before it kills a process it found in the server's cgroup (process-control.ts `killCgroupLeftovers`).
+ */
+export function processUids(pid: number): { real: number; effective: number } | undefined {
+  let status: string;
+  try {
+    status = readFileSync(`/proc/${pid}/status`, "utf8");
+  } catch {
+    return undefined; // exited meanwhile
+  }
+  if (/^State:\s+[ZX]/m.test(status)) return undefined;
+  const uids = /^Uid:\s+(\d+)\s+(\d+)/m.exec(status);
+  return uids ? { real: Number(uids[1]), effective: Number(uids[2]) } : undefined;
+}
+
 /** Resident (RSS) and proportional (PSS) memory of a process, bytes; zeros if it is gone. */
 export function processMemory(pid: number): { rssBytes: number; pssBytes: number } {
   let rssBytes = 0;
