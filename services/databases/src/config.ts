@@ -43,6 +43,8 @@ export interface Config {
   haSuperviseIntervalMs: number;
   /** How long a planned switchover may wait for its standby to catch up before it is called off. */
   haSwitchoverTimeoutMs: number;
+  /** A standby whose agent has not been heard from for this long is retired and replaced on another host. */
+  haStandbyReplaceAfterSeconds: number;
 }
 
 export function readConfig(env: Record<string, string | undefined> = process.env): Config {
@@ -70,6 +72,7 @@ export function readConfig(env: Record<string, string | undefined> = process.env
     haLeaseMarginSeconds: envInt(env, "HA_LEASE_MARGIN_SECONDS", 2),
     haSuperviseIntervalMs: envInt(env, "HA_SUPERVISE_INTERVAL_MS", 1000),
     haSwitchoverTimeoutMs: envInt(env, "HA_SWITCHOVER_TIMEOUT_MS", 30_000),
+    haStandbyReplaceAfterSeconds: envInt(env, "HA_STANDBY_REPLACE_AFTER_SECONDS", 120),
   };
 }
 
