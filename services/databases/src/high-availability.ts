@@ -476,7 +476,7 @@ export async function replaceLostStandbys(ctx: AppContext, primaryId: string, he
         p.id,
         lost.map((s) => s.id),
         `; no other host of region ${p.region} can take a replacement now (live, with PostgreSQL ${p.version}, capacity left ` +
-          `and port ${p.port} free, apart from the primary and the other standbys): it is placed once one can`,
+          `and port ${p.port} free, apart from the primary and the other standbys): the next standby placed for the database replaces it`,
       );
     }
     return { lost, placed };

@@ -688,7 +688,7 @@ describe("a standby's host lost", () => {
     expect(op!.reason).toMatch(
       new RegExp(
         `; no other host of region fsn1 can take a replacement now \\(live, with PostgreSQL 17, capacity left and port ${db.port} free, ` +
-          "apart from the primary and the other standbys\\): it is placed once one can$",
+          "apart from the primary and the other standbys\\): the next standby placed for the database replaces it$",
       ),
     );
     // Later passes keep looking: still no host.
@@ -708,7 +708,9 @@ describe("a standby's host lost", () => {
     const placed = after.find((s) => s.agent_id === D)!;
     const [done] = await replacedOps(db.id);
     expect(done).toMatchObject({ fromMember: lost.id, toMember: placed.id });
-    expect(done!.reason).toMatch(new RegExp(`it is placed once one can; its replacement ${placed.id} was placed on ha-d at `));
+    expect(done!.reason).toMatch(
+      new RegExp(`the next standby placed for the database replaces it; its replacement ${placed.id} was placed on ha-d at `),
+    );
     expect((await specOf(h, A, db.id))!.replicationSlots.sort()).toEqual([slotName(kept.id), slotName(placed.id)].sort());
   });
 
