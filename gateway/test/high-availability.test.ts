@@ -5,8 +5,10 @@
  * standbys; 402 without a payment method; 422 naming the field (PUT and create); 404 for another organization's
  * database; 403 without the permission. Every response is checked against the OpenAPI document by `api()`.
  */
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { api, startGateway, type TestGateway } from "./support/gateway.ts";
+import { T0 } from "./support/stub-state.ts";
 import { ALL_PERMISSIONS, principal, startStubs, type Stubs } from "./support/stubs.ts";
 
 let stubs: Stubs;
@@ -151,6 +153,51 @@ describe("POST /v1/databases/{id}/failover", () => {
     expect((await send("POST", `/v1/databases/${id}/failover`, undefined, OTHER)).status).toBe(404);
     expect((await send("POST", `/v1/databases/${id}/failover`, undefined, READER)).status).toBe(403);
     expect((await send("POST", `/v1/databases/${id}/failover`, { to: "node-x" })).status).toBe(422);
+  });
+});
+
+describe("GET /v1/databases/{id}/operations: a lost standby replaced", () => {
+  it("standby_replaced carries its reason, the standby retired (from) and its replacement (to) once placed", async () => {
+    const id = await newDatabase("ha-replaced");
+    const op = (n: string, to: string, reason: string) => ({
+      id: `op-${id.slice(3)}${n}`,
+      databaseId: id,
+      type: "standby_replaced",
+      status: "succeeded",
+      startedAt: timestampFromDate(T0),
+      finishedAt: timestampFromDate(T0),
+      reason,
+      fromMember: `node-${id.slice(3)}s${n}`,
+      toMember: to,
+    });
+    stubs.state.operations.set(id, [
+      op("1", `node-${id.slice(3)}r1`, "the standby's host ha-b was not heard from …; its replacement … was placed on ha-c at …"),
+      op("2", "", "the standby's host ha-c was not heard from …; no other host of region fsn1 can take a replacement now …"),
+    ]);
+    const ops = (await get(`/v1/databases/${id}/operations`)).body.data.operations;
+    expect(ops.filter((o: { type: string }) => o.type === "standby_replaced")).toEqual([
+      {
+        id: `op-${id.slice(3)}1`,
+        type: "standby_replaced",
+        status: "succeeded",
+        started_at: "2025-03-01T10:00:00.000Z",
+        finished_at: "2025-03-01T10:00:00.000Z",
+        error: null,
+        reason: "the standby's host ha-b was not heard from …; its replacement … was placed on ha-c at …",
+        from: `node-${id.slice(3)}s1`,
+        to: `node-${id.slice(3)}r1`,
+      },
+      {
+        id: `op-${id.slice(3)}2`,
+        type: "standby_replaced",
+        status: "succeeded",
+        started_at: "2025-03-01T10:00:00.000Z",
+        finished_at: "2025-03-01T10:00:00.000Z",
+        error: null,
+        reason: "the standby's host ha-c was not heard from …; no other host of region fsn1 can take a replacement now …",
+        from: `node-${id.slice(3)}s2`,
+      },
+    ]);
   });
 });
 

@@ -266,8 +266,10 @@ type Operation struct {
 	// failing (failed, with why) or resumed (succeeded); `storage_full`: the database reached its tier's storage
 	// and was made read-only (a session may still `SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE` to
 	// delete data); `storage_ok`: below 95 % again, writable; `failover`: a standby promoted, automatically or
-	// by a planned switchover (succeeded once it runs as the primary). One of: create, start, stop, restart,
-	// resize, delete, restore, promote, backup, wal_archive, storage_full, storage_ok, failover.
+	// by a planned switchover (succeeded once it runs as the primary); `standby_replaced`: a standby whose host
+	// was not heard from for too long retired, and a replacement placed on another host (at once, or once one
+	// can take it). One of: create, start, stop, restart, resize, delete, restore, promote, backup, wal_archive,
+	// storage_full, storage_ok, failover, standby_replaced.
 	Type string `json:"type"`
 	// One of: running, succeeded, failed.
 	Status    string    `json:"status"`
@@ -276,12 +278,14 @@ type Operation struct {
 	FinishedAt *time.Time `json:"finished_at"`
 	// Why it failed; null otherwise.
 	Error *string `json:"error"`
-	// A `failover`'s only: why it happened (the lost lease, the failed server, or a planned switchover) and what
-	// became of the old primary's data.
+	// A `failover`'s and a `standby_replaced`'s only: why it happened (the lost lease, the failed server or a
+	// planned switchover; the standby's silent host) and what became of the old primary's data (where the
+	// replacement went).
 	Reason string `json:"reason,omitempty"`
-	// A `failover`'s only: the member that was the primary (`node-…`).
+	// A `failover`'s: the member that was the primary (`node-…`); a `standby_replaced`'s: the standby retired.
 	From string `json:"from,omitempty"`
-	// A `failover`'s only: the standby promoted (`node-…`), the primary from then on.
+	// A `failover`'s: the standby promoted (`node-…`), the primary from then on; a `standby_replaced`'s: its
+	// replacement, once placed (absent until then).
 	To string `json:"to,omitempty"`
 }
 

@@ -133,7 +133,8 @@ export function replicaStatusName(status: string): ReplicaStatusName {
 /**
  * What an operation's type can be: what the databases service records on a
  * database (services/databases: a change's name, `backup`, `wal_archive`,
- * `storage_full` / `storage_ok`, and
+ * `storage_full` / `storage_ok`, `failover` and `standby_replaced` on a
+ * highly available one, and
  * `promote` on the database a promoted replica became). One this build does
  * not list is the upstream's bug, a 500, never a string the document lacks.
  */
@@ -151,6 +152,7 @@ export const OPERATION_TYPES = [
   "storage_full",
   "storage_ok",
   "failover",
+  "standby_replaced",
 ] as const;
 
 /** A high availability member's status: a database status by name (the service sends names, as for replicas). */

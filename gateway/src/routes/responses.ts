@@ -212,7 +212,7 @@ export const CREDENTIALS = record<ResetPasswordResponse>("New credentials; the p
   connection_string: field(str("With the password in clear."), (res) => res.connectionString),
 });
 
-/** An operation; a failover's also says why and which members (`from`, `to`). */
+/** An operation; a failover's and a standby replacement's also say why and which members (`from`, `to`). */
 export const OPERATION = record<Operation>("One operation run on a database.")({
   id: field(id("op-"), (op) => op.id),
   type: field(
@@ -223,7 +223,9 @@ export const OPERATION = record<Operation>("One operation run on a database.")({
         "`backup`: a base backup; `wal_archive`: WAL archiving started failing (failed, with why) or resumed (succeeded); " +
         "`storage_full`: the database reached its tier's storage and was made read-only (a session may still " +
         "`SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE` to delete data); `storage_ok`: below 95 % again, writable; " +
-        "`failover`: a standby promoted, automatically or by a planned switchover (succeeded once it runs as the primary).",
+        "`failover`: a standby promoted, automatically or by a planned switchover (succeeded once it runs as the primary); " +
+        "`standby_replaced`: a standby whose host was not heard from for too long retired, and a replacement placed on another host " +
+        "(at once, or once one can take it).",
     ),
     (op) => operationTypeName(op.type),
   ),
@@ -233,15 +235,20 @@ export const OPERATION = record<Operation>("One operation run on a database.")({
   error: field({ type: ["string", "null"], description: "Why it failed; null otherwise." }, (op) => orNull(op.error)),
   reason: optional(
     str(
-      "A `failover`'s only: why it happened (the lost lease, the failed server, or a planned switchover) and what became of the old primary's data.",
+      "A `failover`'s and a `standby_replaced`'s only: why it happened (the lost lease, the failed server or a planned " +
+        "switchover; the standby's silent host) and what became of the old primary's data (where the replacement went).",
     ),
-    (op) => (op.type === "failover" ? op.reason : undefined),
+    (op) => (op.type === "failover" || op.type === "standby_replaced" ? op.reason : undefined),
   ),
-  from: optional(str("A `failover`'s only: the member that was the primary (`node-…`)."), (op) =>
-    op.type === "failover" ? op.fromMember : undefined,
+  from: optional(str("A `failover`'s: the member that was the primary (`node-…`); a `standby_replaced`'s: the standby retired."), (op) =>
+    op.type === "failover" || op.type === "standby_replaced" ? op.fromMember : undefined,
   ),
-  to: optional(str("A `failover`'s only: the standby promoted (`node-…`), the primary from then on."), (op) =>
-    op.type === "failover" ? op.toMember : undefined,
+  to: optional(
+    str(
+      "A `failover`'s: the standby promoted (`node-…`), the primary from then on; a `standby_replaced`'s: its replacement, " +
+        "once placed (absent until then).",
+    ),
+    (op) => (op.type === "failover" || (op.type === "standby_replaced" && op.toMember !== "") ? op.toMember : undefined),
   ),
 });
 

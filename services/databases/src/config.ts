@@ -46,6 +46,8 @@ export interface Config {
   haSwitchoverTimeoutMs: number;
   /** SCRAM iterations of the verifiers of generated passwords (scram.ts): 1 by default, 1 … 100,000. */
   scramIterations: number;
+  /** A standby whose agent has not been heard from for this long is retired and replaced on another host. */
+  haStandbyReplaceAfterSeconds: number;
 }
 
 export function readConfig(env: Record<string, string | undefined> = process.env): Config {
@@ -74,6 +76,7 @@ export function readConfig(env: Record<string, string | undefined> = process.env
     haSuperviseIntervalMs: envInt(env, "HA_SUPERVISE_INTERVAL_MS", 1000),
     haSwitchoverTimeoutMs: envInt(env, "HA_SWITCHOVER_TIMEOUT_MS", 30_000),
     scramIterations: scramIterations(env),
+    haStandbyReplaceAfterSeconds: envInt(env, "HA_STANDBY_REPLACE_AFTER_SECONDS", 120),
   };
 }
 

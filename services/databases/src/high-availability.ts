@@ -5,6 +5,7 @@ import type { AppContext } from "./context.ts";
 import { whileHolding } from "./singleton.ts";
 import { insertDatabase, lockOwned, setStatus, type DatabaseRow } from "./db/databases.ts";
 import {
+  agentsLastSeen,
   dropLease,
   insertDiscard,
   liveStandbys,
@@ -24,7 +25,16 @@ import {
   type SupervisedStandby,
 } from "./db/high-availability.ts";
 import { notifyAgent } from "./db/notify.ts";
-import { failOperation, retargetOperation, runningFailover, startOperation, type OperationRow } from "./db/operations.ts";
+import {
+  attachReplacement,
+  failOperation,
+  notePendingReplacements,
+  recordStandbyReplaced,
+  retargetOperation,
+  runningFailover,
+  startOperation,
+  type OperationRow,
+} from "./db/operations.ts";
 import { lockLiveReplicas, retire } from "./db/replicas.ts";
 import { publishRecord } from "./dns/records.ts";
 import { decideFailover, type Decision, type PrimaryView, type StandbyView } from "./failover-decision.ts";
@@ -37,7 +47,7 @@ import { PROMOTED } from "./statuses.ts";
  * replica ("node-…", a `databases` row with `standby`) on another agent of its region at the primary's port,
  * never published, billed as compute. The supervisor (superviseHighAvailability, every HA_SUPERVISE_INTERVAL_MS)
  * promotes the standby with the most WAL when the primary's lease ran out (failover-decision.ts), finishes
- * planned switchovers, and keeps the wanted number of standbys.
+ * planned switchovers, keeps the wanted number of standbys and replaces those whose host is lost.
  */
 
 /** Standbys a database may have. */
@@ -130,9 +140,18 @@ export async function insertStandby(db: pg.ClientBase, primary: DatabaseRow, age
  * primary's and each other's, at its port, and their seeds requested. With
  * `strict`, a region without room enough is a 409 naming why (a request);
  * otherwise as many as fit are placed and the rest wait for the next pass
- * (after a failover, a host may come back). Answers how many were added.
+ * (after a failover, a host may come back). Hosts in `exclude` are never
+ * chosen (those of standbys just retired as lost). Each standby placed is the
+ * replacement a `standby_replaced` operation may be waiting for. Answers the
+ * standbys added.
  */
-export async function ensureStandbys(ctx: AppContext, db: pg.ClientBase, primary: DatabaseRow, strict: boolean): Promise<number> {
+export async function ensureStandbys(
+  ctx: AppContext,
+  db: pg.ClientBase,
+  primary: DatabaseRow,
+  strict: boolean,
+  exclude: ReadonlySet<string> = new Set(),
+): Promise<DatabaseRow[]> {
   const standbys = await lockStandbys(db, primary.id);
   const wanted = primary.deleted_at === null && primary.desired_state === "running" ? primary.ha_standbys : standbys.length;
   let changed = false;
@@ -145,7 +164,7 @@ export async function ensureStandbys(ctx: AppContext, db: pg.ClientBase, primary
     changed = true;
   }
   const missing = wanted - standbys.length;
-  let added = 0;
+  const added: DatabaseRow[] = [];
   if (missing > 0) {
     const hosts = await lockStandbyHosts(db, {
       region: primary.region,
@@ -153,15 +172,19 @@ export async function ensureStandbys(ctx: AppContext, db: pg.ClientBase, primary
       timeoutSeconds: ctx.cfg.agentTimeoutSeconds,
       now: ctx.clock.now(),
     });
-    const taken = new Set([primary.agent_id, ...standbys.map((s) => s.agent_id)]);
+    const taken = new Set([primary.agent_id, ...standbys.map((s) => s.agent_id), ...exclude]);
     const usable: StandbyHost[] = hosts.filter((h) => !taken.has(h.id) && portFreeOn(h, primary.port));
     if (usable.length < missing && strict) throw tooFewHosts(primary.region, primary.version, primary.port, usable.length, missing);
     for (const h of usable.slice(0, missing)) {
       const s = await insertStandby(db, primary, h.id);
       ctx.log.info("standby placed", { database_id: primary.id, standby_id: s.id, agent_id: h.id, port: s.port });
-      added++;
+      const detail = `; its replacement ${s.id} was placed on ${h.id} at ${ctx.clock.now().toISOString()}`;
+      if (await attachReplacement(db, primary.id, s.id, detail)) {
+        ctx.log.info("lost standby's replacement placed", { database_id: primary.id, standby_id: s.id, agent_id: h.id });
+      }
+      added.push(s);
     }
-    if (added > 0) {
+    if (added.length > 0) {
       changed = true;
       await reconcileSeeds(ctx, db, primary);
     }
@@ -378,8 +401,97 @@ async function replaceStandbys(ctx: AppContext, primaryId: string): Promise<numb
   return await withTransaction(ctx.pool, async (db) => {
     const { rows } = await db.query<DatabaseRow>("SELECT * FROM databases WHERE id = $1 AND primary_id IS NULL FOR UPDATE", [primaryId]);
     if (!rows[0]) return 0;
-    return await ensureStandbys(ctx, db, rows[0], false);
+    return (await ensureStandbys(ctx, db, rows[0], false)).length;
   });
+}
+
+/**
+ * Whether the supervisor may retire primary `p`'s lost standbys now: it has run its passes without a gap for
+ * HA_STANDBY_REPLACE_AFTER_SECONDS (after its own outage, or the metadata database's, every agent looks silent:
+ * they get that long to report again), and the primary runs on an agent heard from lately, meant to run (while
+ * the primary is down, a standby that is only silent may be the way back: its host's return can promote it).
+ */
+function mayRetireLost(
+  ctx: AppContext,
+  p: Pick<DatabaseRow, "deleted_at" | "desired_state" | "status" | "switchover_to">,
+  primaryAgentSeenAt: Date | undefined,
+  healthySince: Date | undefined,
+): boolean {
+  const now = ctx.clock.now().getTime();
+  if (healthySince === undefined || now - healthySince.getTime() < ctx.cfg.haStandbyReplaceAfterSeconds * 1000) return false;
+  if (p.deleted_at !== null || p.desired_state !== "running" || p.status !== "running" || p.switchover_to !== null) return false;
+  return primaryAgentSeenAt !== undefined && primaryAgentSeenAt.getTime() > now - ctx.cfg.agentTimeoutSeconds * 1000;
+}
+
+/** The standbys whose agent has not been heard from for more than HA_STANDBY_REPLACE_AFTER_SECONDS: their host is lost. */
+function lostOf<T extends { agent_id: string }>(ctx: AppContext, standbys: readonly T[], lastSeen: (s: T) => Date | undefined): T[] {
+  const since = ctx.clock.now().getTime() - ctx.cfg.haStandbyReplaceAfterSeconds * 1000;
+  return standbys.filter((s) => (lastSeen(s)?.getTime() ?? 0) < since);
+}
+
+/**
+ * Primary `primaryId`'s standbys on lost hosts (docs/decisions.md, "A standby's host lost"), checked again under
+ * the rows' locks, in one transaction: each retired as a deleted standby is (purgeReplica: hidden, billed no more,
+ * its slot and synchronous listing gone from the primary's spec, its data purged by its agent if that host ever
+ * returns), the operation `standby_replaced` recorded on the primary with why, and a replacement placed on another
+ * live host of the region apart from the primary and the other standbys (ensureStandbys; when none can take it,
+ * a later pass places it and names it in the operation). Answers the standbys retired.
+ */
+export async function replaceLostStandbys(ctx: AppContext, primaryId: string, healthySince: Date | undefined): Promise<string[]> {
+  const done = await withTransaction(ctx.pool, async (db) => {
+    const { rows } = await db.query<DatabaseRow>(
+      "SELECT * FROM databases WHERE id = $1 AND deleted_at IS NULL AND primary_id IS NULL FOR UPDATE",
+      [primaryId],
+    );
+    const p = rows[0];
+    if (!p) return undefined;
+    const standbys = await lockStandbys(db, p.id);
+    const seen = await agentsLastSeen(db, [p.agent_id, ...standbys.map((s) => s.agent_id)]);
+    if (!mayRetireLost(ctx, p, seen.get(p.agent_id), healthySince)) return undefined;
+    const lost = lostOf(ctx, standbys, (s) => seen.get(s.agent_id));
+    if (lost.length === 0) return undefined;
+    const now = ctx.clock.now();
+    const after = ctx.cfg.haStandbyReplaceAfterSeconds;
+    for (const s of lost) {
+      const lastSeen = seen.get(s.agent_id);
+      const silent = lastSeen
+        ? `not heard from since ${lastSeen.toISOString()} (${Math.floor((now.getTime() - lastSeen.getTime()) / 1000)} s)`
+        : "gone";
+      await purgeReplica(ctx, db, s);
+      await recordStandbyReplaced(
+        db,
+        p.id,
+        p.generation,
+        `the standby ${s.id}'s host ${s.agent_id} was ${silent}, longer than the ${after} s a standby's host may be silent: ` +
+          "the standby was retired (its data is removed if that host returns)",
+        s.id,
+      );
+    }
+    // The primary's spec drops the retired standbys' slots and synchronous names.
+    await notifyAgent(db, p.agent_id);
+    const placed = await ensureStandbys(ctx, db, p, false, new Set(lost.map((s) => s.agent_id)));
+    if (placed.length < lost.length) {
+      await notePendingReplacements(
+        db,
+        p.id,
+        lost.map((s) => s.id),
+        `; no other host of region ${p.region} can take a replacement now (live, with PostgreSQL ${p.version}, capacity left ` +
+          `and port ${p.port} free, apart from the primary and the other standbys): the next standby placed for the database replaces it`,
+      );
+    }
+    return { lost, placed };
+  });
+  if (!done) return [];
+  for (const s of done.lost) {
+    ctx.log.warn("standby's host lost: standby retired", { database_id: primaryId, standby_id: s.id, agent_id: s.agent_id });
+  }
+  if (done.placed.length < done.lost.length) {
+    ctx.log.warn("no host for a lost standby's replacement yet; the supervisor retries", {
+      database_id: primaryId,
+      missing: done.lost.length - done.placed.length,
+    });
+  }
+  return done.lost.map((s) => s.id);
 }
 
 /** A switchover called off: the primary unfenced (its lease renews again), its operation failed with why. */
@@ -504,7 +616,8 @@ const PLACEMENT_EVERY_MS = 5000;
 /**
  * One pass over the highly available databases: failovers due (decided by
  * failover-decision.ts, checked again under locks), switchovers' next steps,
- * missing standbys placed. Serialized across instances of the service by an
+ * standbys on lost hosts retired and replaced (replaceLostStandbys), missing
+ * standbys placed. Serialized across instances of the service by an
  * advisory lock (singleton.ts: a pass that finds it taken is skipped). A pass that comes
  * long after the previous one, or after a failed one, starts the control
  * plane's "heard renewals since" anew: it may have missed them. Answers the
@@ -539,6 +652,14 @@ export async function superviseHighAvailability(ctx: AppContext, state: Supervis
           continue;
         }
         await followSynchronousStandbys(ctx, state, p, standbys);
+        const lost = mayRetireLost(ctx, p, p.agent_last_seen_at, state.healthySince)
+          ? lostOf(ctx, standbys, (s) => s.agent_last_seen_at)
+          : [];
+        if (lost.length > 0 && (await replaceLostStandbys(ctx, p.id, state.healthySince)).length > 0) {
+          // Their replacements were looked for in the same transaction.
+          state.lastPlacement.set(p.id, nowMs);
+          continue;
+        }
         const last = state.lastPlacement.get(p.id) ?? 0;
         if (standbys.length !== p.ha_standbys && nowMs - last >= PLACEMENT_EVERY_MS) {
           state.lastPlacement.set(p.id, nowMs);

@@ -5,7 +5,7 @@ import { ErrorReasonSchema } from "@dbaas/proto/common";
 import { BackupStatus } from "@dbaas/proto/databases";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { AppContext } from "../src/context.ts";
-import { createSupervisorState, superviseHighAvailability, type SupervisorState } from "../src/high-availability.ts";
+import { createSupervisorState, replaceLostStandbys, superviseHighAvailability, type SupervisorState } from "../src/high-availability.ts";
 import { relayOutboxOnce } from "../src/outbox-relay.ts";
 import { slotName } from "../src/replicas.ts";
 import {
@@ -24,11 +24,12 @@ import {
 
 // High availability on the databases service's side (docs/product.md, High availability): the record and its
 // errors, standbys placed apart at the primary's port, their specs, leases, the supervisor's failover with a
-// moved clock (promotion, discard of the old primary, a replacement standby), a planned switchover, no storm.
+// moved clock (promotion, discard of the old primary, a replacement standby), a planned switchover, no storm, a
+// standby's lost host (the standby retired and replaced after HA_STANDBY_REPLACE_AFTER_SECONDS).
 
 let h: Harness;
 const ORG = "org-ha";
-const [A, B, C] = ["ha-a", "ha-b", "ha-c"];
+const [A, B, C, D] = ["ha-a", "ha-b", "ha-c", "ha-d"];
 
 beforeAll(async () => {
   h = await createHarness({ BACKUP_MAX_RUNNING_PER_AGENT: "0" });
@@ -544,5 +545,185 @@ describe("planned switchover", () => {
     expect(await row(db.id)).toMatchObject({ switchover_to: null, switchover_fenced_at: null });
     const op = (await h.dbs.listOperations({ organizationId: ORG, databaseId: db.id })).operations.find((o) => o.id === operation!.id)!;
     expect(op).toMatchObject({ status: "failed", error: "the standby did not catch up within 30 s; the primary keeps running" });
+  });
+});
+
+describe("a standby's host lost", () => {
+  /** A supervisor as of `offsetS` seconds from now that has run its passes without a gap for an hour. */
+  const steadyAt = (offsetS: number): SupervisorState => ({
+    ...createSupervisorState(),
+    healthySince: new Date(Date.now() - 3600_000),
+    lastPassAt: Date.now() + offsetS * 1000 - 500,
+  });
+  const pass = (offsetS: number, state = steadyAt(offsetS)) => superviseHighAvailability(at(later(offsetS)), state);
+  /** Agents heard from at `offsetS` seconds from now (a lease renewal, as every agent sends every 2 s). */
+  const heard = async (offsetS: number, ...agents: string[]) => {
+    for (const a of agents) await renew(a, later(offsetS));
+  };
+  const replacedOps = async (id: string) =>
+    (await h.dbs.listOperations({ organizationId: ORG, databaseId: id })).operations.filter((o) => o.type === "standby_replaced");
+
+  it("is retired once its agent was silent past HA_STANDBY_REPLACE_AFTER_SECONDS (120 s), never before; one replacement on a third host, even with two passes at once", async () => {
+    expect(h.ctx.cfg.haStandbyReplaceAfterSeconds).toBe(120);
+    await registerAgent(h, C, { capacity: 10 });
+    const db = await runningPrimary();
+    await setHa(db.id, 1, true);
+    await seedAndRun(db.id);
+    const [old] = await standbyRows(db.id);
+    expect(old.agent_id).toBe(B);
+    expect((await specOf(h, A, db.id))!).toMatchObject({
+      synchronousStandbyNames: `ANY 1 ("${old.id}")`,
+      replicationSlots: [slotName(old.id)],
+    });
+
+    // B silent for 110 s: under the threshold, nothing happens (the standby only drops out of the synchronous ones).
+    await heard(109, A, C);
+    expect(await pass(110)).toBe(0);
+    expect((await standbyRows(db.id)).map((s) => [s.id, s.deleted_at])).toEqual([[old.id, null]]);
+    // B heard from at +100: the threshold counts from its last report, so at +200 it has been silent 100 s only.
+    await heard(100, B);
+    await heard(199, A, C);
+    await pass(200);
+    expect((await standbyRows(db.id)).map((s) => s.id)).toEqual([old.id]);
+    // Silent for 130 s, but the supervisor (its control plane) just came back: every agent gets the threshold to report.
+    await heard(229, A, C);
+    await pass(230, createSupervisorState());
+    expect((await standbyRows(db.id)).map((s) => s.id)).toEqual([old.id]);
+    expect(await replacedOps(db.id)).toEqual([]);
+
+    // The retirement twice at once (past the supervisor's advisory lock: the rows' locks decide), then two passes at
+    // once (two instances of the service) and another: one retirement, one replacement.
+    const retired = await Promise.all([
+      replaceLostStandbys(at(later(230)), db.id, new Date(Date.now() - 3600_000)),
+      replaceLostStandbys(at(later(230)), db.id, new Date(Date.now() - 3600_000)),
+    ]);
+    expect(retired.flat()).toEqual([old.id]);
+    await Promise.all([pass(230), pass(230)]);
+    await pass(236);
+    const standbys = await standbyRows(db.id);
+    expect(standbys.map((s) => [s.agent_id, s.port, s.status])).toEqual([[C, db.port, "provisioning"]]);
+    const replacement = standbys[0];
+    // All standbys ever made for it: the retired one and its replacement only.
+    expect((await h.ctx.pool.query("SELECT count(*)::int AS n FROM databases WHERE primary_id = $1 AND standby", [db.id])).rows[0].n).toBe(
+      2,
+    );
+
+    // The old standby is retired as a deleted standby is: hidden, purged on B, billed no more.
+    expect(await row(old.id)).toMatchObject({ status: "deleted", desired_state: "purged" });
+    expect((await row(old.id)).deleted_at).not.toBeNull();
+    expect((await specOf(h, B, old.id))!.desiredState).toBe(DesiredState.PURGED);
+    while ((await relayOutboxOnce(h.ctx)) > 0) {}
+    expect(
+      h.billing
+        .delivered()
+        .filter((e) => e.databaseId === old.id)
+        .map((e) => e.status)
+        .at(-1),
+    ).toBe("deleted");
+    // The primary's spec: the replacement's slot instead of the old one's, no synchronous standby until it streams.
+    expect((await specOf(h, A, db.id))!).toMatchObject({ synchronousStandbyNames: "", replicationSlots: [slotName(replacement.id)] });
+    expect((await ha(db.id)).members.map((m) => [m.id, m.role, m.status])).toEqual([
+      [expect.stringMatching(/^node-/), "primary", "running"],
+      [replacement.id, "standby", "provisioning"],
+    ]);
+    // The customer sees why, in one operation.
+    const ops = await replacedOps(db.id);
+    expect(ops).toHaveLength(1);
+    expect(ops[0]).toMatchObject({ status: "succeeded", fromMember: old.id, toMember: replacement.id });
+    expect(ops[0]!.reason).toMatch(
+      new RegExp(
+        `^the standby ${old.id}'s host ha-b was not heard from since \\S+ \\(13\\d s\\), longer than the 120 s a standby's host may be ` +
+          `silent: the standby was retired \\(its data is removed if that host returns\\); its replacement ${replacement.id} was placed on ha-c at `,
+      ),
+    );
+
+    // B comes back with the old standby running (a report of its old spec): it stays retired, it is not counted.
+    await h.agentsWith({ clock: later(240) }).reportInstances({
+      agentId: B,
+      instances: [
+        {
+          databaseId: old.id,
+          state: ObservedState.RUNNING,
+          observedGeneration: BigInt(old.generation),
+          appliedCredentialsGeneration: 0n,
+          message: "",
+          walPosition: 9000n,
+          replicationAddress: "127.0.0.1",
+          replicationPort: 40000,
+        },
+      ],
+    });
+    expect((await row(old.id)).status).toBe("deleted");
+    expect((await ha(db.id)).members.map((m) => m.id)).not.toContain(old.id);
+    // Nor promoted: the primary's host lost now, the returning B reporting after the lease ended, no failover to it.
+    await heard(250, B, C);
+    expect(await pass(253)).toBe(0);
+    expect((await row(db.id)).agent_id).toBe(A);
+    // B purges it (its spec says purged) and reports so: gone from B's assignments.
+    const purgeSpec = (await specOf(h, B, old.id))!;
+    await report(h, B, old.id, ObservedState.PURGED, { generation: purgeSpec.generation, credentials: purgeSpec.credentialsGeneration });
+    expect((await snapshot(h, B)).instances.map((i) => i.databaseId)).not.toContain(old.id);
+  });
+
+  it("with no other host apart from the primary and the other standby, the lost one is retired and replaced once a host registers", async () => {
+    await registerAgent(h, C, { capacity: 10 });
+    const db = await runningPrimary();
+    await setHa(db.id, 2);
+    await seedAndRun(db.id);
+    const before = await standbyRows(db.id);
+    expect(before.map((s) => s.agent_id).sort()).toEqual([B, C]);
+    const lost = before.find((s) => s.agent_id === B)!;
+    const kept = before.find((s) => s.agent_id === C)!;
+
+    // B silent for 130 s; A holds the primary and C the other standby: no host for a replacement. Two passes at once.
+    await heard(129, A, C);
+    await Promise.all([pass(130), pass(130)]);
+    expect((await standbyRows(db.id)).map((s) => s.id)).toEqual([kept.id]);
+    expect((await row(lost.id)).status).toBe("deleted");
+    expect((await specOf(h, A, db.id))!.replicationSlots).toEqual([slotName(kept.id)]);
+    const ops = await replacedOps(db.id);
+    expect(ops).toHaveLength(1);
+    const [op] = ops;
+    expect(op).toMatchObject({ status: "succeeded", fromMember: lost.id, toMember: "" });
+    expect(op!.reason).toMatch(
+      new RegExp(
+        `; no other host of region fsn1 can take a replacement now \\(live, with PostgreSQL 17, capacity left and port ${db.port} free, ` +
+          "apart from the primary and the other standbys\\): the next standby placed for the database replaces it$",
+      ),
+    );
+    // Later passes keep looking: still no host.
+    await heard(139, A, C);
+    await pass(140);
+    expect((await standbyRows(db.id)).map((s) => s.id)).toEqual([kept.id]);
+
+    // D registers: the next pass places the replacement there (once, two passes at once) and the operation names it.
+    await registerAgent(h, D, { capacity: 10 });
+    await heard(149, A, C, D);
+    await Promise.all([pass(150), pass(150)]);
+    const after = await standbyRows(db.id);
+    expect(after.map((s) => [s.agent_id, s.port])).toEqual([
+      [C, db.port],
+      [D, db.port],
+    ]);
+    const placed = after.find((s) => s.agent_id === D)!;
+    const [done] = await replacedOps(db.id);
+    expect(done).toMatchObject({ fromMember: lost.id, toMember: placed.id });
+    expect(done!.reason).toMatch(
+      new RegExp(`the next standby placed for the database replaces it; its replacement ${placed.id} was placed on ha-d at `),
+    );
+    expect((await specOf(h, A, db.id))!.replicationSlots.sort()).toEqual([slotName(kept.id), slotName(placed.id)].sort());
+  });
+
+  it("is left alone while the primary is down too: the silent standby may be the way back", async () => {
+    await registerAgent(h, C, { capacity: 10 });
+    const db = await runningPrimary();
+    await setHa(db.id, 1);
+    await seedAndRun(db.id);
+    const [s] = await standbyRows(db.id);
+    // A and B both silent for 130 s (two failures at once); C alive.
+    await heard(129, C);
+    await pass(130);
+    expect((await standbyRows(db.id)).map((x) => x.id)).toEqual([s.id]);
+    expect(await replacedOps(db.id)).toEqual([]);
   });
 });

@@ -1327,7 +1327,7 @@ export interface components {
       /** @description Identifier, prefix `op-`. */
       id: string;
       /**
-       * @description `restore`: a deleted database brought back, or a database made from another's backups; `promote`: the database a promoted read replica became; `backup`: a base backup; `wal_archive`: WAL archiving started failing (failed, with why) or resumed (succeeded); `storage_full`: the database reached its tier's storage and was made read-only (a session may still `SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE` to delete data); `storage_ok`: below 95 % again, writable; `failover`: a standby promoted, automatically or by a planned switchover (succeeded once it runs as the primary).
+       * @description `restore`: a deleted database brought back, or a database made from another's backups; `promote`: the database a promoted read replica became; `backup`: a base backup; `wal_archive`: WAL archiving started failing (failed, with why) or resumed (succeeded); `storage_full`: the database reached its tier's storage and was made read-only (a session may still `SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE` to delete data); `storage_ok`: below 95 % again, writable; `failover`: a standby promoted, automatically or by a planned switchover (succeeded once it runs as the primary); `standby_replaced`: a standby whose host was not heard from for too long retired, and a replacement placed on another host (at once, or once one can take it).
        * @enum {string}
        */
       type:
@@ -1343,7 +1343,8 @@ export interface components {
         | "wal_archive"
         | "storage_full"
         | "storage_ok"
-        | "failover";
+        | "failover"
+        | "standby_replaced";
       /** @enum {string} */
       status: "running" | "succeeded" | "failed";
       /** Format: date-time */
@@ -1355,11 +1356,11 @@ export interface components {
       finished_at: string | null;
       /** @description Why it failed; null otherwise. */
       error: string | null;
-      /** @description A `failover`'s only: why it happened (the lost lease, the failed server, or a planned switchover) and what became of the old primary's data. */
+      /** @description A `failover`'s and a `standby_replaced`'s only: why it happened (the lost lease, the failed server or a planned switchover; the standby's silent host) and what became of the old primary's data (where the replacement went). */
       reason?: string;
-      /** @description A `failover`'s only: the member that was the primary (`node-…`). */
+      /** @description A `failover`'s: the member that was the primary (`node-…`); a `standby_replaced`'s: the standby retired. */
       from?: string;
-      /** @description A `failover`'s only: the standby promoted (`node-…`), the primary from then on. */
+      /** @description A `failover`'s: the standby promoted (`node-…`), the primary from then on; a `standby_replaced`'s: its replacement, once placed (absent until then). */
       to?: string;
     };
     /**

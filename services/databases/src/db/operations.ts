@@ -103,6 +103,47 @@ export async function recordOperation(
 }
 
 /**
+ * A lost standby retired (`standby_replaced`, on its primary), over as it is recorded: why, and the standby
+ * retired (`from`); its replacement (`to`) is named once one is placed ({@link attachReplacement}).
+ */
+export async function recordStandbyReplaced(
+  db: pg.ClientBase,
+  primaryId: string,
+  generation: string,
+  reason: string,
+  from: string,
+): Promise<void> {
+  await db.query(
+    `INSERT INTO operations (id, database_id, type, status, generation, finished_at, reason, from_member)
+     VALUES ($1, $2, 'standby_replaced', 'succeeded', $3, now(), $4, $5)`,
+    [newId("op"), primaryId, generation, reason, from],
+  );
+}
+
+/**
+ * Standby `standbyId`, just placed on primary `primaryId`, is the replacement its oldest `standby_replaced`
+ * still without one waited for: named as its `to`, `detail` appended to its reason. Answers whether one waited.
+ */
+export async function attachReplacement(db: pg.ClientBase, primaryId: string, standbyId: string, detail: string): Promise<boolean> {
+  const res = await db.query(
+    `UPDATE operations SET to_member = $2, reason = reason || $3
+     WHERE id = (SELECT id FROM operations WHERE database_id = $1 AND type = 'standby_replaced' AND to_member = ''
+                 ORDER BY started_at, id LIMIT 1 FOR UPDATE)`,
+    [primaryId, standbyId, detail],
+  );
+  return res.rowCount !== 0;
+}
+
+/** `detail` appended to the reasons of the primary's `standby_replaced` of standbys `fromIds` still without a replacement. */
+export async function notePendingReplacements(db: pg.ClientBase, primaryId: string, fromIds: string[], detail: string): Promise<void> {
+  await db.query(
+    `UPDATE operations SET reason = reason || $3
+     WHERE database_id = $1 AND type = 'standby_replaced' AND to_member = '' AND from_member = ANY ($2)`,
+    [primaryId, fromIds, detail],
+  );
+}
+
+/**
  * A storage operation (`storage_full`, `storage_ok`), over as it is recorded,
  * with its mail to the organization's owners and admins pending (storage.ts).
  */
