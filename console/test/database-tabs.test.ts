@@ -279,3 +279,37 @@ describe("the high availability tab", () => {
     await waitFor(() => expect((screen.getByRole("button", { name: "Fail over" }) as HTMLButtonElement).disabled).toBe(false));
   });
 });
+
+describe("the operations list", () => {
+  it("shows a standby replacement's members and reason under its type, and one still waiting for a host", async () => {
+    const { Operations } = await import("../src/pages/database.tsx");
+    const base = { started_at: "2026-11-28T08:00:00Z", finished_at: "2026-11-28T08:00:01Z", error: null, status: "succeeded" };
+    answer("GET /v1/databases/db-1/operations", 200, {
+      data: {
+        operations: [
+          {
+            ...base,
+            id: "op-2",
+            type: "standby_replaced",
+            from: "node-old",
+            to: "node-new",
+            reason: "the standby's host agent-b was not heard from since 08:00:00; its replacement went to agent-c",
+          },
+          { ...base, id: "op-1", type: "standby_replaced", from: "node-lost", reason: "no other host can take a standby yet" },
+          { ...base, id: "op-0", type: "resize" },
+        ],
+      },
+      meta: { request_id: "r", page: 1, per_page: 50, total: 3, total_pages: 1 },
+    });
+    render(h(Operations, { id: "db-1" }));
+    await waitFor(() => expect(screen.getByText("node-old → node-new")).toBeTruthy());
+    expect(screen.getByText(/agent-b was not heard from/)).toBeTruthy();
+    expect(screen.getByText("node-lost → (waiting for a host)")).toBeTruthy();
+    const rows = [...document.querySelectorAll("tbody tr")].map((r) => r.querySelector("td")!.textContent);
+    expect(rows).toEqual([
+      "standby_replacednode-old → node-newthe standby's host agent-b was not heard from since 08:00:00; its replacement went to agent-c",
+      "standby_replacednode-lost → (waiting for a host)no other host can take a standby yet",
+      "resize",
+    ]);
+  });
+});

@@ -522,7 +522,8 @@ function Replicas({ db }: { db: Db }) {
   );
 }
 
-function Operations({ id }: { id: string }) {
+/** The database's operations, newest first; a failover's or a standby replacement's members and reason under its type. */
+export function Operations({ id }: { id: string }) {
   const list = usePoll(
     async () => (await client.databases.listOperations(id, { per_page: 50 })).items,
     {
@@ -551,7 +552,13 @@ function Operations({ id }: { id: string }) {
           <tbody>
             {list.value.map((o) => (
               <tr key={o.id}>
-                <td>{o.type}</td>
+                <td>
+                  {o.type}
+                  {o.from !== undefined ? (
+                    <div class="hint">{o.to !== undefined ? `${o.from} → ${o.to}` : `${o.from} → (waiting for a host)`}</div>
+                  ) : null}
+                  {o.reason !== undefined ? <div class="hint">{o.reason}</div> : null}
+                </td>
                 <td>
                   <StatusBadge status={o.status} /> {o.error}
                 </td>
