@@ -190,9 +190,33 @@ describe("the configuration form", () => {
     expect(document.querySelector(".field-error")).toBeNull();
     expect(save().textContent).toBe("Save changes");
 
+    // The restart: read again at once (still pending), then every 3 s until applied. The banner stays until a read
+    // says so — the read from before the save (no pending restart) is never shown again meanwhile.
     answer("POST /v1/databases/db-1/restart", 202, ok({ id: "db-1", status: "restarting" }));
-    fireEvent.click(screen.getByRole("button", { name: "Restart the database now" }));
-    await waitFor(() => expect(seen.some((s) => s.method === "POST" && s.path === "/v1/databases/db-1/restart")).toBe(true));
+    routes.delete("GET /v1/databases/db-1/config");
+    const after = (pending: boolean) => [
+      { ...workMem, value: 65536, overridden: true },
+      { ...timeout, value: 30000, overridden: true },
+      { ...maxConnections, value: 45, overridden: true, pending_restart: pending },
+    ];
+    answer("GET /v1/databases/db-1/config", 200, ok({ parameters: after(true) }));
+    answer("GET /v1/databases/db-1/config", 200, ok({ parameters: after(false) }));
+    const shownStates: boolean[] = [true];
+    const watch = new MutationObserver(() => {
+      const now = document.querySelector("[data-testid=pending-restart]") !== null;
+      if (shownStates.at(-1) !== now) shownStates.push(now);
+    });
+    watch.observe(document.body, { childList: true, subtree: true });
+    try {
+      fireEvent.click(screen.getByRole("button", { name: "Restart the database now" }));
+      await waitFor(() => expect(seen.some((s) => s.method === "POST" && s.path === "/v1/databases/db-1/restart")).toBe(true));
+      const reads = () => seen.filter((s) => s.method === "GET" && s.path === "/v1/databases/db-1/config").length;
+      await waitFor(() => expect(reads() >= 3 && screen.queryByTestId("pending-restart") === null).toBe(true), { timeout: 15_000 });
+    } finally {
+      watch.disconnect();
+    }
+    expect(shownStates).toEqual([true, false]);
+    expect(document.querySelector(".status-pending")).toBeNull();
   });
 
   it("for a viewer: the fields and the save button disabled", async () => {

@@ -1,6 +1,6 @@
 import type { Schemas } from "@dbaas/client";
 import type { ComponentChildren } from "preact";
-import { useRef, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { useReadOnly } from "../access.ts";
 import { ProblemBanner, SubmitForm } from "../components/ui.tsx";
 import { boundsText, changesOf, type Edit, type Parameter, parameterError, pendingRestart, shown, textOf } from "../config.ts";
@@ -30,7 +30,9 @@ export function Configuration({ db, onChange }: { db: Pick<Db, "id" | "status">;
   const [edits, setEdits] = useState<Record<string, Edit>>({});
   const save = useSubmit();
   const restart = useSubmit();
-  // What a save answered is newer than the last read, until the next read.
+  // What a save answered is newer than the last read, until the next read arrives (not before: the read from
+  // before the save would show its pending restart gone while the restart has not even begun).
+  useEffect(() => setSaved(undefined), [config.value]);
   const parameters = saved ?? config.value;
   if (parameters === undefined) {
     return config.error !== undefined ? <ProblemBanner problem={problemOf(config.error)} /> : <p aria-busy="true">Loading…</p>;
@@ -65,7 +67,6 @@ export function Configuration({ db, onChange }: { db: Pick<Db, "id" | "status">;
             onClick={async () => {
               if (await restart.submit(() => client.databases.restart(db.id))) {
                 restartAsked.current = true;
-                setSaved(undefined);
                 onChange();
                 config.refresh();
               }
