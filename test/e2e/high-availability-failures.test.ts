@@ -15,7 +15,6 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Api } from "../support/backups.ts";
 import { poll } from "../support/backups.ts";
 import {
-  agentAt,
   agentHolding,
   bringBackHost,
   createHaDatabase,

@@ -19,7 +19,6 @@ import { holdFilePath } from "../../deploy/local/supervisor.ts";
 import type { Api } from "../support/backups.ts";
 import { logAbout, poll } from "../support/backups.ts";
 import {
-  agentAt,
   bringBackHost,
   createHaDatabase,
   failoverOperations,
