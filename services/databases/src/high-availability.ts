@@ -11,6 +11,7 @@ import {
   liveStandbys,
   lockLease,
   lockStandbyHosts,
+  lockPrimaryAndStandbys,
   lockStandbys,
   moveLease,
   moveToStandby,
@@ -324,13 +325,9 @@ type FailoverKind = { kind: "failover"; healthySince: Date | undefined } | { kin
 export async function executeFailover(ctx: AppContext, primaryId: string, standbyId: string, how: FailoverKind): Promise<boolean> {
   const now = ctx.clock.now();
   const done = await withTransaction(ctx.pool, async (db) => {
-    const { rows } = await db.query<DatabaseRow>(
-      "SELECT * FROM databases WHERE id = $1 AND deleted_at IS NULL AND primary_id IS NULL FOR UPDATE",
-      [primaryId],
-    );
-    const p = rows[0];
-    if (!p) return undefined;
-    const standbys = await lockStandbys(db, p.id);
+    const locked = await lockPrimaryAndStandbys(db, primaryId);
+    if (!locked) return undefined;
+    const { p, standbys } = locked;
     const s = standbys.find((x) => x.id === standbyId);
     if (!s) return undefined;
     const lease = await lockLease(db, p.id);
@@ -439,13 +436,9 @@ function lostOf<T extends { agent_id: string }>(ctx: AppContext, standbys: reado
  */
 export async function replaceLostStandbys(ctx: AppContext, primaryId: string, healthySince: Date | undefined): Promise<string[]> {
   const done = await withTransaction(ctx.pool, async (db) => {
-    const { rows } = await db.query<DatabaseRow>(
-      "SELECT * FROM databases WHERE id = $1 AND deleted_at IS NULL AND primary_id IS NULL FOR UPDATE",
-      [primaryId],
-    );
-    const p = rows[0];
-    if (!p) return undefined;
-    const standbys = await lockStandbys(db, p.id);
+    const locked = await lockPrimaryAndStandbys(db, primaryId);
+    if (!locked) return undefined;
+    const { p, standbys } = locked;
     const seen = await agentsLastSeen(db, [p.agent_id, ...standbys.map((s) => s.agent_id)]);
     if (!mayRetireLost(ctx, p, seen.get(p.agent_id), healthySince)) return undefined;
     const lost = lostOf(ctx, standbys, (s) => seen.get(s.agent_id));

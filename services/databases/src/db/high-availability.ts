@@ -14,6 +14,19 @@ export async function lockStandbys(db: pg.ClientBase, primaryId: string): Promis
   return rows;
 }
 
+/** A live primary (not itself a standby or replica) and its live standbys, all locked; undefined when it is gone. */
+export async function lockPrimaryAndStandbys(
+  db: pg.ClientBase,
+  primaryId: string,
+): Promise<{ p: DatabaseRow; standbys: DatabaseRow[] } | undefined> {
+  const { rows } = await db.query<DatabaseRow>(
+    "SELECT * FROM databases WHERE id = $1 AND deleted_at IS NULL AND primary_id IS NULL FOR UPDATE",
+    [primaryId],
+  );
+  const p = rows[0];
+  return p && { p, standbys: await lockStandbys(db, p.id) };
+}
+
 /** The primary's live standbys, oldest first, unlocked. */
 export async function liveStandbys(db: Db, primaryId: string): Promise<DatabaseRow[]> {
   const { rows } = await db.query<DatabaseRow>(
