@@ -279,8 +279,25 @@ describe("nothing outlives a stopped stack", () => {
     stack = await restartStack(stack);
     await waitFor(async () => (await statusOf(db.id)) === "running", 60_000, "back");
     // Its pooler (on by default) runs as a PgBouncer whose ini lies below the data directory.
-    const bouncer = () => processesUnder(stack.dataDir).find((p) => /pgbouncer/.test(p) && p.includes(`/poolers/${db.id}/`));
-    const running = await waitFor(async () => bouncer(), 60_000, "the pooler's PgBouncer");
+    const bouncers = () => processesUnder(stack.dataDir).filter((p) => /pgbouncer/.test(p) && p.includes(`/poolers/${db.id}/`));
+    const bouncer = () => bouncers()[0];
+    // The daemon itself: `pgbouncer -d` forks and its parent exits, so for a moment two carry the same command line
+    // (a fresh-clone CI once took the parent for it); the pid file names the one that serves.
+    const pidFile = join(stack.dataDir, "agents", "agent-fsn1", "poolers", db.id, "pgbouncer.pid");
+    const running = await waitFor(
+      async () => {
+        const found = bouncers();
+        let pid = "";
+        try {
+          pid = readFileSync(pidFile, "utf8").trim();
+        } catch {
+          return undefined;
+        }
+        return found.length === 1 && found[0]!.startsWith(`pid ${pid}:`) ? found[0] : undefined;
+      },
+      60_000,
+      "the pooler's PgBouncer",
+    );
     const instance = postmasterPid(instanceDir(db.id));
     // A lost host, simulated: the agent's restart held and the agent killed -9. What it ran serves on (by design:
     // the next agent keeps it), so nothing but the stack's stop is left to end it.

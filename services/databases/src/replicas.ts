@@ -236,7 +236,7 @@ export async function removeReplica(ctx: AppContext, orgId: string, primaryId: s
 export async function promoteReplica(ctx: AppContext, orgId: string, primaryId: string, replicaId: string): Promise<DatabaseRow> {
   let name = "";
   try {
-    const row = await withTransaction(ctx.pool, async (db) => {
+    const row = await withTransactionRetried(ctx.pool, async (db) => {
       const primary = await lockOwned(db, orgId, primaryId);
       const replica = await lockReplica(db, primary.id, replicaId);
       if (!replica) throw notFound("replica");
