@@ -7,8 +7,10 @@
  * `standby_replaced` names both, and the primary took writes throughout. When the lost host returns, its agent
  * purges the retired standby's data, and the database keeps one standby. Times are printed, not asserted.
  */
+import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Api } from "../support/backups.ts";
@@ -29,6 +31,8 @@ import {
 } from "../support/ha.ts";
 import { namedMissing } from "../support/named.ts";
 import { account, asAgent, postmasterOf } from "../support/replicas.ts";
+
+const run = promisify(execFile);
 
 const missing = namedMissing();
 if (missing) console.warn(`e2e high-availability-standby-lost.test.ts skipped: ${missing}`);
@@ -117,6 +121,14 @@ describe.skipIf(missing !== undefined)("a standby's host lost, on three simulate
     // Never before the threshold: the agent's last heartbeat (every 3 s) came at most a few seconds before the loss.
     expect(retiredAt - lostAt).toBeGreaterThan((REPLACE_AFTER_S - 5) * 1000);
     expect(ops.filter((o) => o.type === "failover")).toEqual([]);
+    // The CLI's operations table names both members.
+    const key = (await api.post("/v1/organization/api-keys", { name: "operations" })).body.data.secret as string;
+    const { DBAAS_TOKEN: _t, DBAAS_URL: _u, XDG_CONFIG_HOME: _x, ...env } = process.env;
+    const table = await run(join(ha.stack.root, "node_modules/.bin/dbaas"), ["databases", "operations", db.id], {
+      env: { ...env, HOME: ha.stack.dataDir, DBAAS_URL: ha.stack.baseUrl, DBAAS_TOKEN: key },
+      timeout: 60_000,
+    });
+    expect(table.stdout).toMatch(new RegExp(`standby_replaced .*succeeded.*${old.id} → ${replacement.id}`));
 
     // It streams from the primary and has the writes acknowledged since.
     await poll(

@@ -120,7 +120,7 @@ describe("dbaas commands on the real stack", () => {
     const ops = await json<{ type: string; status: string }[]>(["databases", "operations", db.id]);
     expect(ops.map((o) => o.type)).toEqual(expect.arrayContaining(["create", "stop", "start", "restart", "resize"]));
     const opsTable = await dbaas(["databases", "operations", db.id]);
-    expect(opsTable.stdout.split("\n")[0]).toMatch(/^ID\s+TYPE\s+STATUS\s+STARTED\s+FINISHED$/);
+    expect(opsTable.stdout.split("\n")[0]).toMatch(/^ID\s+TYPE\s+STATUS\s+STARTED\s+FINISHED\s+MEMBERS$/);
 
     const pem = await dbaas(["databases", "ca-certificate", db.id]);
     expect(pem.stdout).toMatch(/^-----BEGIN CERTIFICATE-----\n[\s\S]+-----END CERTIFICATE-----\n$/);

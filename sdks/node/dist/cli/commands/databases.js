@@ -161,6 +161,8 @@ export const databases = {
                     ["status", (o) => o.status],
                     ["started", (o) => o.started_at],
                     ["finished", (o) => o.finished_at],
+                    // A failover's and a standby replacement's members (the reason is in -o json).
+                    ["members", (o) => (o.from === undefined ? "" : `${o.from} → ${o.to ?? "(waiting for a host)"}`)],
                 ]);
             },
         },
