@@ -11,7 +11,6 @@ import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Api } from "../support/backups.ts";
 import { logAbout, poll } from "../support/backups.ts";
@@ -30,7 +29,7 @@ import {
   type Writer,
 } from "../support/ha.ts";
 import { namedMissing } from "../support/named.ts";
-import { account, asAgent, postmasterOf } from "../support/replicas.ts";
+import { account, asAgent } from "../support/replicas.ts";
 
 const run = promisify(execFile);
 
@@ -65,19 +64,6 @@ describe.skipIf(missing !== undefined)("a standby's host lost, on three simulate
     for (const id of created) await api?.delete(`/v1/databases/${id}`).catch(() => {});
     await ha?.stop();
   });
-
-  /** `text` on instance `id` (a standby too) as the agent's superuser over its unix socket, in the customer's database. */
-  async function onInstance(id: string, text: string): Promise<Record<string, unknown>[]> {
-    const { port, socketDir } = await postmasterOf(ha.stack, id);
-    const c = new pg.Client({ host: socketDir, port, user: "dbaas_agent", database: "defaultdb", connectionTimeoutMillis: 5000 });
-    c.on("error", () => {});
-    await c.connect();
-    try {
-      return (await c.query(text)).rows;
-    } finally {
-      await c.end().catch(() => {});
-    }
-  }
 
   it("is retired once its agent was silent for the threshold; a replacement on the third host streams the primary's writes; the returning host purges the old one", async () => {
     const db = await createHaDatabase(api, "standby-lost", 1, true, (id) => created.push(id));
@@ -143,7 +129,14 @@ describe.skipIf(missing !== undefined)("a standby's host lost, on three simulate
     await poll(
       async () =>
         Number(
-          (await onInstance(replacement.id, `SELECT count(*)::int AS n FROM acked WHERE id = ANY ('{${acked.join(",")}}'::int[])`))[0]!.n,
+          (
+            await asAgent(
+              ha.stack,
+              replacement.id,
+              `SELECT count(*)::int AS n FROM acked WHERE id = ANY ('{${acked.join(",")}}'::int[])`,
+              "defaultdb",
+            )
+          )[0]!.n,
         ) === acked.length,
       60_000,
       "the replacement has every acknowledged write",

@@ -111,9 +111,9 @@ export async function postmasterOf(stack: Stack, id: string): Promise<{ pid: num
  * `sql` run as the agent's superuser over the instance's unix socket (this test runs as root, or as the agent's
  * user): what a customer's dbadmin may not see, such as pg_replication_slots.
  */
-export async function asAgent(stack: Stack, id: string, sql: string): Promise<any[]> {
+export async function asAgent(stack: Stack, id: string, sql: string, database = "postgres"): Promise<any[]> {
   const { port, socketDir } = await postmasterOf(stack, id);
-  const client = new pg.Client({ host: socketDir, port, user: "dbaas_agent", database: "postgres", connectionTimeoutMillis: 5000 });
+  const client = new pg.Client({ host: socketDir, port, user: "dbaas_agent", database, connectionTimeoutMillis: 5000 });
   client.on("error", () => {});
   await client.connect();
   try {
